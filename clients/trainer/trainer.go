@@ -1,0 +1,93 @@
+// Package trainer is the client of the trainer role: a server of the Tinker
+// training API in JSON (PROTOCOLS.md §5), such as SkyRL tx or the hosted
+// service. Calls on a model carry ordered seq_ids; every training call is a
+// future resolved through retrieve_future.
+package trainer
+
+import "context"
+
+// Trainer is what the orchestrator needs from the training server.
+type Trainer interface {
+	// Capabilities lists the base models the server can train.
+	Capabilities(ctx context.Context) ([]string, error)
+	// StartSession creates a session and keeps it alive with a heartbeat
+	// every interval until ctx ends or Close is called on the result.
+	StartSession(ctx context.Context) (*Session, error)
+	// CreateModel creates a LoRA model of baseModel in session s and
+	// returns its model id.
+	CreateModel(ctx context.Context, s *Session, baseModel string, rank int) (string, error)
+	// ForwardBackward sends one chunk of datums and waits for the result.
+	ForwardBackward(ctx context.Context, modelID string, data []Datum, lossFn string, lossCfg map[string]float64) (*ForwardBackwardResult, error)
+	// OptimStep applies the accumulated gradients.
+	OptimStep(ctx context.Context, modelID string, adam AdamParams) (map[string]float64, error)
+	// SaveWeightsForSampler saves the current weights under name and
+	// returns the server's path for them (tinker://...).
+	SaveWeightsForSampler(ctx context.Context, modelID, name string) (string, error)
+	// URL is the server's base URL.
+	URL() string
+}
+
+// Session is a live Tinker session.
+type Session struct {
+	// ID is the server's session id.
+	ID   string
+	stop func()
+}
+
+// Close stops the session's heartbeat.
+func (s *Session) Close() {
+	if s != nil && s.stop != nil {
+		s.stop()
+	}
+}
+
+// Datum is one training example in the Tinker JSON form.
+type Datum struct {
+	ModelInput   ModelInput            `json:"model_input"`
+	LossFnInputs map[string]TensorData `json:"loss_fn_inputs"`
+}
+
+// ModelInput is the model's input, as chunks.
+type ModelInput struct {
+	Chunks []Chunk `json:"chunks"`
+}
+
+// Chunk is one chunk of model input; only "encoded_text" is used.
+type Chunk struct {
+	Type   string `json:"type"`
+	Tokens []int  `json:"tokens"`
+}
+
+// TensorData is a flat tensor. Data holds []int64 for dtype "int64" and
+// []float32 for dtype "float32" when built by this package; decoded
+// responses hold []any.
+type TensorData struct {
+	Data  any    `json:"data"`
+	Dtype string `json:"dtype"`
+	Shape []int  `json:"shape"`
+}
+
+// Int64Tensor builds an int64 TensorData of shape [len(v)].
+func Int64Tensor(v []int64) TensorData {
+	return TensorData{Data: v, Dtype: "int64", Shape: []int{len(v)}}
+}
+
+// Float32Tensor builds a float32 TensorData of shape [len(v)].
+func Float32Tensor(v []float32) TensorData {
+	return TensorData{Data: v, Dtype: "float32", Shape: []int{len(v)}}
+}
+
+// AdamParams are the optimiser settings of one optim_step.
+type AdamParams struct {
+	LearningRate float64 `json:"learning_rate"`
+	Beta1        float64 `json:"beta1"`
+	Beta2        float64 `json:"beta2"`
+	Eps          float64 `json:"eps"`
+	WeightDecay  float64 `json:"weight_decay"`
+}
+
+// ForwardBackwardResult is the result of one forward_backward call.
+type ForwardBackwardResult struct {
+	LossFnOutputs []map[string]TensorData `json:"loss_fn_outputs"`
+	Metrics       map[string]float64      `json:"metrics"`
+}
