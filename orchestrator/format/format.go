@@ -1,0 +1,182 @@
+// Package format is the Search-R1 agent format, byte-compatible with
+// Search-R1 (PROTOCOLS.md §1): the prompt, the action parser, the
+// <information> block, the invalid-action text, and the exact-match and F1
+// scores with SQuAD normalisation.
+package format
+
+import (
+	"regexp"
+	"strings"
+)
+
+// Instruction is Search-R1's instruction text, verbatim (typo included).
+const Instruction = "Answer the given question. You must conduct reasoning inside <think> and </think> first every time you get new information. After reasoning, if you find you lack some knowledge, you can call a search engine by <search> query </search> and it will return the top searched results between <information> and </information>. You can search as many times as your want. If you find no further external knowledge needed, you can directly provide the answer inside <answer> and </answer>, without detailed illustrations. For example, <answer> Beijing </answer>. "
+
+// InvalidActionText is appended, verbatim, after a turn with no valid action.
+const InvalidActionText = "\nMy previous action is invalid. If I want to search, I should put the query between <search> and </search>. If I want to give the final answer, I should put the answer between <answer> and </answer>. Let me try again.\n"
+
+// StopStrings end a policy turn; the stop string is kept in the output.
+var StopStrings = []string{"</search>", "</answer>"}
+
+// NormalizeQuestion strips the question and appends "?" unless it already
+// ends with one.
+func NormalizeQuestion(q string) string {
+	q = strings.TrimSpace(q)
+	if !strings.HasSuffix(q, "?") {
+		q += "?"
+	}
+	return q
+}
+
+// UserPrompt is the single user message of a trajectory: the instruction,
+// then, when hint is non-empty, the hint text, then "Question: " and the
+// normalised question and a newline. With an empty hint it is exactly
+// Search-R1's prompt.
+func UserPrompt(question, hint string) string {
+	return Instruction + hint + "Question: " + NormalizeQuestion(question) + "\n"
+}
+
+// Action kinds.
+const (
+	ActionNone   = ""
+	ActionSearch = "search"
+	ActionAnswer = "answer"
+)
+
+// ParseAction returns the first action of a turn's text: the first match of
+// <(search|answer)>(.*?)</\1>, content stripped. kind is ActionNone when
+// the turn has no valid action.
+func ParseAction(text string) (kind, content string) {
+	// Go's regexp has no back-references: scan the matches and take the
+	// first whose closing tag equals its opening tag, as Python's
+	// re.search(r"<(search|answer)>(.*?)</\1>") would.
+	for _, start := range reOpen.FindAllStringSubmatchIndex(text, -1) {
+		tag := text[start[2]:start[3]]
+		rest := text[start[1]:]
+		end := strings.Index(rest, "</"+tag+">")
+		if end >= 0 {
+			return tag, strings.TrimSpace(rest[:end])
+		}
+	}
+	return ActionNone, ""
+}
+
+var reOpen = regexp.MustCompile(`<(search|answer)>`)
+
+// InfoBlock formats retrieved passages the way Search-R1 does:
+// "\n\n<information>" + docs + "</information>\n\n", docs being
+// "Doc {i}(Title: {title}) {text}\n" per hit with the whole string stripped.
+func InfoBlock(contents []string) string {
+	var b strings.Builder
+	for i, c := range contents {
+		title, text := c, ""
+		if j := strings.IndexByte(c, '\n'); j >= 0 {
+			title, text = c[:j], c[j+1:]
+		}
+		b.WriteString("Doc ")
+		b.WriteString(itoa(i + 1))
+		b.WriteString("(Title: ")
+		b.WriteString(title)
+		b.WriteString(") ")
+		b.WriteString(text)
+		b.WriteString("\n")
+	}
+	return "\n\n<information>" + strings.TrimSpace(b.String()) + "</information>\n\n"
+}
+
+func itoa(i int) string {
+	if i == 0 {
+		return "0"
+	}
+	var d []byte
+	for i > 0 {
+		d = append([]byte{byte('0' + i%10)}, d...)
+		i /= 10
+	}
+	return string(d)
+}
+
+var reLastAnswer = regexp.MustCompile(`(?s)<answer>(.*?)</answer>`)
+
+// ExtractAnswer returns the content of the last <answer>...</answer> in a
+// response (score only the response: the prompt holds an example tag).
+func ExtractAnswer(response string) (string, bool) {
+	ms := reLastAnswer.FindAllStringSubmatch(response, -1)
+	if len(ms) == 0 {
+		return "", false
+	}
+	return strings.TrimSpace(ms[len(ms)-1][1]), true
+}
+
+var reArticles = regexp.MustCompile(`\b(a|an|the)\b`)
+
+// Normalize is SQuAD normalisation: lower-case, drop punctuation, drop the
+// articles a/an/the, collapse white space.
+func Normalize(s string) string {
+	s = strings.ToLower(s)
+	var b strings.Builder
+	for _, r := range s {
+		if isPunct(r) {
+			continue
+		}
+		b.WriteRune(r)
+	}
+	s = reArticles.ReplaceAllString(b.String(), " ")
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// isPunct matches Python's string.punctuation (ASCII punctuation).
+func isPunct(r rune) bool {
+	return strings.ContainsRune("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~", r)
+}
+
+// ExactMatch is 1 when the normalised prediction equals any normalised gold
+// answer, else 0.
+func ExactMatch(pred string, golds []string) float64 {
+	np := Normalize(pred)
+	for _, g := range golds {
+		if Normalize(g) == np {
+			return 1
+		}
+	}
+	return 0
+}
+
+// F1 is the best token-level F1 of the prediction against any gold answer.
+func F1(pred string, golds []string) float64 {
+	best := 0.0
+	pt := strings.Fields(Normalize(pred))
+	for _, g := range golds {
+		gt := strings.Fields(Normalize(g))
+		if f := tokenF1(pt, gt); f > best {
+			best = f
+		}
+	}
+	return best
+}
+
+func tokenF1(pred, gold []string) float64 {
+	if len(pred) == 0 || len(gold) == 0 {
+		if len(pred) == len(gold) {
+			return 1
+		}
+		return 0
+	}
+	counts := map[string]int{}
+	for _, t := range gold {
+		counts[t]++
+	}
+	same := 0
+	for _, t := range pred {
+		if counts[t] > 0 {
+			counts[t]--
+			same++
+		}
+	}
+	if same == 0 {
+		return 0
+	}
+	p := float64(same) / float64(len(pred))
+	r := float64(same) / float64(len(gold))
+	return 2 * p * r / (p + r)
+}

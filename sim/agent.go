@@ -1,0 +1,748 @@
+package sim
+
+import (
+	"math"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// The simulated policy is a small stochastic search agent. At the start of
+// each turn it reads its whole context (question, optional hint, earlier
+// searches and the passages the real retriever returned for them) and builds
+// a finite set of candidate turns: searches for phrases taken from the
+// question, the hint or retrieved passages, and answers that are spans of the
+// retrieved passages. A candidate's probability is a two-level softmax over
+// hand-made features with the learnable parameter vector Params. The
+// distribution over token sequences is the mixture over candidates, and the
+// logprob of every token is its exact conditional under that mixture, mixed
+// with a uniform floor epsilon over the vocabulary so that any sequence has
+// a finite score. Sampling, scoring and gradients all use this one model.
+
+// Parameter indices of Params.
+const (
+	// type (search vs answer) features
+	PSearchBias = iota
+	PSearchFirst
+	PSearchMore
+	// query choice features
+	PQueryFull
+	PQueryKeywords
+	PQueryEntity
+	PQueryBridge
+	PQueryRepeat
+	// answer choice features
+	PAnswerRank
+	PAnswerTitle
+	PAnswerInQuestion
+	PAnswerTypeMatch
+	PAnswerProximity
+	PAnswerOption
+	PAnswerLatest
+	PAnswerLength
+	// NumParams is the length of Params.
+	NumParams
+)
+
+// ParamNames names each parameter, for adapters and logs.
+var ParamNames = [NumParams]string{
+	"search_bias", "search_first", "search_more",
+	"query_full", "query_keywords", "query_entity", "query_bridge", "query_repeat",
+	"answer_rank", "answer_title", "answer_in_question", "answer_type_match",
+	"answer_proximity", "answer_option", "answer_latest", "answer_length",
+}
+
+// Fixed (not learnable) instruction-following strengths: how much a hint in
+// the context moves the policy. The student never sees a hint, so these get
+// no gradient; they make the hinted teacher differ from the student.
+const (
+	hintSearchBoost = 1.5
+	hintQueryBoost  = 3.0
+	maxSearchCands  = 10
+	maxAnswerCands  = 40
+)
+
+// Params is the simulated policy's learnable parameter vector.
+type Params []float64
+
+// InitialParams is the base model's parameters: a weak agent that answers
+// before searching half the time and picks answer spans almost at random.
+func InitialParams() Params {
+	p := make(Params, NumParams)
+	p[PAnswerRank] = 1.0
+	return p
+}
+
+// Thought texts: the first differing token encodes the action type, so the
+// query choice is expressed inside the <search> span itself.
+const (
+	thoughtSearch = "<think> I need more information. </think>\n"
+	thoughtAnswer = "<think> I have enough information. </think>\n"
+)
+
+// doc is one retrieved passage as the policy reads it from its context.
+type doc struct {
+	title, text string
+	rank        int
+}
+
+// turnState is what the policy reads from its context at a turn start.
+type turnState struct {
+	question     string
+	hint         string
+	searches     []string
+	blocks       [][]doc
+	invalid      int
+	hasAssistant bool
+}
+
+var (
+	reSearch  = regexp.MustCompile(`(?s)<search>(.*?)</search>`)
+	reInfo    = regexp.MustCompile(`(?s)<information>(.*?)</information>`)
+	reDocHead = regexp.MustCompile(`Doc (\d+)\(Title: `)
+	reQuoted  = regexp.MustCompile(`"([^"]{2,80})"`)
+)
+
+// assistantHeader starts the generated part of the chat template.
+const assistantHeader = TokIMStart + "assistant\n"
+
+// parseState reads the turn state from the context text before a turn.
+func parseState(text string) turnState {
+	var st turnState
+	ai := strings.LastIndex(text, assistantHeader)
+	if ai < 0 {
+		return st
+	}
+	st.hasAssistant = true
+	prompt, response := text[:ai], text[ai+len(assistantHeader):]
+	user := prompt
+	if ui := strings.LastIndex(prompt, TokIMStart+"user\n"); ui >= 0 {
+		user = prompt[ui+len(TokIMStart+"user\n"):]
+	}
+	user = strings.TrimSuffix(strings.TrimRight(user, "\n"), TokIMEnd)
+	if qi := strings.LastIndex(user, "Question:"); qi >= 0 {
+		st.question = strings.TrimSpace(user[qi+len("Question:"):])
+		if hi := strings.LastIndex(user[:qi], "Hint:"); hi >= 0 {
+			st.hint = strings.TrimSpace(user[hi+len("Hint:") : qi])
+		}
+	}
+	for _, m := range reSearch.FindAllStringSubmatch(response, -1) {
+		st.searches = append(st.searches, normText(m[1]))
+	}
+	for _, m := range reInfo.FindAllStringSubmatch(response, -1) {
+		st.blocks = append(st.blocks, parseDocs(m[1]))
+	}
+	st.invalid = strings.Count(response, "My previous action is invalid.")
+	return st
+}
+
+// parseDocs splits an <information> body into its "Doc i(Title: t) text"
+// entries.
+func parseDocs(body string) []doc {
+	heads := reDocHead.FindAllStringIndex(body, -1)
+	var docs []doc
+	for i, h := range heads {
+		end := len(body)
+		if i+1 < len(heads) {
+			end = heads[i+1][0]
+		}
+		rest := body[h[1]:end]
+		var title, text string
+		if strings.HasPrefix(rest, "\"") {
+			if j := strings.Index(rest[1:], "\") "); j >= 0 {
+				title, text = rest[1:1+j], rest[1+j+3:]
+			}
+		}
+		if title == "" {
+			if j := strings.Index(rest, ") "); j >= 0 {
+				title, text = strings.Trim(rest[:j], "\""), rest[j+2:]
+			} else {
+				title = strings.Trim(rest, "\" \n")
+			}
+		}
+		docs = append(docs, doc{title: strings.TrimSpace(title), text: strings.TrimSpace(text), rank: i})
+	}
+	return docs
+}
+
+// candidate is one complete turn the policy may produce.
+type candidate struct {
+	text     string
+	ids      []int
+	isSearch bool
+	content  string
+	logp     float64
+	grad     []float64
+}
+
+type featCand struct {
+	content string
+	phi     []float64 // indexed by parameter; only the type's block is used
+	fixed   float64
+}
+
+// buildCandidates makes the candidate turns for a state under params and
+// computes each one's logprob and gradient.
+func buildCandidates(st turnState, params Params, tk *Tokenizer) []candidate {
+	searches := searchFeatures(st)
+	answers := answerFeatures(st)
+	// Type probability: P(search) = sigmoid(z).
+	phiT := make([]float64, NumParams)
+	phiT[PSearchBias] = 1
+	if len(st.searches) == 0 {
+		phiT[PSearchFirst] = 1
+	}
+	phiT[PSearchMore] = math.Min(float64(len(st.searches)), 3) / 3
+	z := dot(params, phiT)
+	if st.hint != "" {
+		z += hintSearchBoost
+	}
+	logPS, logPA := logSigmoid(z), logSigmoid(-z)
+	gS := scale(phiT, 1-sigmoid(z))
+	gA := scale(phiT, -sigmoid(z))
+	if len(answers) == 0 {
+		logPS, gS = 0, make([]float64, NumParams)
+	}
+	var out []candidate
+	add := func(fcs []featCand, isSearch bool, logPT float64, gT []float64) {
+		if len(fcs) == 0 {
+			return
+		}
+		logits := make([]float64, len(fcs))
+		for i, fc := range fcs {
+			logits[i] = dot(params, fc.phi) + fc.fixed
+		}
+		lse := logSumExp(logits)
+		mean := make([]float64, NumParams)
+		for i, fc := range fcs {
+			p := math.Exp(logits[i] - lse)
+			for j, v := range fc.phi {
+				mean[j] += p * v
+			}
+		}
+		for i, fc := range fcs {
+			g := make([]float64, NumParams)
+			for j := range g {
+				g[j] = gT[j] + fc.phi[j] - mean[j]
+			}
+			var text string
+			if isSearch {
+				text = thoughtSearch + "<search> " + fc.content + " </search>"
+			} else {
+				text = thoughtAnswer + "<answer> " + fc.content + " </answer>"
+			}
+			out = append(out, candidate{text: text, ids: tk.Encode(text), isSearch: isSearch,
+				content: fc.content, logp: logPT + logits[i] - lse, grad: g})
+		}
+	}
+	add(searches, true, logPS, gS)
+	add(answers, false, logPA, gA)
+	return out
+}
+
+var stopWords = map[string]bool{}
+
+func init() {
+	for _, w := range strings.Fields(`a an the of in on at to for by with from and or is are was were be been
+	being do does did what which who whom whose when where why how that this these those it its as
+	than then there their they he she his her him i you your we our us me my not no yes into about
+	after before during over under between both either same also more most many much name named
+	first last one two has have had can could will would should may might s`) {
+		stopWords[w] = true
+	}
+}
+
+var reWord = regexp.MustCompile(`[A-Za-z0-9][A-Za-z0-9'\-\.]*`)
+
+func words(s string) []string {
+	ws := reWord.FindAllString(s, -1)
+	for i, w := range ws {
+		ws[i] = strings.TrimRight(w, ".'-")
+	}
+	return ws
+}
+
+func contentWords(s string) []string {
+	var out []string
+	for _, w := range words(s) {
+		lw := strings.ToLower(w)
+		if lw != "" && !stopWords[lw] {
+			out = append(out, lw)
+		}
+	}
+	return out
+}
+
+// sanitize makes a phrase safe inside a tag: no angle brackets, one line.
+func sanitize(s string) string {
+	s = strings.NewReplacer("<", " ", ">", " ", "\n", " ").Replace(s)
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// normText lower-cases and collapses a phrase for comparisons.
+func normText(s string) string {
+	return strings.ToLower(strings.Join(strings.Fields(strings.Trim(s, " \"'?.,")), " "))
+}
+
+var questionWords = map[string]bool{"which": true, "who": true, "what": true, "when": true, "where": true,
+	"how": true, "in": true, "is": true, "are": true, "was": true, "were": true, "did": true, "do": true,
+	"does": true, "the": true, "on": true, "for": true, "at": true, "whose": true, "whom": true, "why": true}
+
+// entities returns maximal runs of capitalised words (allowing inner
+// "of"/"the"/"and" followed by a capitalised word) and multi-digit numbers.
+func entities(s string, skipFirst bool) []string {
+	ws := words(s)
+	var out []string
+	for i := 0; i < len(ws); i++ {
+		if !isCap(ws[i]) || (i == 0 && skipFirst && questionWords[strings.ToLower(ws[i])]) {
+			continue
+		}
+		j := i + 1
+		for j < len(ws) && j-i < 6 {
+			if isCap(ws[j]) {
+				j++
+				continue
+			}
+			lw := strings.ToLower(ws[j])
+			if (lw == "of" || lw == "the" || lw == "and" || lw == "de") && j+1 < len(ws) && isCap(ws[j+1]) {
+				j += 2
+				continue
+			}
+			break
+		}
+		if e := strings.Join(ws[i:j], " "); !months[strings.ToLower(e)] {
+			out = append(out, e)
+		}
+		i = j - 1
+	}
+	return out
+}
+
+func isCap(w string) bool { return w != "" && w[0] >= 'A' && w[0] <= 'Z' }
+
+func isNumber(w string) bool {
+	digits := 0
+	for _, c := range w {
+		switch {
+		case c >= '0' && c <= '9':
+			digits++
+		case c == ',' || c == '.':
+		default:
+			return false
+		}
+	}
+	return digits > 0
+}
+
+func isYear(w string) bool {
+	return len(w) == 4 && isNumber(w) && (w[0] == '1' || w[0] == '2')
+}
+
+var months = map[string]bool{"january": true, "february": true, "march": true, "april": true, "may": true,
+	"june": true, "july": true, "august": true, "september": true, "october": true, "november": true, "december": true}
+
+// questionType classifies what kind of answer the question wants.
+func questionType(q string) string {
+	lq := strings.ToLower(q)
+	ws := strings.Fields(lq)
+	if len(ws) == 0 {
+		return ""
+	}
+	switch ws[0] {
+	case "is", "are", "was", "were", "do", "does", "did", "can", "could", "has", "have", "will", "would", "should":
+		return "yesno"
+	}
+	switch {
+	case strings.Contains(lq, "what year") || strings.HasPrefix(lq, "when") || strings.Contains(lq, " when "):
+		return "year"
+	case strings.Contains(lq, "how many") || strings.Contains(lq, "how much") || strings.Contains(lq, "how old"):
+		return "number"
+	case strings.HasPrefix(lq, "who") || strings.Contains(lq, " who "):
+		return "person"
+	}
+	return "entity"
+}
+
+// options returns the two alternatives of an "A or B" question.
+func options(q string) []string {
+	q = strings.TrimSuffix(strings.TrimSpace(q), "?")
+	i := strings.LastIndex(q, " or ")
+	if i < 0 {
+		return nil
+	}
+	left, right := q[:i], q[i+4:]
+	if c := strings.LastIndex(left, ","); c >= 0 {
+		left = left[c+1:]
+	}
+	var out []string
+	if es := entities(left, true); len(es) > 0 {
+		out = append(out, es[len(es)-1])
+	} else if ws := words(left); len(ws) > 0 {
+		out = append(out, ws[len(ws)-1])
+	}
+	if es := entities(right, false); len(es) > 0 {
+		out = append(out, es[0])
+	} else if r := sanitize(right); r != "" && len(strings.Fields(r)) <= 4 {
+		out = append(out, r)
+	}
+	return out
+}
+
+func searchFeatures(st turnState) []featCand {
+	byNorm := map[string]int{}
+	var fcs []featCand
+	addQ := func(q string, feat int, fixed float64) {
+		q = sanitize(q)
+		n := normText(q)
+		if n == "" || len(fcs) >= maxSearchCands && byNorm[n] == 0 {
+			return
+		}
+		i, ok := byNorm[n]
+		if !ok {
+			phi := make([]float64, NumParams)
+			for _, s := range st.searches {
+				if s == n {
+					phi[PQueryRepeat] = 1
+				}
+			}
+			fcs = append(fcs, featCand{content: q, phi: phi})
+			i = len(fcs) - 1
+			byNorm[n] = i
+		}
+		if feat >= 0 {
+			fcs[i].phi[feat] = 1
+		}
+		fcs[i].fixed += fixed
+	}
+	if st.hint != "" {
+		for _, m := range reQuoted.FindAllStringSubmatch(st.hint, 2) {
+			addQ(m[1], -1, hintQueryBoost)
+		}
+	}
+	addQ(strings.TrimSuffix(st.question, "?"), PQueryFull, 0)
+	addQ(strings.Join(contentWords(st.question), " "), PQueryKeywords, 0)
+	for i, e := range entities(st.question, true) {
+		if i < 3 {
+			addQ(e, PQueryEntity, 0)
+		}
+	}
+	if n := len(st.blocks); n > 0 {
+		qn := normText(st.question)
+		added := 0
+		for _, d := range st.blocks[n-1] {
+			if added < 3 && d.title != "" && !strings.Contains(qn, normText(d.title)) {
+				addQ(d.title, PQueryBridge, 0)
+				added++
+			}
+		}
+	}
+	return fcs
+}
+
+func answerFeatures(st turnState) []featCand {
+	qType := questionType(st.question)
+	qWords := map[string]bool{}
+	for _, w := range contentWords(st.question) {
+		qWords[w] = true
+	}
+	byNorm := map[string]int{}
+	var fcs []featCand
+	addA := func(span string, rank int, isTitle, latest bool, prox float64, typeMatch bool, option bool) {
+		span = sanitize(span)
+		n := normText(span)
+		if n == "" {
+			return
+		}
+		i, ok := byNorm[n]
+		if !ok {
+			if len(fcs) >= maxAnswerCands {
+				return
+			}
+			phi := make([]float64, NumParams)
+			sw := contentWords(span)
+			in := 0
+			for _, w := range sw {
+				if qWords[w] {
+					in++
+				}
+			}
+			if len(sw) > 0 {
+				phi[PAnswerInQuestion] = float64(in) / float64(len(sw))
+			}
+			phi[PAnswerLength] = math.Min(float64(len(strings.Fields(span))), 8) / 4
+			fcs = append(fcs, featCand{content: span, phi: phi})
+			i = len(fcs) - 1
+			byNorm[n] = i
+		}
+		phi := fcs[i].phi
+		if rank >= 0 {
+			phi[PAnswerRank] = math.Max(phi[PAnswerRank], 1/float64(1+rank))
+		}
+		if isTitle {
+			phi[PAnswerTitle] = 1
+		}
+		if latest {
+			phi[PAnswerLatest] = 1
+		}
+		phi[PAnswerProximity] = math.Max(phi[PAnswerProximity], prox)
+		if typeMatch {
+			phi[PAnswerTypeMatch] = 1
+		}
+		if option {
+			phi[PAnswerOption] = 1
+		}
+	}
+	if qType == "yesno" {
+		addA("yes", -1, false, false, 0, true, false)
+		addA("no", -1, false, false, 0, true, false)
+	}
+	for _, o := range options(st.question) {
+		addA(o, -1, false, false, 0, false, true)
+	}
+	for bi := len(st.blocks) - 1; bi >= 0; bi-- {
+		latest := bi == len(st.blocks)-1
+		for _, d := range st.blocks[bi] {
+			addA(d.title, d.rank, true, latest, 0, qType == "entity" || qType == "person" && len(strings.Fields(d.title)) >= 2, false)
+			for _, sent := range sentences(d.text) {
+				prox := proximity(sent, qWords)
+				for _, sp := range spans(sent) {
+					addA(sp.text, d.rank, normText(sp.text) == normText(d.title), latest, prox, typeMatches(qType, sp), false)
+				}
+			}
+		}
+	}
+	if len(fcs) == 0 {
+		// Nothing retrieved yet: guess from the question itself.
+		for _, e := range entities(st.question, true) {
+			addA(e, -1, false, false, 0, false, false)
+		}
+		addA("unknown", -1, false, false, 0, false, false)
+	}
+	return fcs
+}
+
+type span struct {
+	text string
+	kind string // cap, number, year, date
+}
+
+func typeMatches(qType string, sp span) bool {
+	switch qType {
+	case "year":
+		return sp.kind == "year" || sp.kind == "date"
+	case "number":
+		return sp.kind == "number"
+	case "person":
+		return sp.kind == "cap" && len(strings.Fields(sp.text)) >= 2
+	case "entity":
+		return sp.kind == "cap"
+	}
+	return false
+}
+
+var reSentence = regexp.MustCompile(`[^.!?]+[.!?]?`)
+
+func sentences(text string) []string {
+	out := reSentence.FindAllString(text, -1)
+	if len(out) > 12 {
+		out = out[:12]
+	}
+	return out
+}
+
+func proximity(sent string, qWords map[string]bool) float64 {
+	if len(qWords) == 0 {
+		return 0
+	}
+	seen := map[string]bool{}
+	for _, w := range contentWords(sent) {
+		if qWords[w] {
+			seen[w] = true
+		}
+	}
+	return float64(len(seen)) / float64(len(qWords))
+}
+
+// spans extracts answer-like spans from a sentence: dates, years, numbers
+// and capitalised phrases.
+func spans(sent string) []span {
+	ws := words(sent)
+	var out []span
+	for i := 0; i < len(ws); i++ {
+		w := ws[i]
+		switch {
+		case months[strings.ToLower(w)] && i+2 < len(ws) && isNumber(ws[i+1]) && isYear(ws[i+2]):
+			out = append(out, span{w + " " + ws[i+1] + ", " + ws[i+2], "date"})
+			out = append(out, span{ws[i+2], "year"})
+			i += 2
+		case isYear(w):
+			out = append(out, span{w, "year"})
+		case isNumber(w):
+			out = append(out, span{w, "number"})
+		}
+	}
+	for i, e := range entities(sent, false) {
+		if i == 0 && len(strings.Fields(e)) == 1 && strings.HasPrefix(strings.TrimSpace(sent), e) && stopWords[strings.ToLower(e)] {
+			continue
+		}
+		if !months[strings.ToLower(e)] {
+			out = append(out, span{e, "cap"})
+		}
+	}
+	return out
+}
+
+// distribution over the next token of a turn, given the turn's candidates.
+type turnModel struct {
+	cands []candidate
+	maxLP float64
+	eps   float64
+	vocab int
+	eos   int
+}
+
+func newTurnModel(cands []candidate, eps float64, vocab, eos int) *turnModel {
+	m := &turnModel{cands: cands, eps: eps, vocab: vocab, eos: eos, maxLP: math.Inf(-1)}
+	for _, c := range cands {
+		m.maxLP = math.Max(m.maxLP, c.logp)
+	}
+	return m
+}
+
+// nextDist returns the structured distribution over the next token after
+// partial (mass per token id, summing to 1), without the epsilon floor.
+func (m *turnModel) nextDist(partial []int) map[int]float64 {
+	mass := map[int]float64{}
+	total := 0.0
+	for _, c := range m.cands {
+		if !hasPrefix(c.ids, partial) {
+			continue
+		}
+		w := math.Exp(c.logp - m.maxLP)
+		next := m.eos
+		if len(c.ids) > len(partial) {
+			next = c.ids[len(partial)]
+		}
+		mass[next] += w
+		total += w
+	}
+	if total == 0 {
+		return map[int]float64{m.eos: 1}
+	}
+	for k := range mass {
+		mass[k] /= total
+	}
+	return mass
+}
+
+// logProb is the exact log probability of token x after partial, with the
+// epsilon floor, and (when grad is non-nil) adds its gradient to grad scaled
+// by weight.
+func (m *turnModel) logProb(partial []int, x int, grad []float64, weight float64) float64 {
+	var wAlive, wX float64
+	for _, c := range m.cands {
+		if !hasPrefix(c.ids, partial) {
+			continue
+		}
+		w := math.Exp(c.logp - m.maxLP)
+		wAlive += w
+		next := m.eos
+		if len(c.ids) > len(partial) {
+			next = c.ids[len(partial)]
+		}
+		if next == x {
+			wX += w
+		}
+	}
+	var ps float64
+	switch {
+	case wAlive == 0 && x == m.eos:
+		ps = 1
+	case wAlive > 0:
+		ps = wX / wAlive
+	}
+	p := (1-m.eps)*ps + m.eps/float64(m.vocab)
+	if grad != nil && wAlive > 0 && wX > 0 {
+		// d log p = (1-eps) ps / p * (E_{S_x}[g] - E_{alive}[g])
+		f := weight * (1 - m.eps) * ps / p
+		for _, c := range m.cands {
+			if !hasPrefix(c.ids, partial) {
+				continue
+			}
+			w := math.Exp(c.logp - m.maxLP)
+			coef := -w / wAlive
+			next := m.eos
+			if len(c.ids) > len(partial) {
+				next = c.ids[len(partial)]
+			}
+			if next == x {
+				coef += w / wX
+			}
+			for j, g := range c.grad {
+				grad[j] += f * coef * g
+			}
+		}
+	}
+	return math.Log(p)
+}
+
+func hasPrefix(ids, prefix []int) bool {
+	if len(prefix) > len(ids) {
+		return false
+	}
+	for i, v := range prefix {
+		if ids[i] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func dot(a, b []float64) float64 {
+	s := 0.0
+	for i := range b {
+		if i < len(a) {
+			s += a[i] * b[i]
+		}
+	}
+	return s
+}
+
+func scale(v []float64, f float64) []float64 {
+	out := make([]float64, len(v))
+	for i, x := range v {
+		out[i] = x * f
+	}
+	return out
+}
+
+func sigmoid(z float64) float64 { return 1 / (1 + math.Exp(-z)) }
+
+func logSigmoid(z float64) float64 {
+	if z < 0 {
+		return z - math.Log1p(math.Exp(z))
+	}
+	return -math.Log1p(math.Exp(-z))
+}
+
+func logSumExp(xs []float64) float64 {
+	m := math.Inf(-1)
+	for _, x := range xs {
+		m = math.Max(m, x)
+	}
+	s := 0.0
+	for _, x := range xs {
+		s += math.Exp(x - m)
+	}
+	return m + math.Log(s)
+}
+
+// sortedKeys returns map keys in increasing order (deterministic sampling).
+func sortedKeys(m map[int]float64) []int {
+	ks := make([]int, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Ints(ks)
+	return ks
+}

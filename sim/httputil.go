@@ -1,0 +1,57 @@
+package sim
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+)
+
+// SimulatorHeader is set on every response of a simulated server, so that
+// no output of the simulator can be mistaken for a real model's.
+const SimulatorHeader = "X-Hindsearch-Simulator"
+
+// Fingerprint labels simulated responses in their bodies.
+const Fingerprint = "hindsearch-simulator"
+
+const maxBody = 64 << 20
+
+// decodeStrict decodes a JSON request body, rejecting unknown fields, so the
+// simulator accepts exactly the documented wire formats.
+func decodeStrict(r *http.Request, v any) error {
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	if err != nil {
+		return fmt.Errorf("read body: %w", err)
+	}
+	if len(body) > maxBody {
+		return fmt.Errorf("body over %d bytes", maxBody)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("invalid request body: %w", err)
+	}
+	return nil
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set(SimulatorHeader, "true")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// openAIError writes an OpenAI-style error body, as vLLM does.
+func openAIError(w http.ResponseWriter, status int, typ, msg string) {
+	writeJSON(w, status, map[string]any{"error": map[string]any{
+		"message": msg, "type": typ, "code": status,
+	}, "object": "error", "message": msg, "type": typ, "code": status})
+}
+
+func labelled(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(SimulatorHeader, "true")
+		h.ServeHTTP(w, r)
+	})
+}

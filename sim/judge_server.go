@@ -1,0 +1,230 @@
+package sim
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// JudgeServer is the simulated judge: an OpenAI-compatible chat endpoint
+// (PROTOCOLS.md §3). It reads the orchestrator's critique prompt (the
+// "Question:", optional "Gold answer(s):" and "Trajectory:" sections of the
+// default template) and writes a short, directive critique of the search
+// behaviour. With the gold answers it can look through the corpus for a
+// passage that holds an answer and tell the agent what to search for; without
+// them it can only suggest a question entity the agent has not searched yet,
+// so its critiques are less useful, as the method's ablation expects.
+type JudgeServer struct {
+	model  string
+	apiKey string
+	corpus []judgePassage
+	calls  atomic.Int64
+}
+
+type judgePassage struct {
+	title string
+	norm  string // " " + lowercase words + " "
+}
+
+// NewJudgeServer returns a simulated judge serving model over corpus (the
+// wiki-18 contents strings). A non-empty apiKey is required as a bearer
+// token.
+func NewJudgeServer(model, apiKey string, corpus []string) *JudgeServer {
+	s := &JudgeServer{model: model, apiKey: apiKey}
+	for _, c := range corpus {
+		title := c
+		if i := strings.IndexByte(c, '\n'); i >= 0 {
+			title = c[:i]
+		}
+		s.corpus = append(s.corpus, judgePassage{title: strings.Trim(title, "\" "), norm: " " + looseNorm(c) + " "})
+	}
+	return s
+}
+
+// looseNorm lower-cases and turns everything but letters and digits into
+// single spaces.
+func looseNorm(s string) string {
+	var b strings.Builder
+	space := true
+	for _, r := range strings.ToLower(s) {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r > 0x7f {
+			b.WriteRune(r)
+			space = false
+		} else if !space {
+			b.WriteByte(' ')
+			space = true
+		}
+	}
+	return strings.TrimSpace(b.String())
+}
+
+// Handler returns the server's routes.
+func (s *JudgeServer) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/chat/completions", s.chat)
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
+	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []map[string]any{{"id": s.model, "object": "model", "owned_by": Fingerprint}}})
+	})
+	return labelled(mux)
+}
+
+func (s *JudgeServer) chat(w http.ResponseWriter, r *http.Request) {
+	if s.apiKey != "" && r.Header.Get("Authorization") != "Bearer "+s.apiKey {
+		openAIError(w, http.StatusUnauthorized, "AuthenticationError", "invalid or missing bearer token")
+		return
+	}
+	var req struct {
+		Model       string        `json:"model"`
+		Messages    []chatMessage `json:"messages"`
+		MaxTokens   *int          `json:"max_tokens"`
+		Temperature *float64      `json:"temperature"`
+		Seed        *int64        `json:"seed"`
+	}
+	if err := decodeStrict(r, &req); err != nil {
+		openAIError(w, http.StatusBadRequest, "BadRequestError", err.Error())
+		return
+	}
+	if req.Model != s.model {
+		openAIError(w, http.StatusNotFound, "NotFoundError", fmt.Sprintf("The model `%s` does not exist.", req.Model))
+		return
+	}
+	if len(req.Messages) == 0 {
+		openAIError(w, http.StatusBadRequest, "BadRequestError", "messages must not be empty")
+		return
+	}
+	n := s.calls.Add(1)
+	content := s.Critique(req.Messages[len(req.Messages)-1].Content)
+	if req.MaxTokens != nil && *req.MaxTokens > 0 {
+		// Roughly four characters a token; cut like a length stop would.
+		if limit := *req.MaxTokens * 4; len(content) > limit {
+			content = content[:limit]
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"id": fmt.Sprintf("chatcmpl-sim-%d", n), "object": "chat.completion", "created": time.Now().Unix(),
+		"model": s.model, "system_fingerprint": Fingerprint,
+		"choices": []map[string]any{{"index": 0, "message": map[string]any{"role": "assistant", "content": content}, "finish_reason": "stop"}},
+		"usage":   map[string]int{"prompt_tokens": len(strings.Fields(req.Messages[len(req.Messages)-1].Content)), "completion_tokens": len(strings.Fields(content))},
+	})
+}
+
+// judgeInput is what the simulated judge reads from the critique prompt.
+type judgeInput struct {
+	question   string
+	golds      []string
+	searches   []string
+	titles     map[string]bool
+	trajectory string
+}
+
+func parseJudgePrompt(p string) judgeInput {
+	in := judgeInput{titles: map[string]bool{}}
+	traj := p
+	if i := strings.Index(p, "Trajectory:"); i >= 0 {
+		traj = p[i+len("Trajectory:"):]
+		p = p[:i]
+	}
+	for _, line := range strings.Split(p, "\n") {
+		line = strings.TrimSpace(line)
+		switch {
+		case strings.HasPrefix(line, "Question:"):
+			in.question = strings.TrimSpace(strings.TrimPrefix(line, "Question:"))
+		case strings.HasPrefix(line, "Gold answer(s):"):
+			for _, g := range strings.Split(strings.TrimPrefix(line, "Gold answer(s):"), " | ") {
+				if g = strings.TrimSpace(g); g != "" {
+					in.golds = append(in.golds, g)
+				}
+			}
+		}
+	}
+	in.trajectory = traj
+	for _, m := range reSearch.FindAllStringSubmatch(traj, -1) {
+		in.searches = append(in.searches, normText(m[1]))
+	}
+	for _, m := range reInfo.FindAllStringSubmatch(traj, -1) {
+		for _, d := range parseDocs(m[1]) {
+			in.titles[normText(d.title)] = true
+		}
+	}
+	return in
+}
+
+// Critique writes the simulated judge's critique for one prompt.
+func (s *JudgeServer) Critique(prompt string) string {
+	in := parseJudgePrompt(prompt)
+	if in.question == "" {
+		return "I cannot find the question in this prompt, so I have no critique."
+	}
+	searched := func(q string) bool {
+		for _, s := range in.searches {
+			if s == normText(q) {
+				return true
+			}
+		}
+		return false
+	}
+	if title := s.goldPassage(in); title != "" {
+		if in.titles[normText(title)] {
+			return fmt.Sprintf("You retrieved the right passage but answered wrongly. Search for \"%s\" again and read that passage closely before answering.", title)
+		}
+		if len(in.searches) == 0 {
+			return fmt.Sprintf("You answered without searching. Search for \"%s\" first and answer from that passage.", title)
+		}
+		return fmt.Sprintf("Your searches missed the passage that holds the answer. Search for \"%s\" next and answer from it.", title)
+	}
+	for _, e := range entities(in.question, true) {
+		if !searched(e) {
+			return fmt.Sprintf("Search for \"%s\" on its own before answering.", e)
+		}
+	}
+	return "Your searches were too broad; search for one entity of the question at a time and check the passages before answering."
+}
+
+// goldPassage returns the title of the corpus passage that holds a gold
+// answer and best matches the question, preferring titles that do not give
+// the answer away ("" without gold answers or a match).
+func (s *JudgeServer) goldPassage(in judgeInput) string {
+	var golds []string
+	for _, g := range in.golds {
+		n := looseNorm(g)
+		if n != "" && n != "yes" && n != "no" {
+			golds = append(golds, " "+n+" ")
+		}
+	}
+	if len(golds) == 0 {
+		return ""
+	}
+	qWords := contentWords(in.question)
+	best, bestScore := "", -1.0
+	for _, p := range s.corpus {
+		hit := false
+		for _, g := range golds {
+			if strings.Contains(p.norm, g) {
+				hit = true
+				break
+			}
+		}
+		if !hit {
+			continue
+		}
+		score := 0.0
+		for _, w := range qWords {
+			if strings.Contains(p.norm, " "+w+" ") {
+				score++
+			}
+		}
+		nt := " " + looseNorm(p.title) + " "
+		for _, g := range golds {
+			if strings.Contains(nt, g) {
+				score -= 0.5 // the title itself would give the answer away
+			}
+		}
+		if score > bestScore {
+			best, bestScore = p.title, score
+		}
+	}
+	return best
+}

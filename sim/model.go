@@ -1,0 +1,272 @@
+package sim
+
+import (
+	"math"
+
+	"github.com/hindsearch/hindsearch/orchestrator/format"
+	"math/rand/v2"
+	"sort"
+	"strings"
+)
+
+// InvalidActionText is the Search-R1 text appended after a turn with no
+// valid action; the policy treats it, like an <information> block, as the end
+// of an environment block.
+const InvalidActionText = format.InvalidActionText
+
+// Model is the simulated policy's sequence model: it samples turns, scores
+// token sequences and differentiates their logprobs, all from one
+// definition (see agent.go).
+type Model struct {
+	tk  *Tokenizer
+	eps float64
+	eos int
+}
+
+// NewModel returns the model over tokenizer tk with uniform floor eps.
+func NewModel(tk *Tokenizer, eps float64) *Model {
+	eos, _ := tk.ID(TokIMEnd)
+	return &Model{tk: tk, eps: eps, eos: eos}
+}
+
+// Tokenizer returns the model's tokenizer.
+func (m *Model) Tokenizer() *Tokenizer { return m.tk }
+
+// segment returns the token indices where a policy turn starts (the text
+// before them ends with the assistant header or an environment block), with
+// the context text before each.
+func (m *Model) segment(ids []int) (starts []int, prefixes []string) {
+	var b strings.Builder
+	for i, id := range ids {
+		b.WriteString(m.tk.Piece(id))
+		s := b.String()
+		if strings.HasSuffix(s, assistantHeader) || strings.HasSuffix(s, "</information>\n\n") ||
+			strings.HasSuffix(s, InvalidActionText) {
+			starts = append(starts, i+1)
+			prefixes = append(prefixes, s)
+		}
+	}
+	return starts, prefixes
+}
+
+// turnAt returns the index into starts of the turn containing position pos
+// (-1 when pos precedes every turn).
+func turnAt(starts []int, pos int) int {
+	k := sort.SearchInts(starts, pos+1) - 1
+	return k
+}
+
+// sequenceScorer caches one turn model per turn start of a sequence.
+type sequenceScorer struct {
+	m        *Model
+	params   Params
+	ids      []int
+	starts   []int
+	prefixes []string
+	models   map[int]*turnModel
+}
+
+func (m *Model) scorer(params Params, ids []int) *sequenceScorer {
+	starts, prefixes := m.segment(ids)
+	return &sequenceScorer{m: m, params: params, ids: ids, starts: starts, prefixes: prefixes, models: map[int]*turnModel{}}
+}
+
+func (s *sequenceScorer) turn(k int) *turnModel {
+	if tm, ok := s.models[k]; ok {
+		return tm
+	}
+	st := parseState(s.prefixes[k])
+	var cands []candidate
+	if st.hasAssistant {
+		cands = buildCandidates(st, s.params, s.m.tk)
+	}
+	tm := newTurnModel(cands, s.m.eps, s.m.tk.VocabSize(), s.m.eos)
+	s.models[k] = tm
+	return tm
+}
+
+// logProb returns log p(ids[i] | ids[:i]) for i >= 1, adding weight times
+// its gradient to grad when grad is non-nil.
+func (s *sequenceScorer) logProb(i int, grad []float64, weight float64) float64 {
+	k := turnAt(s.starts, i)
+	if k < 0 {
+		// Before any turn: off-support, the floor (or end of text) only.
+		ps := 0.0
+		if s.ids[i] == s.m.eos {
+			ps = 1
+		}
+		return math.Log((1-s.m.eps)*ps + s.m.eps/float64(s.m.tk.VocabSize()))
+	}
+	return s.turn(k).logProb(s.ids[s.starts[k]:i], s.ids[i], grad, weight)
+}
+
+// Score returns the logprob of every token of ids given the tokens before
+// it under params; entry 0 is 0.
+func (m *Model) Score(params Params, ids []int) []float64 {
+	out := make([]float64, len(ids))
+	s := m.scorer(params, ids)
+	for i := 1; i < len(ids); i++ {
+		out[i] = s.logProb(i, nil, 0)
+	}
+	return out
+}
+
+// Sampling are the token-level sampling settings, applied as vLLM does;
+// reported logprobs are always the raw (temperature 1) ones.
+type Sampling struct {
+	Temperature float64
+	TopP        float64
+	TopK        int
+	MaxTokens   int
+	Stop        []string
+}
+
+// Generation is one sampled continuation.
+type Generation struct {
+	IDs          []int
+	Logprobs     []float64
+	Text         string
+	Offsets      []int
+	FinishReason string
+	StopReason   string
+}
+
+// Generate samples a continuation of prompt under params with rng.
+func (m *Model) Generate(params Params, prompt []int, sp Sampling, rng *rand.Rand) Generation {
+	starts, prefixes := m.segment(prompt)
+	var tm *turnModel
+	var partial []int
+	if len(starts) > 0 {
+		k := len(starts) - 1
+		st := parseState(prefixes[k])
+		tm = newTurnModel(buildCandidates(st, params, m.tk), m.eps, m.tk.VocabSize(), m.eos)
+		partial = append(partial, prompt[starts[k]:]...)
+	} else {
+		tm = newTurnModel(nil, m.eps, m.tk.VocabSize(), m.eos)
+	}
+	var g Generation
+	var text strings.Builder
+	for len(g.IDs) < sp.MaxTokens {
+		x := m.sampleNext(tm, partial, sp, rng)
+		lp := tm.logProb(partial, x, nil, 0)
+		g.Offsets = append(g.Offsets, text.Len())
+		g.IDs = append(g.IDs, x)
+		g.Logprobs = append(g.Logprobs, lp)
+		partial = append(partial, x)
+		text.WriteString(m.tk.Piece(x))
+		if x == m.eos {
+			g.FinishReason = "stop"
+			break
+		}
+		if stop := matchStop(text.String(), sp.Stop); stop != "" {
+			g.FinishReason, g.StopReason = "stop", stop
+			break
+		}
+	}
+	if g.FinishReason == "" {
+		g.FinishReason = "length"
+	}
+	g.Text = text.String()
+	return g
+}
+
+func matchStop(text string, stops []string) string {
+	for _, s := range stops {
+		if s != "" && strings.Contains(text, s) {
+			return s
+		}
+	}
+	return ""
+}
+
+// sampleNext draws the next token from the epsilon-mixed distribution with
+// temperature, top-k and top-p applied at the token level. The floor's mass
+// is handled as one bulk entry standing for every other vocabulary token.
+func (m *Model) sampleNext(tm *turnModel, partial []int, sp Sampling, rng *rand.Rand) int {
+	dist := tm.nextDist(partial)
+	V := float64(m.tk.VocabSize())
+	type entry struct {
+		id int // -1: the bulk of the other tokens
+		p  float64
+	}
+	var es []entry
+	for _, id := range sortedKeys(dist) {
+		es = append(es, entry{id, (1-m.eps)*dist[id] + m.eps/V})
+	}
+	bulkN := V - float64(len(es))
+	if m.eps > 0 && bulkN > 0 {
+		es = append(es, entry{-1, m.eps / V * bulkN})
+	}
+	sort.SliceStable(es, func(i, j int) bool {
+		if es[i].id == -1 || es[j].id == -1 {
+			return es[j].id == -1 && es[i].id != -1
+		}
+		return es[i].p > es[j].p
+	})
+	if sp.Temperature <= 0 {
+		return es[0].id
+	}
+	if sp.TopK > 0 && sp.TopK <= len(es)-1 {
+		es = es[:sp.TopK]
+	}
+	if sp.TopP > 0 && sp.TopP < 1 {
+		cum := 0.0
+		for i, e := range es {
+			cum += e.p
+			if cum >= sp.TopP {
+				es = es[:i+1]
+				break
+			}
+		}
+	}
+	ws := make([]float64, len(es))
+	total := 0.0
+	for i, e := range es {
+		p := e.p
+		if e.id == -1 {
+			p = m.eps / V
+		}
+		w := math.Pow(p, 1/sp.Temperature)
+		if e.id == -1 {
+			w *= bulkN
+		}
+		ws[i] = w
+		total += w
+	}
+	u := rng.Float64() * total
+	for i, w := range ws {
+		u -= w
+		if u < 0 || i == len(ws)-1 {
+			if es[i].id != -1 {
+				return es[i].id
+			}
+			// Uniform over the tokens outside the structured support.
+			for {
+				x := rng.IntN(m.tk.VocabSize())
+				if _, in := dist[x]; !in {
+					return x
+				}
+			}
+		}
+	}
+	return es[0].id
+}
+
+// LogProbGrad returns log p(ids[i] | ids[:i]) for each i in positions and
+// adds sum_i coef[i] * grad log p(ids[i] | ids[:i]) to grad.
+func (m *Model) LogProbGrad(params Params, ids []int, positions []int, coef []float64, grad []float64) []float64 {
+	s := m.scorer(params, ids)
+	out := make([]float64, len(positions))
+	for j, i := range positions {
+		var g []float64
+		if coef != nil && coef[j] != 0 {
+			g = grad
+		}
+		w := 0.0
+		if coef != nil {
+			w = coef[j]
+		}
+		out[j] = s.logProb(i, g, w)
+	}
+	return out
+}

@@ -1,0 +1,406 @@
+package sim
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// PolicyServer is the simulated policy: a vLLM-compatible HTTP server
+// (PROTOCOLS.md §2) over Model. The base model serves InitialParams; LoRA
+// adapters saved by the simulated trainer are loaded at run time through
+// /v1/load_lora_adapter and served under their names.
+type PolicyServer struct {
+	model     *Model
+	baseModel string
+	mu        sync.RWMutex
+	adapters  map[string]Params
+	order     []string
+	running   atomic.Int64
+	requests  atomic.Int64
+}
+
+// NewPolicyServer returns a simulated policy serving baseModel.
+func NewPolicyServer(model *Model, baseModel string) *PolicyServer {
+	return &PolicyServer{model: model, baseModel: baseModel, adapters: map[string]Params{baseModel: InitialParams()}}
+}
+
+// Handler returns the server's HTTP routes.
+func (s *PolicyServer) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/completions", s.completions)
+	mux.HandleFunc("POST /tokenize", s.tokenize)
+	mux.HandleFunc("POST /detokenize", s.detokenize)
+	mux.HandleFunc("POST /v1/load_lora_adapter", s.loadLoRA)
+	mux.HandleFunc("POST /v1/unload_lora_adapter", s.unloadLoRA)
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
+	mux.HandleFunc("GET /v1/models", s.models)
+	mux.HandleFunc("GET /metrics", s.metrics)
+	return labelled(mux)
+}
+
+// Params returns a copy of the parameters served under name.
+func (s *PolicyServer) Params(name string) (Params, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	p, ok := s.adapters[name]
+	return append(Params(nil), p...), ok
+}
+
+func (s *PolicyServer) params(name string) (Params, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	p, ok := s.adapters[name]
+	return p, ok
+}
+
+// intList accepts a JSON list of token ids or a string prompt.
+type promptField struct {
+	ids  []int
+	text *string
+}
+
+func (p *promptField) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		p.text = &s
+		return nil
+	}
+	return json.Unmarshal(b, &p.ids)
+}
+
+type stopField []string
+
+func (s *stopField) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		var one string
+		if err := json.Unmarshal(b, &one); err != nil {
+			return err
+		}
+		*s = []string{one}
+		return nil
+	}
+	return json.Unmarshal(b, (*[]string)(s))
+}
+
+type completionRequest struct {
+	Model                  string      `json:"model"`
+	Prompt                 promptField `json:"prompt"`
+	MaxTokens              *int        `json:"max_tokens"`
+	Temperature            *float64    `json:"temperature"`
+	TopP                   *float64    `json:"top_p"`
+	TopK                   *int        `json:"top_k"`
+	Seed                   *int64      `json:"seed"`
+	N                      *int        `json:"n"`
+	Stop                   stopField   `json:"stop"`
+	IncludeStopStrInOutput bool        `json:"include_stop_str_in_output"`
+	SkipSpecialTokens      *bool       `json:"skip_special_tokens"`
+	Logprobs               *int        `json:"logprobs"`
+	PromptLogprobs         *int        `json:"prompt_logprobs"`
+	ReturnTokensAsTokenIDs bool        `json:"return_tokens_as_token_ids"`
+	ReturnTokenIDs         bool        `json:"return_token_ids"`
+	Echo                   bool        `json:"echo"`
+}
+
+type promptLogprob struct {
+	Logprob      float64 `json:"logprob"`
+	Rank         int     `json:"rank"`
+	DecodedToken string  `json:"decoded_token"`
+}
+
+func (s *PolicyServer) completions(w http.ResponseWriter, r *http.Request) {
+	s.running.Add(1)
+	s.requests.Add(1)
+	defer s.running.Add(-1)
+	var req completionRequest
+	if err := decodeStrict(r, &req); err != nil {
+		openAIError(w, http.StatusBadRequest, "BadRequestError", err.Error())
+		return
+	}
+	params, ok := s.params(req.Model)
+	if !ok {
+		openAIError(w, http.StatusNotFound, "NotFoundError", fmt.Sprintf("The model `%s` does not exist.", req.Model))
+		return
+	}
+	tk := s.model.Tokenizer()
+	prompt := req.Prompt.ids
+	if req.Prompt.text != nil {
+		prompt = tk.Encode(*req.Prompt.text)
+	}
+	if len(prompt) == 0 {
+		openAIError(w, http.StatusBadRequest, "BadRequestError", "prompt must not be empty")
+		return
+	}
+	for _, id := range prompt {
+		if id < 0 || id >= tk.VocabSize() {
+			openAIError(w, http.StatusBadRequest, "BadRequestError", fmt.Sprintf("token id %d out of vocabulary (size %d)", id, tk.VocabSize()))
+			return
+		}
+	}
+	sp := Sampling{MaxTokens: 16, Temperature: 1, TopP: 1, TopK: -1, Stop: req.Stop}
+	if req.MaxTokens != nil {
+		sp.MaxTokens = *req.MaxTokens
+	}
+	if req.Temperature != nil {
+		sp.Temperature = *req.Temperature
+	}
+	if req.TopP != nil {
+		sp.TopP = *req.TopP
+	}
+	if req.TopK != nil {
+		sp.TopK = *req.TopK
+	}
+	if sp.MaxTokens < 1 {
+		openAIError(w, http.StatusBadRequest, "BadRequestError", "max_tokens must be at least 1")
+		return
+	}
+	n := 1
+	if req.N != nil {
+		n = *req.N
+	}
+	if n < 1 || n > 64 {
+		openAIError(w, http.StatusBadRequest, "BadRequestError", "n must be in [1, 64]")
+		return
+	}
+	var rng *rand.Rand
+	if req.Seed != nil {
+		rng = rand.New(rand.NewPCG(uint64(*req.Seed), 0x9e3779b97f4a7c15))
+	} else {
+		rng = rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(s.requests.Load())))
+	}
+	tokenStr := func(id int) string {
+		if req.ReturnTokensAsTokenIDs {
+			return "token_id:" + strconv.Itoa(id)
+		}
+		return tk.Piece(id)
+	}
+	var promptLPs []any
+	if req.PromptLogprobs != nil {
+		lps := s.model.Score(params, prompt)
+		promptLPs = make([]any, len(prompt))
+		for i := 1; i < len(prompt); i++ {
+			promptLPs[i] = map[string]promptLogprob{strconv.Itoa(prompt[i]): {Logprob: lps[i], Rank: 1, DecodedToken: tk.Piece(prompt[i])}}
+		}
+	}
+	var choices []map[string]any
+	completionTokens := 0
+	for i := 0; i < n; i++ {
+		g := s.model.Generate(params, prompt, sp, rng)
+		completionTokens += len(g.IDs)
+		text := g.Text
+		if g.StopReason != "" && !req.IncludeStopStrInOutput {
+			if j := strings.Index(text, g.StopReason); j >= 0 {
+				text = text[:j]
+			}
+		}
+		choice := map[string]any{"index": i, "text": text, "finish_reason": g.FinishReason, "stop_reason": nil}
+		if g.StopReason != "" {
+			choice["stop_reason"] = g.StopReason
+		}
+		if req.Logprobs != nil {
+			toks := make([]string, len(g.IDs))
+			top := make([]map[string]float64, len(g.IDs))
+			for j, id := range g.IDs {
+				toks[j] = tokenStr(id)
+				top[j] = map[string]float64{toks[j]: g.Logprobs[j]}
+			}
+			choice["logprobs"] = map[string]any{"tokens": toks, "token_logprobs": g.Logprobs, "top_logprobs": top, "text_offset": g.Offsets}
+		} else {
+			choice["logprobs"] = nil
+		}
+		if req.ReturnTokenIDs {
+			choice["token_ids"] = g.IDs
+			choice["prompt_token_ids"] = prompt
+		}
+		if promptLPs != nil {
+			choice["prompt_logprobs"] = promptLPs
+		} else {
+			choice["prompt_logprobs"] = nil
+		}
+		choices = append(choices, choice)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"id": fmt.Sprintf("cmpl-sim-%d", s.requests.Load()), "object": "text_completion",
+		"created": time.Now().Unix(), "model": req.Model, "choices": choices,
+		"system_fingerprint": Fingerprint,
+		"usage":              map[string]int{"prompt_tokens": len(prompt), "completion_tokens": completionTokens, "total_tokens": len(prompt) + completionTokens},
+	})
+}
+
+type chatMessage struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+type tokenizeRequest struct {
+	Model               string        `json:"model"`
+	Prompt              *string       `json:"prompt"`
+	AddSpecialTokens    *bool         `json:"add_special_tokens"`
+	Messages            []chatMessage `json:"messages"`
+	AddGenerationPrompt *bool         `json:"add_generation_prompt"`
+	ReturnTokenStrs     bool          `json:"return_token_strs"`
+}
+
+// SystemPrompt is the simulated chat template's default system line,
+// inserted (as Qwen2.5's template does) when there is no system message.
+const SystemPrompt = "You are a simulated search agent (hindsearch simulator), not a language model."
+
+// ChatTemplate renders messages in the Qwen2.5 chat format.
+func ChatTemplate(msgs []chatMessage, addGenerationPrompt bool) string {
+	var b strings.Builder
+	if len(msgs) == 0 || msgs[0].Role != "system" {
+		b.WriteString(TokIMStart + "system\n" + SystemPrompt + TokIMEnd + "\n")
+	}
+	for _, m := range msgs {
+		b.WriteString(TokIMStart + m.Role + "\n" + m.Content + TokIMEnd + "\n")
+	}
+	if addGenerationPrompt {
+		b.WriteString(assistantHeader)
+	}
+	return b.String()
+}
+
+const maxModelLen = 32768
+
+func (s *PolicyServer) tokenize(w http.ResponseWriter, r *http.Request) {
+	var req tokenizeRequest
+	if err := decodeStrict(r, &req); err != nil {
+		openAIError(w, http.StatusBadRequest, "BadRequestError", err.Error())
+		return
+	}
+	if _, ok := s.params(req.Model); !ok && req.Model != "" {
+		openAIError(w, http.StatusNotFound, "NotFoundError", fmt.Sprintf("The model `%s` does not exist.", req.Model))
+		return
+	}
+	var text string
+	switch {
+	case req.Prompt != nil && req.Messages == nil:
+		text = *req.Prompt
+	case req.Messages != nil && req.Prompt == nil:
+		text = ChatTemplate(req.Messages, req.AddGenerationPrompt == nil || *req.AddGenerationPrompt)
+	default:
+		openAIError(w, http.StatusBadRequest, "BadRequestError", "exactly one of prompt and messages is required")
+		return
+	}
+	ids := s.model.Tokenizer().Encode(text)
+	resp := map[string]any{"count": len(ids), "max_model_len": maxModelLen, "tokens": ids, "token_strs": nil}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func (s *PolicyServer) detokenize(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Model  string `json:"model"`
+		Tokens []int  `json:"tokens"`
+	}
+	if err := decodeStrict(r, &req); err != nil {
+		openAIError(w, http.StatusBadRequest, "BadRequestError", err.Error())
+		return
+	}
+	text, ok := s.model.Tokenizer().Decode(req.Tokens)
+	if !ok {
+		openAIError(w, http.StatusBadRequest, "BadRequestError", "token id out of vocabulary")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"prompt": text})
+}
+
+func (s *PolicyServer) loadLoRA(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		LoRAName string `json:"lora_name"`
+		LoRAPath string `json:"lora_path"`
+	}
+	if err := decodeStrict(r, &req); err != nil {
+		openAIError(w, http.StatusBadRequest, "BadRequestError", err.Error())
+		return
+	}
+	if req.LoRAName == "" || req.LoRAPath == "" {
+		openAIError(w, http.StatusBadRequest, "BadRequestError", "lora_name and lora_path are required")
+		return
+	}
+	params, err := ReadAdapter(filepath.Clean(req.LoRAPath))
+	if err != nil {
+		openAIError(w, http.StatusBadRequest, "BadRequestError", fmt.Sprintf("failed to load LoRA adapter '%s': %v", req.LoRAName, err))
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, dup := s.adapters[req.LoRAName]; dup {
+		openAIError(w, http.StatusBadRequest, "BadRequestError", fmt.Sprintf("The lora adapter '%s' has already been loaded.", req.LoRAName))
+		return
+	}
+	s.adapters[req.LoRAName] = params
+	s.order = append(s.order, req.LoRAName)
+	w.Header().Set(SimulatorHeader, "true")
+	w.WriteHeader(http.StatusOK)
+	fmt.Fprintf(w, "Success: LoRA adapter '%s' added successfully.", req.LoRAName)
+}
+
+func (s *PolicyServer) unloadLoRA(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		LoRAName  string `json:"lora_name"`
+		LoRAIntID *int   `json:"lora_int_id"`
+	}
+	if err := decodeStrict(r, &req); err != nil {
+		openAIError(w, http.StatusBadRequest, "BadRequestError", err.Error())
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.adapters[req.LoRAName]; !ok || req.LoRAName == s.baseModel {
+		openAIError(w, http.StatusNotFound, "NotFoundError", fmt.Sprintf("The lora adapter '%s' cannot be found.", req.LoRAName))
+		return
+	}
+	delete(s.adapters, req.LoRAName)
+	for i, n := range s.order {
+		if n == req.LoRAName {
+			s.order = append(s.order[:i], s.order[i+1:]...)
+			break
+		}
+	}
+	w.WriteHeader(http.StatusOK)
+	fmt.Fprintf(w, "Success: LoRA adapter '%s' removed successfully.", req.LoRAName)
+}
+
+func (s *PolicyServer) models(w http.ResponseWriter, r *http.Request) {
+	s.mu.RLock()
+	names := append([]string{s.baseModel}, s.order...)
+	s.mu.RUnlock()
+	var data []map[string]any
+	for i, n := range names {
+		m := map[string]any{"id": n, "object": "model", "owned_by": Fingerprint, "root": n, "parent": nil, "max_model_len": maxModelLen}
+		if i > 0 {
+			m["parent"] = s.baseModel
+		}
+		data = append(data, m)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
+}
+
+func (s *PolicyServer) metrics(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+	fmt.Fprintf(w, "# HELP vllm:num_requests_running Simulated (hindsearch simulator): requests running.\n")
+	fmt.Fprintf(w, "# TYPE vllm:num_requests_running gauge\n")
+	fmt.Fprintf(w, "vllm:num_requests_running{model_name=%q} %d\n", s.baseModel, s.running.Load())
+	fmt.Fprintf(w, "# TYPE vllm:num_requests_waiting gauge\n")
+	fmt.Fprintf(w, "vllm:num_requests_waiting{model_name=%q} 0\n", s.baseModel)
+}
+
+// LoadedAdapters lists the adapter names currently served, oldest first.
+func (s *PolicyServer) LoadedAdapters() []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := append([]string(nil), s.order...)
+	sort.Strings(out)
+	return out
+}

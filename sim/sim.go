@@ -1,0 +1,133 @@
+// Package sim is the embedded simulator: a simulated policy (vLLM
+// protocol), judge (OpenAI chat protocol) and trainer (Tinker protocol)
+// served over HTTP on loopback, so that the orchestrator's real clients drive
+// the whole HindSearch loop on a laptop with no GPU. The simulated policy is
+// a small stochastic search agent over real questions and real retrieval,
+// with a learnable parameter vector that the simulated trainer updates by
+// real gradient steps. Nothing it produces is a language model's output:
+// every response carries the X-Hindsearch-Simulator header and the
+// "hindsearch-simulator" fingerprint.
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/hindsearch/hindsearch/orchestrator/format"
+)
+
+// Config selects and configures the simulated servers.
+type Config struct {
+	// BaseModel is the name the simulated policy and trainer serve.
+	BaseModel string
+	// JudgeModel is the simulated judge's model name.
+	JudgeModel string
+	// JudgeAPIKey, when set, is required as the judge's bearer token.
+	JudgeAPIKey string
+	// CheckpointsDir is where the simulated trainer writes sampler archives.
+	CheckpointsDir string
+	// Corpus holds the wiki-18 contents strings (the judge reads them; they
+	// also seed the tokenizer's vocabulary).
+	Corpus []string
+	// VocabTexts are more texts for the vocabulary (questions, answers).
+	VocabTexts []string
+	// Epsilon is the policy's uniform floor (default 1e-6).
+	Epsilon float64
+	// PolicyReplicas is the number of policy servers to start (0: none).
+	PolicyReplicas int
+	// Judge and Trainer start those roles.
+	Judge, Trainer bool
+}
+
+// Servers are running simulated servers on loopback.
+type Servers struct {
+	// PolicyURLs, JudgeURL and TrainerURL are the base URLs of the
+	// started servers ("" for roles not started).
+	PolicyURLs []string
+	JudgeURL   string
+	TrainerURL string
+	// Model is the shared simulated policy model.
+	Model *Model
+	// Policies, Judge and Trainer are the server objects, for inspection.
+	Policies []*PolicyServer
+	JudgeSrv *JudgeServer
+	Trainer  *TrainerServer
+
+	https []*http.Server
+}
+
+// Vocabulary returns the texts the simulated tokenizer is built from.
+func Vocabulary(cfg Config) []string {
+	texts := []string{format.Instruction, format.InvalidActionText, thoughtSearch, thoughtAnswer,
+		SystemPrompt, "Hint: Question: Doc (Title: ) <information> </information> <search> </search> <answer> </answer> <think> </think>",
+		"system user assistant \n\n yes no unknown"}
+	texts = append(texts, cfg.Corpus...)
+	return append(texts, cfg.VocabTexts...)
+}
+
+// Start builds the model and starts the selected servers on 127.0.0.1.
+func Start(cfg Config) (*Servers, error) {
+	if cfg.Epsilon <= 0 {
+		cfg.Epsilon = 1e-6
+	}
+	tk := NewTokenizer(Vocabulary(cfg)...)
+	s := &Servers{Model: NewModel(tk, cfg.Epsilon)}
+	serve := func(h http.Handler) (string, error) {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return "", fmt.Errorf("sim listen: %w", err)
+		}
+		srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+		s.https = append(s.https, srv)
+		go func() { _ = srv.Serve(l) }()
+		return "http://" + l.Addr().String(), nil
+	}
+	for i := 0; i < cfg.PolicyReplicas; i++ {
+		p := NewPolicyServer(s.Model, cfg.BaseModel)
+		u, err := serve(p.Handler())
+		if err != nil {
+			s.Close()
+			return nil, err
+		}
+		s.Policies = append(s.Policies, p)
+		s.PolicyURLs = append(s.PolicyURLs, u)
+	}
+	if cfg.Judge {
+		s.JudgeSrv = NewJudgeServer(cfg.JudgeModel, cfg.JudgeAPIKey, cfg.Corpus)
+		u, err := serve(s.JudgeSrv.Handler())
+		if err != nil {
+			s.Close()
+			return nil, err
+		}
+		s.JudgeURL = u
+	}
+	if cfg.Trainer {
+		s.Trainer = NewTrainerServer(s.Model, cfg.BaseModel, cfg.CheckpointsDir)
+		s.Trainer.PollWait = 500 * time.Millisecond
+		u, err := serve(s.Trainer.Handler())
+		if err != nil {
+			s.Close()
+			return nil, err
+		}
+		s.TrainerURL = u
+	}
+	return s, nil
+}
+
+// Close stops every server and waits for their handlers.
+func (s *Servers) Close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if s.Trainer != nil {
+		s.Trainer.Close()
+	}
+	for _, h := range s.https {
+		if err := h.Shutdown(ctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			_ = h.Close()
+		}
+	}
+}

@@ -1,0 +1,565 @@
+package sim
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"sync"
+	"time"
+)
+
+// TrainerServer is the simulated trainer: a server of the Tinker training
+// API in JSON (PROTOCOLS.md §5). It trains the simulated policy's parameter
+// vector by real gradient steps (Adam) on the exact datums it is sent, using
+// the same Model that the simulated policy samples from, and saves sampler
+// weights as adapter archives the way SkyRL does:
+// <checkpoints>/<model_id>/sampler_weights/<name>.tar.gz.
+type TrainerServer struct {
+	model     *Model
+	baseModel string
+	ckptDir   string
+	// PollWait is how long retrieve_future holds a poll before answering
+	// try_again.
+	PollWait time.Duration
+
+	mu       sync.Mutex
+	nextID   int
+	sessions map[string]time.Time
+	models   map[string]*trainedModel
+	futures  map[string]*future
+	work     chan func()
+	done     chan struct{}
+	// trainMu guards the trained models' parameters and optimiser state,
+	// which only the worker changes.
+	trainMu sync.Mutex
+	wg      sync.WaitGroup
+}
+
+type trainedModel struct {
+	id      string
+	params  Params
+	m, v    []float64
+	t       int
+	rank    int
+	lastSeq int
+	seqs    map[int]seqRecord
+	pending []datumGrad
+}
+
+type seqRecord struct {
+	hash      string
+	requestID string
+}
+
+type datumGrad struct {
+	key  string
+	grad []float64
+}
+
+type future struct {
+	done   chan struct{}
+	status int
+	body   any
+}
+
+// NewTrainerServer returns a simulated trainer for baseModel that writes
+// checkpoints under ckptDir. Close stops its worker.
+func NewTrainerServer(model *Model, baseModel, ckptDir string) *TrainerServer {
+	s := &TrainerServer{model: model, baseModel: baseModel, ckptDir: ckptDir, PollWait: 2 * time.Second,
+		sessions: map[string]time.Time{}, models: map[string]*trainedModel{}, futures: map[string]*future{},
+		work: make(chan func(), 1024), done: make(chan struct{})}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		for {
+			select {
+			case f := <-s.work:
+				s.trainMu.Lock()
+				f()
+				s.trainMu.Unlock()
+			case <-s.done:
+				return
+			}
+		}
+	}()
+	return s
+}
+
+// Close stops the worker goroutine.
+func (s *TrainerServer) Close() {
+	select {
+	case <-s.done:
+	default:
+		close(s.done)
+	}
+	s.wg.Wait()
+}
+
+// Handler returns the server's routes under /api/v1/.
+func (s *TrainerServer) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /api/v1/healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "simulated": true})
+	})
+	mux.HandleFunc("GET /api/v1/get_server_capabilities", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"supported_models": []map[string]any{{"model_name": s.baseModel}}})
+	})
+	mux.HandleFunc("POST /api/v1/create_session", s.createSession)
+	mux.HandleFunc("POST /api/v1/session_heartbeat", s.heartbeat)
+	mux.HandleFunc("POST /api/v1/create_model", s.createModel)
+	mux.HandleFunc("POST /api/v1/forward_backward", s.forwardBackward)
+	mux.HandleFunc("POST /api/v1/optim_step", s.optimStep)
+	mux.HandleFunc("POST /api/v1/save_weights_for_sampler", s.saveWeights)
+	mux.HandleFunc("POST /api/v1/retrieve_future", s.retrieveFuture)
+	return labelled(mux)
+}
+
+func detail(w http.ResponseWriter, status int, format string, args ...any) {
+	writeJSON(w, status, map[string]any{"detail": fmt.Sprintf(format, args...)})
+}
+
+func (s *TrainerServer) newID(prefix string) string {
+	s.nextID++
+	return fmt.Sprintf("%s-%06d", prefix, s.nextID)
+}
+
+func (s *TrainerServer) createSession(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Tags         []string       `json:"tags"`
+		UserMetadata map[string]any `json:"user_metadata"`
+		SDKVersion   string         `json:"sdk_version"`
+		Type         string         `json:"type"`
+	}
+	if err := decodeStrict(r, &req); err != nil {
+		detail(w, http.StatusUnprocessableEntity, "%v", err)
+		return
+	}
+	s.mu.Lock()
+	id := s.newID("sim-session")
+	s.sessions[id] = time.Now()
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, map[string]any{"session_id": id, "type": "create_session", "info_message": "hindsearch simulator: simulated trainer"})
+}
+
+func (s *TrainerServer) heartbeat(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		SessionID string `json:"session_id"`
+		Type      string `json:"type"`
+	}
+	if err := decodeStrict(r, &req); err != nil {
+		detail(w, http.StatusUnprocessableEntity, "%v", err)
+		return
+	}
+	s.mu.Lock()
+	_, ok := s.sessions[req.SessionID]
+	if ok {
+		s.sessions[req.SessionID] = time.Now()
+	}
+	s.mu.Unlock()
+	if !ok {
+		detail(w, http.StatusNotFound, "session %s not found", req.SessionID)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"type": "session_heartbeat"})
+}
+
+// submit registers a future and queues fn on the worker.
+func (s *TrainerServer) submit(fn func() (int, any)) string {
+	f := &future{done: make(chan struct{})}
+	id := s.newID("sim-req")
+	s.futures[id] = f
+	s.work <- func() {
+		f.status, f.body = fn()
+		close(f.done)
+	}
+	return id
+}
+
+func (s *TrainerServer) createModel(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		SessionID  string `json:"session_id"`
+		ModelSeqID int    `json:"model_seq_id"`
+		BaseModel  string `json:"base_model"`
+		LoRAConfig struct {
+			Rank int `json:"rank"`
+		} `json:"lora_config"`
+		Type string `json:"type"`
+	}
+	if err := decodeStrict(r, &req); err != nil {
+		detail(w, http.StatusUnprocessableEntity, "%v", err)
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.sessions[req.SessionID]; !ok {
+		detail(w, http.StatusNotFound, "session %s not found", req.SessionID)
+		return
+	}
+	if req.BaseModel != s.baseModel {
+		detail(w, http.StatusBadRequest, "base model %q is not supported (the simulator serves %q)", req.BaseModel, s.baseModel)
+		return
+	}
+	if req.LoRAConfig.Rank < 1 {
+		detail(w, http.StatusBadRequest, "lora_config.rank must be positive")
+		return
+	}
+	mid := s.newID("sim-model")
+	s.models[mid] = &trainedModel{id: mid, params: InitialParams(), m: make([]float64, NumParams),
+		v: make([]float64, NumParams), rank: req.LoRAConfig.Rank, seqs: map[int]seqRecord{}}
+	rid := s.submit(func() (int, any) {
+		return http.StatusOK, map[string]any{"model_id": mid, "type": "create_model"}
+	})
+	writeJSON(w, http.StatusOK, map[string]any{"request_id": rid, "model_id": mid})
+}
+
+// sequenced checks a call's seq_id: the next one is accepted, a repeat with
+// the same body returns the original future, anything else is refused.
+func (s *TrainerServer) sequenced(w http.ResponseWriter, modelID string, seq int, body any, fn func(m *trainedModel) (int, any)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m, ok := s.models[modelID]
+	if !ok {
+		detail(w, http.StatusNotFound, "model %s not found", modelID)
+		return
+	}
+	raw, _ := json.Marshal(body)
+	sum := sha256.Sum256(raw)
+	hash := hex.EncodeToString(sum[:])
+	if rec, seen := m.seqs[seq]; seen {
+		if rec.hash != hash {
+			detail(w, http.StatusConflict, "seq_id %d was already used with a different request", seq)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"request_id": rec.requestID, "model_id": modelID})
+		return
+	}
+	if seq != m.lastSeq+1 {
+		detail(w, http.StatusBadRequest, "seq_id %d out of order: expected %d", seq, m.lastSeq+1)
+		return
+	}
+	m.lastSeq = seq
+	rid := s.submit(func() (int, any) { return fn(m) })
+	m.seqs[seq] = seqRecord{hash: hash, requestID: rid}
+	writeJSON(w, http.StatusOK, map[string]any{"request_id": rid, "model_id": modelID})
+}
+
+type wireTensor struct {
+	Data  []float64 `json:"data"`
+	Dtype string    `json:"dtype"`
+	Shape []int     `json:"shape"`
+}
+
+type wireDatum struct {
+	ModelInput struct {
+		Chunks []struct {
+			Type   string `json:"type"`
+			Tokens []int  `json:"tokens"`
+		} `json:"chunks"`
+	} `json:"model_input"`
+	LossFnInputs map[string]wireTensor `json:"loss_fn_inputs"`
+}
+
+type fbRequest struct {
+	ModelID              string `json:"model_id"`
+	SeqID                int    `json:"seq_id"`
+	ForwardBackwardInput struct {
+		Data         []wireDatum        `json:"data"`
+		LossFn       string             `json:"loss_fn"`
+		LossFnConfig map[string]float64 `json:"loss_fn_config"`
+	} `json:"forward_backward_input"`
+	Type string `json:"type"`
+}
+
+func (s *TrainerServer) forwardBackward(w http.ResponseWriter, r *http.Request) {
+	var req fbRequest
+	if err := decodeStrict(r, &req); err != nil {
+		detail(w, http.StatusUnprocessableEntity, "%v", err)
+		return
+	}
+	in := req.ForwardBackwardInput
+	switch in.LossFn {
+	case "importance_sampling", "ppo", "cross_entropy":
+	default:
+		detail(w, http.StatusBadRequest, "loss_fn %q is not supported by the simulator (importance_sampling, ppo, cross_entropy)", in.LossFn)
+		return
+	}
+	for i, d := range in.Data {
+		if err := checkDatum(d, in.LossFn); err != nil {
+			detail(w, http.StatusBadRequest, "datum %d: %v", i, err)
+			return
+		}
+	}
+	s.sequenced(w, req.ModelID, req.SeqID, req, func(m *trainedModel) (int, any) {
+		return s.runForwardBackward(m, in.Data, in.LossFn, in.LossFnConfig)
+	})
+}
+
+func checkDatum(d wireDatum, lossFn string) error {
+	if len(d.ModelInput.Chunks) == 0 {
+		return fmt.Errorf("model_input has no chunks")
+	}
+	n := 0
+	for _, c := range d.ModelInput.Chunks {
+		if c.Type != "encoded_text" {
+			return fmt.Errorf("chunk type %q is not encoded_text", c.Type)
+		}
+		n += len(c.Tokens)
+	}
+	need := []string{"target_tokens", "weights"}
+	if lossFn != "cross_entropy" {
+		need = append(need, "logprobs", "advantages")
+	}
+	for _, k := range need {
+		t, ok := d.LossFnInputs[k]
+		if !ok {
+			return fmt.Errorf("loss_fn_inputs.%s missing", k)
+		}
+		if len(t.Data) != n || len(t.Shape) != 1 || t.Shape[0] != n {
+			return fmt.Errorf("loss_fn_inputs.%s has %d values and shape %v, model input has %d tokens", k, len(t.Data), t.Shape, n)
+		}
+		want := "float32"
+		if k == "target_tokens" {
+			want = "int64"
+		}
+		if t.Dtype != want {
+			return fmt.Errorf("loss_fn_inputs.%s dtype %q, want %q", k, t.Dtype, want)
+		}
+	}
+	for k := range d.LossFnInputs {
+		switch k {
+		case "target_tokens", "weights", "logprobs", "advantages":
+		default:
+			return fmt.Errorf("unknown loss_fn_inputs field %q", k)
+		}
+	}
+	return nil
+}
+
+func (s *TrainerServer) runForwardBackward(m *trainedModel, data []wireDatum, lossFn string, cfg map[string]float64) (int, any) {
+	clipLow, clipHigh := 0.8, 1.2
+	if v, ok := cfg["clip_low_threshold"]; ok {
+		clipLow = v
+	}
+	if v, ok := cfg["clip_high_threshold"]; ok {
+		clipHigh = v
+	}
+	var outputs []map[string]any
+	lossSum, clipped, tokens := 0.0, 0, 0
+	for _, d := range data {
+		var toks []int
+		for _, c := range d.ModelInput.Chunks {
+			toks = append(toks, c.Tokens...)
+		}
+		in := d.LossFnInputs
+		target := in["target_tokens"].Data
+		weights := in["weights"].Data
+		seq := append(append([]int(nil), toks...), int(target[len(target)-1]))
+		var positions []int
+		var idx []int
+		sumW := 0.0
+		for i := range toks {
+			if i+1 < len(toks) && int(target[i]) != toks[i+1] {
+				return http.StatusBadRequest, map[string]any{"detail": fmt.Sprintf("target_tokens[%d] is not the next model input token: the simulator trains next-token datums only", i)}
+			}
+			if weights[i] > 0 {
+				positions = append(positions, i+1)
+				idx = append(idx, i)
+				sumW += weights[i]
+			}
+		}
+		lps := s.model.LogProbGrad(m.params, seq, positions, nil, nil)
+		coef := make([]float64, len(positions))
+		for j, i := range idx {
+			w := weights[i] / sumW
+			switch lossFn {
+			case "cross_entropy":
+				coef[j] = w
+				lossSum -= w * lps[j]
+			default:
+				a := in["advantages"].Data[i]
+				ratio := math.Exp(lps[j] - in["logprobs"].Data[i])
+				lossSum -= w * ratio * a
+				if lossFn == "ppo" && ((a > 0 && ratio > clipHigh) || (a < 0 && ratio < clipLow)) {
+					clipped++
+					continue
+				}
+				coef[j] = w * ratio * a
+			}
+		}
+		tokens += len(positions)
+		// Ascent direction of the objective: sum coef * grad log p.
+		grad := make([]float64, NumParams)
+		s.model.LogProbGrad(m.params, seq, positions, coef, grad)
+		raw, _ := json.Marshal(d)
+		sum := sha256.Sum256(raw)
+		m.pending = append(m.pending, datumGrad{key: hex.EncodeToString(sum[:]), grad: grad})
+		out := make([]float64, len(toks))
+		for j, i := range idx {
+			out[i] = lps[j]
+		}
+		outputs = append(outputs, map[string]any{"logprobs": map[string]any{"data": float32s(out), "dtype": "float32", "shape": []int{len(out)}}})
+	}
+	return http.StatusOK, map[string]any{
+		"loss_fn_output_type": "TensorData", "loss_fn_outputs": outputs,
+		"metrics": map[string]float64{"loss:sum": lossSum, "clipped:sum": float64(clipped), "tokens:sum": float64(tokens)},
+		"type":    "forward_backward",
+	}
+}
+
+func float32s(v []float64) []float32 {
+	out := make([]float32, len(v))
+	for i, x := range v {
+		out[i] = float32(x)
+	}
+	return out
+}
+
+func (s *TrainerServer) optimStep(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		ModelID    string `json:"model_id"`
+		SeqID      int    `json:"seq_id"`
+		AdamParams struct {
+			LearningRate float64 `json:"learning_rate"`
+			Beta1        float64 `json:"beta1"`
+			Beta2        float64 `json:"beta2"`
+			Eps          float64 `json:"eps"`
+			WeightDecay  float64 `json:"weight_decay"`
+		} `json:"adam_params"`
+		Type string `json:"type"`
+	}
+	if err := decodeStrict(r, &req); err != nil {
+		detail(w, http.StatusUnprocessableEntity, "%v", err)
+		return
+	}
+	a := req.AdamParams
+	if a.LearningRate <= 0 || a.Beta1 < 0 || a.Beta1 >= 1 || a.Beta2 < 0 || a.Beta2 >= 1 || a.Eps <= 0 {
+		detail(w, http.StatusBadRequest, "invalid adam_params %+v", a)
+		return
+	}
+	s.sequenced(w, req.ModelID, req.SeqID, req, func(m *trainedModel) (int, any) {
+		// Sum the datums' gradients in a canonical order, so the update does
+		// not depend on the order the chunks arrived in.
+		sort.Slice(m.pending, func(i, j int) bool { return m.pending[i].key < m.pending[j].key })
+		g := make([]float64, NumParams)
+		for _, d := range m.pending {
+			for j, v := range d.grad {
+				g[j] -= v // loss gradient = minus the ascent direction
+			}
+		}
+		n := len(m.pending)
+		m.pending = nil
+		norm := 0.0
+		if n > 0 {
+			for j := range g {
+				g[j] /= float64(n)
+				norm += g[j] * g[j]
+			}
+			m.t++
+			b1, b2 := a.Beta1, a.Beta2
+			for j := range g {
+				m.m[j] = b1*m.m[j] + (1-b1)*g[j]
+				m.v[j] = b2*m.v[j] + (1-b2)*g[j]*g[j]
+				mh := m.m[j] / (1 - math.Pow(b1, float64(m.t)))
+				vh := m.v[j] / (1 - math.Pow(b2, float64(m.t)))
+				m.params[j] -= a.LearningRate * (mh/(math.Sqrt(vh)+a.Eps) + a.WeightDecay*m.params[j])
+			}
+		}
+		return http.StatusOK, map[string]any{"metrics": map[string]float64{"grad_norm": math.Sqrt(norm), "datums": float64(n)}, "type": "optim_step"}
+	})
+}
+
+var reName = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+func (s *TrainerServer) saveWeights(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		ModelID string `json:"model_id"`
+		Path    string `json:"path"`
+		SeqID   int    `json:"seq_id"`
+		Type    string `json:"type"`
+	}
+	if err := decodeStrict(r, &req); err != nil {
+		detail(w, http.StatusUnprocessableEntity, "%v", err)
+		return
+	}
+	if !reName.MatchString(req.Path) {
+		detail(w, http.StatusBadRequest, "path %q must match ^[A-Za-z0-9_-]+$", req.Path)
+		return
+	}
+	s.sequenced(w, req.ModelID, req.SeqID, req, func(m *trainedModel) (int, any) {
+		arc, err := AdapterArchive(m.params, s.baseModel, m.rank)
+		if err == nil {
+			err = writeFileAtomic(filepath.Join(s.ckptDir, m.id, "sampler_weights", req.Path+".tar.gz"), arc)
+		}
+		if err != nil {
+			return http.StatusInternalServerError, map[string]any{"detail": fmt.Sprintf("save sampler weights: %v", err)}
+		}
+		return http.StatusOK, map[string]any{"path": "tinker://" + m.id + "/sampler_weights/" + req.Path, "type": "save_weights_for_sampler"}
+	})
+}
+
+func writeFileAtomic(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+func (s *TrainerServer) retrieveFuture(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		RequestID string `json:"request_id"`
+	}
+	if err := decodeStrict(r, &req); err != nil {
+		detail(w, http.StatusUnprocessableEntity, "%v", err)
+		return
+	}
+	s.mu.Lock()
+	f, ok := s.futures[req.RequestID]
+	s.mu.Unlock()
+	if !ok {
+		detail(w, http.StatusNotFound, "request %s not found", req.RequestID)
+		return
+	}
+	t := time.NewTimer(s.PollWait)
+	defer t.Stop()
+	select {
+	case <-f.done:
+		writeJSON(w, f.status, f.body)
+	case <-t.C:
+		writeJSON(w, http.StatusOK, map[string]any{"type": "try_again", "request_id": req.RequestID, "queue_state": "active"})
+	case <-r.Context().Done():
+	case <-s.done:
+		detail(w, http.StatusServiceUnavailable, "simulated trainer shutting down")
+	}
+}
+
+// ModelParams returns a copy of a trained model's current parameters.
+func (s *TrainerServer) ModelParams(modelID string) (Params, bool) {
+	s.mu.Lock()
+	m, ok := s.models[modelID]
+	s.mu.Unlock()
+	if !ok {
+		return nil, false
+	}
+	s.trainMu.Lock()
+	defer s.trainMu.Unlock()
+	return append(Params(nil), m.params...), true
+}
