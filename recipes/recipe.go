@@ -8,10 +8,14 @@ package recipes
 const Embedded = "embedded"
 
 // Recipe is one resolved recipe. Field names map to YAML keys through the
-// mapstructure tags; paths inside it are resolved relative to the recipe
-// file's directory once loaded.
+// mapstructure tags (the key paths that Keys lists). Once loaded by Load,
+// every non-empty path in it is absolute (see Load for how relative paths
+// are resolved), and it has passed Validate. Defaults gives every default.
 type Recipe struct {
-	Name      string    `mapstructure:"name" yaml:"name"`
+	// Name names the run (output.dir's {name}); letters, digits, '_', '.'
+	// and '-' only.
+	Name string `mapstructure:"name" yaml:"name"`
+	// Seed seeds the data order and every per-request sampling seed.
 	Seed      int64     `mapstructure:"seed" yaml:"seed"`
 	Policy    Policy    `mapstructure:"policy" yaml:"policy"`
 	Judge     Judge     `mapstructure:"judge" yaml:"judge"`
@@ -39,61 +43,89 @@ type Policy struct {
 
 // Judge configures the judge endpoint.
 type Judge struct {
-	URL   string `mapstructure:"url" yaml:"url"`
+	// URL is the OpenAI-compatible endpoint's base URL, or "embedded".
+	URL string `mapstructure:"url" yaml:"url"`
+	// Model is the judge model name sent with each request.
 	Model string `mapstructure:"model" yaml:"model"`
 	// APIKeyEnv names the environment variable holding the bearer key
 	// (empty: no Authorization header).
-	APIKeyEnv   string  `mapstructure:"api_key_env" yaml:"api_key_env"`
-	MaxTokens   int     `mapstructure:"max_tokens" yaml:"max_tokens"`
+	APIKeyEnv string `mapstructure:"api_key_env" yaml:"api_key_env"`
+	// MaxTokens caps the tokens of one critique.
+	MaxTokens int `mapstructure:"max_tokens" yaml:"max_tokens"`
+	// Temperature is the judge's sampling temperature (0: greedy).
 	Temperature float64 `mapstructure:"temperature" yaml:"temperature"`
-	Concurrency int     `mapstructure:"concurrency" yaml:"concurrency"`
+	// Concurrency is the number of judge requests in flight.
+	Concurrency int `mapstructure:"concurrency" yaml:"concurrency"`
 }
 
 // Retriever configures the retriever.
 type Retriever struct {
+	// URL is the Search-R1 retrieval server's base URL, or "embedded".
 	URL string `mapstructure:"url" yaml:"url"`
 	// Corpus is the wiki-18-format JSONL corpus the embedded BM25 index and
 	// the simulated judge read.
+	// It must exist when the retriever or the judge is embedded.
 	Corpus string `mapstructure:"corpus" yaml:"corpus"`
-	TopK   int    `mapstructure:"topk" yaml:"topk"`
-	// IndexDir caches built BM25 indexes by corpus content hash.
+	// TopK is the number of passages per search.
+	TopK int `mapstructure:"topk" yaml:"topk"`
+	// IndexDir caches built BM25 indexes by corpus content hash (empty:
+	// os.UserCacheDir()/hindsearch/bm25, chosen by the caller).
 	IndexDir string `mapstructure:"index_dir" yaml:"index_dir"`
 }
 
 // Trainer configures the Tinker-API training server.
 type Trainer struct {
-	URL            string  `mapstructure:"url" yaml:"url"`
-	APIKeyEnv      string  `mapstructure:"api_key_env" yaml:"api_key_env"`
-	BaseModel      string  `mapstructure:"base_model" yaml:"base_model"`
-	LoRARank       int     `mapstructure:"lora_rank" yaml:"lora_rank"`
-	LearningRate   float64 `mapstructure:"learning_rate" yaml:"learning_rate"`
-	Loss           string  `mapstructure:"loss" yaml:"loss"`
-	ClipLow        float64 `mapstructure:"clip_low" yaml:"clip_low"`
-	ClipHigh       float64 `mapstructure:"clip_high" yaml:"clip_high"`
-	Beta1          float64 `mapstructure:"beta1" yaml:"beta1"`
-	Beta2          float64 `mapstructure:"beta2" yaml:"beta2"`
-	Eps            float64 `mapstructure:"eps" yaml:"eps"`
-	WeightDecay    float64 `mapstructure:"weight_decay" yaml:"weight_decay"`
-	CheckpointsDir string  `mapstructure:"checkpoints_dir" yaml:"checkpoints_dir"`
+	// URL is the Tinker API server's base URL, or "embedded".
+	URL string `mapstructure:"url" yaml:"url"`
+	// APIKeyEnv names the environment variable holding the API key (empty:
+	// none).
+	APIKeyEnv string `mapstructure:"api_key_env" yaml:"api_key_env"`
+	// BaseModel is the model the LoRA training client is created on.
+	BaseModel string `mapstructure:"base_model" yaml:"base_model"`
+	// LoRARank is the rank of the trained adapter.
+	LoRARank int `mapstructure:"lora_rank" yaml:"lora_rank"`
+	// LearningRate, Beta1, Beta2, Eps and WeightDecay are the Adam
+	// parameters of optim_step.
+	LearningRate float64 `mapstructure:"learning_rate" yaml:"learning_rate"`
+	// Loss is TrainerLossImportanceSampling or TrainerLossPPO.
+	Loss string `mapstructure:"loss" yaml:"loss"`
+	// ClipLow and ClipHigh bound the probability ratio of the ppo loss.
+	ClipLow     float64 `mapstructure:"clip_low" yaml:"clip_low"`
+	ClipHigh    float64 `mapstructure:"clip_high" yaml:"clip_high"`
+	Beta1       float64 `mapstructure:"beta1" yaml:"beta1"`
+	Beta2       float64 `mapstructure:"beta2" yaml:"beta2"`
+	Eps         float64 `mapstructure:"eps" yaml:"eps"`
+	WeightDecay float64 `mapstructure:"weight_decay" yaml:"weight_decay"`
+	// CheckpointsDir holds saved training states (empty: under output.dir,
+	// chosen by the caller).
+	CheckpointsDir string `mapstructure:"checkpoints_dir" yaml:"checkpoints_dir"`
 	// ChunkSize is the number of datums per forward_backward call.
 	ChunkSize int `mapstructure:"chunk_size" yaml:"chunk_size"`
 }
 
 // Sync configures how new weights reach the policy servers.
 type Sync struct {
+	// Kind is SyncLoRA, the only kind for now.
 	Kind string `mapstructure:"kind" yaml:"kind"`
-	Dir  string `mapstructure:"dir" yaml:"dir"`
+	// Dir receives the extracted adapters, which the policy servers must
+	// be able to read (empty: under output.dir, chosen by the caller).
+	Dir string `mapstructure:"dir" yaml:"dir"`
 	// Keep is how many adapters stay loaded on each replica.
 	Keep int `mapstructure:"keep" yaml:"keep"`
 }
 
 // Train configures the training loop.
 type Train struct {
-	Steps     int      `mapstructure:"steps" yaml:"steps"`
-	BatchSize int      `mapstructure:"batch_size" yaml:"batch_size"`
-	GroupSize int      `mapstructure:"group_size" yaml:"group_size"`
-	Data      []string `mapstructure:"data" yaml:"data"`
-	// Temperature, TopP and TopK are the training sampling settings.
+	// Steps is the number of training steps.
+	Steps int `mapstructure:"steps" yaml:"steps"`
+	// BatchSize is the number of questions per step.
+	BatchSize int `mapstructure:"batch_size" yaml:"batch_size"`
+	// GroupSize is the number of trajectories per question (at least 2).
+	GroupSize int `mapstructure:"group_size" yaml:"group_size"`
+	// Data lists the training question files (JSONL), mixed; at least one.
+	Data []string `mapstructure:"data" yaml:"data"`
+	// Temperature, TopP and TopK are the training sampling settings; TopK
+	// -1 is off.
 	Temperature float64 `mapstructure:"temperature" yaml:"temperature"`
 	TopP        float64 `mapstructure:"top_p" yaml:"top_p"`
 	TopK        int     `mapstructure:"top_k" yaml:"top_k"`
@@ -101,6 +133,7 @@ type Train struct {
 
 // Rollout configures one trajectory.
 type Rollout struct {
+	// MaxTurns caps the turns of one trajectory.
 	MaxTurns int `mapstructure:"max_turns" yaml:"max_turns"`
 	// MaxTurnTokens caps the tokens generated per turn.
 	MaxTurnTokens int `mapstructure:"max_turn_tokens" yaml:"max_turn_tokens"`
@@ -112,18 +145,30 @@ type Rollout struct {
 
 // Hindsight configures the critique and the on-policy-distillation term.
 type Hindsight struct {
-	Enabled    bool   `mapstructure:"enabled" yaml:"enabled"`
-	GoldAnswer bool   `mapstructure:"gold_answer" yaml:"gold_answer"`
-	Loss       string `mapstructure:"loss" yaml:"loss"`
-	Broadcast  string `mapstructure:"broadcast" yaml:"broadcast"`
+	// Enabled turns critiques and the OPD term on (off: plain GRPO).
+	Enabled bool `mapstructure:"enabled" yaml:"enabled"`
+	// GoldAnswer shows the judge the gold answers (off: the no-gold
+	// ablation).
+	GoldAnswer bool `mapstructure:"gold_answer" yaml:"gold_answer"`
+	// Loss is HindsightLossClamp, HindsightLossReverseKL or
+	// HindsightLossNone.
+	Loss string `mapstructure:"loss" yaml:"loss"`
+	// Broadcast is BroadcastSearch, BroadcastResponse or
+	// BroadcastTrajectory: which tokens get the OPD term.
+	Broadcast string `mapstructure:"broadcast" yaml:"broadcast"`
 	// Teacher is self, initial, or a model name served by the policy servers.
-	Teacher    string  `mapstructure:"teacher" yaml:"teacher"`
-	Coef       float64 `mapstructure:"coef" yaml:"coef"`
-	Clamp      float64 `mapstructure:"clamp" yaml:"clamp"`
-	RedactGold bool    `mapstructure:"redact_gold" yaml:"redact_gold"`
+	Teacher string `mapstructure:"teacher" yaml:"teacher"`
+	// Coef is lambda, the OPD term's weight (at least 0).
+	Coef float64 `mapstructure:"coef" yaml:"coef"`
+	// Clamp is the upper bound c of the clamped term (greater than 0).
+	Clamp float64 `mapstructure:"clamp" yaml:"clamp"`
+	// RedactGold removes verbatim gold answers from critiques before they
+	// reach the teacher.
+	RedactGold bool `mapstructure:"redact_gold" yaml:"redact_gold"`
 	// MaxCritiqueChars rejects longer critiques (counted, not fatal).
 	MaxCritiqueChars int `mapstructure:"max_critique_chars" yaml:"max_critique_chars"`
-	// Prompt is the judge prompt template; see orchestrator.DefaultJudgePrompt.
+	// Prompt is the judge prompt template; see orchestrator.DefaultJudgePrompt
+	// (empty: that default, filled in by the caller).
 	Prompt string `mapstructure:"prompt" yaml:"prompt"`
 	// HintTemplate formats the critique inserted before the question in the
 	// teacher context; {critique} is replaced.
@@ -132,8 +177,10 @@ type Hindsight struct {
 
 // Eval configures periodic greedy evaluation.
 type Eval struct {
+	// Every is the number of training steps between evaluations.
 	Every int `mapstructure:"every" yaml:"every"`
-	// Datasets maps a dataset name to its file.
+	// Datasets maps a dataset name (lower case) to its file; empty: no
+	// evaluation.
 	Datasets map[string]string `mapstructure:"datasets" yaml:"datasets"`
 	// PerDataset is the number of questions per dataset (0: whole file).
 	PerDataset int `mapstructure:"per_dataset" yaml:"per_dataset"`
@@ -141,6 +188,7 @@ type Eval struct {
 
 // Output configures the run directory.
 type Output struct {
+	// Dir is the run directory; {name} is replaced by the recipe name.
 	Dir string `mapstructure:"dir" yaml:"dir"`
 	// Trajectories is how many trajectories per step are kept for inspection.
 	Trajectories int `mapstructure:"trajectories" yaml:"trajectories"`
@@ -148,11 +196,15 @@ type Output struct {
 
 // HTTP configures the shared transport of every client.
 type HTTP struct {
+	// TimeoutSeconds is the per-call deadline.
 	TimeoutSeconds float64 `mapstructure:"timeout_seconds" yaml:"timeout_seconds"`
-	Retries        int     `mapstructure:"retries" yaml:"retries"`
-	RetryWaitMinMS int     `mapstructure:"retry_wait_min_ms" yaml:"retry_wait_min_ms"`
-	RetryWaitMaxMS int     `mapstructure:"retry_wait_max_ms" yaml:"retry_wait_max_ms"`
-	PoolSize       int     `mapstructure:"pool_size" yaml:"pool_size"`
+	// Retries is the most retries of one call.
+	Retries int `mapstructure:"retries" yaml:"retries"`
+	// RetryWaitMinMS and RetryWaitMaxMS bound the exponential backoff.
+	RetryWaitMinMS int `mapstructure:"retry_wait_min_ms" yaml:"retry_wait_min_ms"`
+	RetryWaitMaxMS int `mapstructure:"retry_wait_max_ms" yaml:"retry_wait_max_ms"`
+	// PoolSize is the connection pool size of the shared transport.
+	PoolSize int `mapstructure:"pool_size" yaml:"pool_size"`
 }
 
 // Sim configures the embedded simulator (used only by embedded roles).

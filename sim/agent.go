@@ -40,6 +40,7 @@ const (
 	PAnswerOption
 	PAnswerLatest
 	PAnswerLength
+	PAnswerFrequency
 	// NumParams is the length of Params.
 	NumParams
 )
@@ -50,6 +51,7 @@ var ParamNames = [NumParams]string{
 	"query_full", "query_keywords", "query_entity", "query_bridge", "query_repeat",
 	"answer_rank", "answer_title", "answer_in_question", "answer_type_match",
 	"answer_proximity", "answer_option", "answer_latest", "answer_length",
+	"answer_frequency",
 }
 
 // Fixed (not learnable) instruction-following strengths: how much a hint in
@@ -58,6 +60,7 @@ var ParamNames = [NumParams]string{
 const (
 	hintSearchBoost = 1.5
 	hintQueryBoost  = 3.0
+	unknownBoost    = 2.0
 	maxSearchCands  = 10
 	maxAnswerCands  = 40
 )
@@ -65,11 +68,16 @@ const (
 // Params is the simulated policy's learnable parameter vector.
 type Params []float64
 
-// InitialParams is the base model's parameters: a weak agent that answers
-// before searching half the time and picks answer spans almost at random.
+// InitialParams is the base model's parameters: an agent that mostly
+// searches first only half the time and rarely searches twice and reads
+// passages with no sense yet of what an answer looks like: it favours long
+// spans from top passages and ignores the answer type the question asks for.
 func InitialParams() Params {
 	p := make(Params, NumParams)
-	p[PAnswerRank] = 1.0
+	p[PSearchBias] = -1
+	p[PSearchFirst] = 1
+	p[PAnswerRank] = 0.5
+	p[PAnswerLength] = 0.5
 	return p
 }
 
@@ -476,6 +484,9 @@ func answerFeatures(st turnState) []featCand {
 		}
 		phi := fcs[i].phi
 		if rank >= 0 {
+			phi[PAnswerFrequency] = math.Min(phi[PAnswerFrequency]+1.0/3, 1)
+		}
+		if rank >= 0 {
 			phi[PAnswerRank] = math.Max(phi[PAnswerRank], 1/float64(1+rank))
 		}
 		if isTitle {
@@ -492,12 +503,22 @@ func answerFeatures(st turnState) []featCand {
 			phi[PAnswerOption] = 1
 		}
 	}
-	if qType == "yesno" {
-		addA("yes", -1, false, false, 0, true, false)
-		addA("no", -1, false, false, 0, true, false)
+	opts := options(st.question)
+	if len(opts) == 2 && qType != "yesno" {
+		// "A or B?": the answer is one of the options.
+		qType = "option"
 	}
-	for _, o := range options(st.question) {
-		addA(o, -1, false, false, 0, false, true)
+	// The agent weighs an answer's type only against evidence it has read:
+	// closed-book, it can only guess a question entity or admit it does not
+	// know (below), so searching is what makes answers right.
+	if len(st.blocks) > 0 {
+		if qType == "yesno" {
+			addA("yes", -1, false, false, 0, true, false)
+			addA("no", -1, false, false, 0, true, false)
+		}
+		for _, o := range opts {
+			addA(o, -1, false, false, 0, qType == "option", true)
+		}
 	}
 	for bi := len(st.blocks) - 1; bi >= 0; bi-- {
 		latest := bi == len(st.blocks)-1
@@ -511,12 +532,14 @@ func answerFeatures(st turnState) []featCand {
 			}
 		}
 	}
-	if len(fcs) == 0 {
+	if len(st.blocks) == 0 || len(fcs) == 0 {
 		// Nothing retrieved yet: guess from the question itself.
 		for _, e := range entities(st.question, true) {
 			addA(e, -1, false, false, 0, false, false)
 		}
 		addA("unknown", -1, false, false, 0, false, false)
+		// Without evidence the agent is inclined to admit it does not know.
+		fcs[byNorm["unknown"]].fixed += unknownBoost
 	}
 	return fcs
 }

@@ -71,4 +71,7 @@ type Completion struct {
 	FinishReason string
 	// StopReason is the matched stop string, if any.
 	StopReason string
+	// StopTokenID is the stop token id that ended the completion, when the
+	// server reported one (stop_reason as an integer), else nil.
+	StopTokenID *int
 }

@@ -47,18 +47,8 @@ const (
 // <(search|answer)>(.*?)</\1>, content stripped. kind is ActionNone when
 // the turn has no valid action.
 func ParseAction(text string) (kind, content string) {
-	// Go's regexp has no back-references: scan the matches and take the
-	// first whose closing tag equals its opening tag, as Python's
-	// re.search(r"<(search|answer)>(.*?)</\1>") would.
-	for _, start := range reOpen.FindAllStringSubmatchIndex(text, -1) {
-		tag := text[start[2]:start[3]]
-		rest := text[start[1]:]
-		end := strings.Index(rest, "</"+tag+">")
-		if end >= 0 {
-			return tag, strings.TrimSpace(rest[:end])
-		}
-	}
-	return ActionNone, ""
+	kind, content, _, _ = ActionSpan(text)
+	return kind, content
 }
 
 var reOpen = regexp.MustCompile(`<(search|answer)>`)
@@ -179,4 +169,21 @@ func tokenF1(pred, gold []string) float64 {
 	p := float64(same) / float64(len(pred))
 	r := float64(same) / float64(len(gold))
 	return 2 * p * r / (p + r)
+}
+
+// ActionSpan is ParseAction that also returns the byte span [start, end) of
+// the whole matched action, tags included (start = end = -1 without one).
+// Go's regexp has no back-references, so it scans the opening tags in order
+// and takes the first whose own closing tag follows, as Python's
+// re.search(r"<(search|answer)>(.*?)</\1>", text, re.DOTALL) does.
+func ActionSpan(text string) (kind, content string, start, end int) {
+	for _, m := range reOpen.FindAllStringSubmatchIndex(text, -1) {
+		tag := text[m[2]:m[3]]
+		rest := text[m[1]:]
+		closing := "</" + tag + ">"
+		if j := strings.Index(rest, closing); j >= 0 {
+			return tag, strings.TrimSpace(rest[:j]), m[0], m[1] + j + len(closing)
+		}
+	}
+	return ActionNone, "", -1, -1
 }

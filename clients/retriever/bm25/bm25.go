@@ -1,0 +1,510 @@
+// Package bm25 is the embedded retriever: a BM25 index (Bleve, scorch) over
+// a wiki-18 style JSONL corpus, searched in process or served over HTTP with
+// the Search-R1 retrieval protocol (PROTOCOLS.md §4).
+//
+// The index is built once per corpus content and cached on disk under
+// cacheDir/<first 16 hex digits of the corpus sha256>/. A build happens in a
+// temporary directory inside cacheDir and is renamed into place only once
+// complete, with its marker file (complete.json) written last inside it, so
+// a killed build is never trusted and concurrent builders cannot corrupt one
+// another: the first rename wins and the others use its result.
+//
+// Scores are Bleve's BM25 (k1 = 1.2, b = 0.75): for one query term,
+//
+//	idf · tf·k1 / (tf + k1·(1 − b + b·len/avglen)),  idf = ln(1 + (N − n + 0.5)/(n + 0.5))
+//
+// with N the number of passages, n the number containing the term, len the
+// passage's length in analysed tokens and avglen the mean of len over the
+// corpus (rounded up to an integer). It differs from textbook
+// (Lucene/Pyserini) BM25 in that tf is the square root of the term's count,
+// and a multi-term query multiplies each term's score by its idf over the
+// root of the sum of the query terms' squared idfs (query norm), and the sum
+// by the fraction of query terms matched (coord).
+//
+// Bleve on its own would take avglen to be the number of distinct terms per
+// passage (its "field cardinality" is the term dictionary's size), which
+// over-penalises long passages; this package counts the corpus's tokens at
+// build time and hands Bleve the true figure with each search.
+package bm25
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/blevesearch/bleve/v2"
+	"github.com/blevesearch/bleve/v2/analysis"
+	"github.com/blevesearch/bleve/v2/analysis/lang/en"
+	"github.com/blevesearch/bleve/v2/index/scorch"
+	"github.com/blevesearch/bleve/v2/index/scorch/mergeplan"
+	"github.com/blevesearch/bleve/v2/mapping"
+	"github.com/blevesearch/bleve/v2/search"
+	index "github.com/blevesearch/bleve_index_api"
+
+	"github.com/hindsearch/hindsearch/clients/retriever"
+)
+
+const (
+	// MaxQueryChars bounds a query: longer text is cut (at a character
+	// boundary) before it is analysed.
+	MaxQueryChars = 2000
+	// MaxQueryTerms bounds a query: only its first MaxQueryTerms
+	// whitespace-separated words are searched.
+	MaxQueryTerms = 64
+	// MaxTopK is the largest top-k Search accepts.
+	MaxTopK = 1000
+
+	// formatVersion changes whenever the index layout or mapping does, so
+	// that an index cached by an older version is rebuilt.
+	formatVersion = 1
+	// batchSize is the number of passages per indexing batch.
+	batchSize = 1000
+	// field is the one indexed field: the whole passage contents.
+	field = "contents"
+	// markerFile marks a complete cached index.
+	markerFile = "complete.json"
+	// indexSubdir holds the Bleve index inside a cache entry.
+	indexSubdir = "index"
+	// buildPrefix starts the names of build directories inside cacheDir.
+	buildPrefix = ".build-"
+	// staleBuild is how long a build directory may go unmodified before
+	// Open treats it as left behind by a killed build and removes it.
+	staleBuild = 24 * time.Hour
+)
+
+// Index is an open BM25 index and its corpus. It is safe for concurrent
+// use.
+type Index struct {
+	bi    bleve.Index
+	c     *corpus
+	stats *search.BM25Stats
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// marker is the content of complete.json.
+type marker struct {
+	Version      int     `json:"version"`
+	SHA256       string  `json:"sha256"`
+	Docs         int     `json:"docs"`
+	Tokens       int64   `json:"tokens"`
+	BuiltAt      string  `json:"built_at"`
+	BuildSeconds float64 `json:"build_seconds"`
+}
+
+// Open reads the corpus at corpusPath and opens its BM25 index from
+// cacheDir, building it there first when no complete index of this corpus
+// content is cached. progress, if not nil, is called during a build with the
+// number of passages indexed so far and the total; it is not called when the
+// cached index is used. A corpus line that is not a JSON object with string
+// "id" and "contents" (or repeats an id) is an error naming file:line.
+func Open(ctx context.Context, corpusPath, cacheDir string, progress func(done, total int)) (*Index, error) {
+	c, err := readCorpus(corpusPath)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
+		return nil, fmt.Errorf("bm25 cache: %w", err)
+	}
+	final := filepath.Join(cacheDir, c.sha256[:16])
+	if ix, err := openComplete(final, c); err == nil {
+		return ix, nil
+	}
+	removeStaleBuilds(cacheDir)
+	if err := build(ctx, c, cacheDir, final, progress); err != nil {
+		return nil, err
+	}
+	ix, err := openComplete(final, c)
+	if err != nil {
+		return nil, fmt.Errorf("bm25 open: %w", err)
+	}
+	return ix, nil
+}
+
+// openComplete opens the index in dir if its marker says it is a complete
+// index of corpus c in the current format.
+func openComplete(dir string, c *corpus) (*Index, error) {
+	b, err := os.ReadFile(filepath.Join(dir, markerFile))
+	if err != nil {
+		return nil, err
+	}
+	var m marker
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("bad marker: %w", err)
+	}
+	if m.Version != formatVersion || m.SHA256 != c.sha256 || m.Docs != len(c.ids) || m.Tokens <= 0 {
+		return nil, errors.New("marker does not match corpus")
+	}
+	// Read-only: no background merging, and several processes can share
+	// the index.
+	bi, err := bleve.OpenUsing(filepath.Join(dir, indexSubdir), map[string]any{"read_only": true})
+	if err != nil {
+		return nil, err
+	}
+	if n, err := bi.DocCount(); err != nil || n != uint64(len(c.ids)) {
+		bi.Close()
+		return nil, fmt.Errorf("index holds %d docs, want %d (%v)", n, len(c.ids), err)
+	}
+	stats := &search.BM25Stats{
+		DocCount:         float64(len(c.ids)),
+		FieldCardinality: map[string]int{field: int(m.Tokens)},
+	}
+	return &Index{bi: bi, c: c, stats: stats}, nil
+}
+
+// newMapping returns the index mapping: BM25 scoring, one indexed (not
+// stored) field analysed with the standard English analyzer, nothing
+// dynamic.
+func newMapping() *mapping.IndexMappingImpl {
+	fm := bleve.NewTextFieldMapping()
+	fm.Analyzer = en.AnalyzerName
+	fm.Store = false
+	fm.IncludeTermVectors = false
+	fm.IncludeInAll = false
+	fm.DocValues = false
+
+	dm := bleve.NewDocumentStaticMapping()
+	dm.AddFieldMappingsAt(field, fm)
+
+	im := bleve.NewIndexMapping()
+	im.ScoringModel = index.BM25Scoring
+	im.DefaultAnalyzer = en.AnalyzerName
+	im.DefaultMapping = dm
+	im.IndexDynamic = false
+	im.StoreDynamic = false
+	im.DocValuesDynamic = false
+	return im
+}
+
+// build indexes corpus c in a fresh directory inside cacheDir and renames
+// it to final. If another builder got there first, its index is kept.
+func build(ctx context.Context, c *corpus, cacheDir, final string, progress func(done, total int)) (err error) {
+	start := time.Now()
+	tmp, err := os.MkdirTemp(cacheDir, buildPrefix+filepath.Base(final)+"-")
+	if err != nil {
+		return fmt.Errorf("bm25 build: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			os.RemoveAll(tmp)
+		}
+	}()
+	tokens, err := buildIndex(ctx, c, filepath.Join(tmp, indexSubdir), progress)
+	if err != nil {
+		return err
+	}
+	m, err := json.Marshal(marker{
+		Version:      formatVersion,
+		SHA256:       c.sha256,
+		Docs:         len(c.ids),
+		Tokens:       tokens,
+		BuiltAt:      time.Now().UTC().Format(time.RFC3339),
+		BuildSeconds: time.Since(start).Seconds(),
+	})
+	if err != nil {
+		return fmt.Errorf("bm25 build: %w", err)
+	}
+	if err := writeFileSync(filepath.Join(tmp, markerFile), m); err != nil {
+		return fmt.Errorf("bm25 build: %w", err)
+	}
+	syncDir(tmp)
+	// The rename fails when final exists: another builder finished first
+	// (use theirs), or final holds something that is not a good index of
+	// this corpus (an older format, a damaged entry: replace it).
+	for attempt := 0; ; attempt++ {
+		rerr := os.Rename(tmp, final)
+		if rerr == nil {
+			break
+		}
+		if ix, oerr := openComplete(final, c); oerr == nil {
+			ix.Close()
+			os.RemoveAll(tmp)
+			return nil
+		}
+		if attempt == 2 {
+			return fmt.Errorf("bm25 build: %w", rerr)
+		}
+		if err := os.RemoveAll(final); err != nil {
+			return fmt.Errorf("bm25 build: %w", err)
+		}
+	}
+	syncDir(cacheDir)
+	return nil
+}
+
+// buildIndex writes the Bleve index of c at path, in batches, then merges
+// it down to one segment. It returns the corpus's length in analysed tokens.
+func buildIndex(ctx context.Context, c *corpus, path string, progress func(done, total int)) (tokens int64, err error) {
+	im := newMapping()
+	bi, err := bleve.NewUsing(path, im, scorch.Name, scorch.Name, nil)
+	if err != nil {
+		return 0, fmt.Errorf("bm25 build: %w", err)
+	}
+	defer func() {
+		if cerr := bi.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("bm25 build: %w", cerr)
+		}
+	}()
+	// Count tokens alongside the indexing, which spends much of its time
+	// waiting for batches to be persisted.
+	counted := make(chan int64, 1)
+	go func() { counted <- countTokens(ctx, im.AnalyzerNamed(en.AnalyzerName), c.contents) }()
+	defer func() {
+		n := <-counted
+		switch {
+		case err != nil:
+		case ctx.Err() != nil: // the count may have stopped early
+			tokens, err = 0, ctx.Err()
+		default:
+			tokens = n
+		}
+	}()
+	total := len(c.ids)
+	for lo := 0; lo < total; lo += batchSize {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		hi := min(lo+batchSize, total)
+		b := bi.NewBatch()
+		for i := lo; i < hi; i++ {
+			if err := b.Index(strconv.Itoa(i), map[string]any{field: c.contents[i]}); err != nil {
+				return 0, fmt.Errorf("bm25 build: passage %q: %w", c.ids[i], err)
+			}
+		}
+		if err := bi.Batch(b); err != nil {
+			return 0, fmt.Errorf("bm25 build: %w", err)
+		}
+		if progress != nil {
+			progress(hi, total)
+		}
+	}
+	if n, err := bi.DocCount(); err != nil || n != uint64(total) {
+		return 0, fmt.Errorf("bm25 build: indexed %d docs, want %d (%v)", n, total, err)
+	}
+	// One segment makes searches faster; a failed merge only costs speed.
+	if adv, err := bi.Advanced(); err == nil {
+		if s, ok := adv.(*scorch.Scorch); ok {
+			opts := mergeplan.SingleSegmentMergePlanOptions
+			_ = s.ForceMerge(ctx, &opts)
+		}
+	}
+	return 0, ctx.Err()
+}
+
+// countTokens returns the total number of tokens a produces from texts,
+// that is the sum of the lengths Bleve records for the indexed passages.
+// It stops early (with a meaningless count) when ctx is done.
+func countTokens(ctx context.Context, a analysis.Analyzer, texts []string) int64 {
+	var total atomic.Int64
+	var wg sync.WaitGroup
+	workers := runtime.GOMAXPROCS(0)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var n int64
+			for i := w; i < len(texts) && ctx.Err() == nil; i += workers {
+				n += int64(len(a.Analyze([]byte(texts[i]))))
+			}
+			total.Add(n)
+		}()
+	}
+	wg.Wait()
+	return total.Load()
+}
+
+// removeStaleBuilds removes build directories in cacheDir that nothing has
+// written to for staleBuild: they are left behind by killed builds. Best
+// effort.
+func removeStaleBuilds(cacheDir string) {
+	entries, err := os.ReadDir(cacheDir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), buildPrefix) {
+			continue
+		}
+		dir := filepath.Join(cacheDir, e.Name())
+		var newest time.Time
+		filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return nil
+			}
+			if info, err := d.Info(); err == nil && info.ModTime().After(newest) {
+				newest = info.ModTime()
+			}
+			return nil
+		})
+		if time.Since(newest) > staleBuild {
+			os.RemoveAll(dir)
+		}
+	}
+}
+
+// writeFileSync writes data to path and syncs it.
+func writeFileSync(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// syncDir makes renames and creations in dir durable; best effort.
+func syncDir(dir string) {
+	if f, err := os.Open(dir); err == nil {
+		_ = f.Sync()
+		f.Close()
+	}
+}
+
+// Close closes the index. Calls after the first return its result.
+func (ix *Index) Close() error {
+	ix.closeOnce.Do(func() {
+		if err := ix.bi.Close(); err != nil {
+			ix.closeErr = fmt.Errorf("bm25 close: %w", err)
+		}
+	})
+	return ix.closeErr
+}
+
+// Len returns the number of passages.
+func (ix *Index) Len() int { return len(ix.c.ids) }
+
+// Passage returns the contents of the passage with the given id.
+func (ix *Index) Passage(id string) (string, bool) {
+	i, ok := ix.c.byID[id]
+	if !ok {
+		return "", false
+	}
+	return ix.c.contents[i], true
+}
+
+// Search returns, for each query in order, its topk best passages by BM25
+// score, best first; equal scores are ordered by corpus order. A query is
+// plain text, never query syntax: it is analysed like the passages and its
+// terms are OR-ed. A query with no searchable terms (empty, or only stop
+// words) gets no hits. Queries are bounded by MaxQueryChars and
+// MaxQueryTerms. The queries are searched concurrently.
+func (ix *Index) Search(ctx context.Context, queries []string, topk int) ([][]retriever.Hit, error) {
+	if topk < 1 || topk > MaxTopK {
+		return nil, fmt.Errorf("bm25 search: topk %d not in [1, %d]", topk, MaxTopK)
+	}
+	out := make([][]retriever.Hit, len(queries))
+	errs := make([]error, len(queries))
+	workers := min(len(queries), runtime.GOMAXPROCS(0))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				out[i], errs[i] = ix.search(ctx, queries[i], topk)
+			}
+		}()
+	}
+	for i := range queries {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			return nil, fmt.Errorf("bm25 search: query %d: %w", i, err)
+		}
+	}
+	return out, nil
+}
+
+// search answers one query.
+func (ix *Index) search(ctx context.Context, text string, topk int) ([]retriever.Hit, error) {
+	text = boundQuery(text)
+	hits := []retriever.Hit{}
+	if text == "" {
+		return hits, nil
+	}
+	q := bleve.NewMatchQuery(text)
+	q.SetField(field)
+	q.Analyzer = en.AnalyzerName
+	// Bleve breaks score ties by the order it meets documents in, which
+	// depends on the index's segment layout. Fetch until every document
+	// tied with the k-th is in hand, then order ties by corpus order.
+	var got search.DocumentMatchCollection
+	for size := topk; ; size *= 2 {
+		req := bleve.NewSearchRequestOptions(q, size, 0, false)
+		req.PreSearchData = map[string]any{search.BM25PreSearchDataKey: ix.stats}
+		res, err := ix.bi.SearchInContext(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		got = res.Hits
+		if len(got) < size || got[len(got)-1].Score < got[topk-1].Score {
+			break
+		}
+	}
+	type scored struct {
+		ord   int
+		score float64
+	}
+	ranked := make([]scored, len(got))
+	for i, h := range got {
+		ord, err := strconv.Atoi(h.ID)
+		if err != nil || ord < 0 || ord >= len(ix.c.ids) {
+			return nil, fmt.Errorf("index holds unknown doc %q", h.ID)
+		}
+		ranked[i] = scored{ord, h.Score}
+	}
+	slices.SortFunc(ranked, func(a, b scored) int {
+		if a.score != b.score {
+			if a.score > b.score {
+				return -1
+			}
+			return 1
+		}
+		return a.ord - b.ord
+	})
+	for _, r := range ranked[:min(topk, len(ranked))] {
+		hits = append(hits, retriever.Hit{ID: ix.c.ids[r.ord], Contents: ix.c.contents[r.ord], Score: r.score})
+	}
+	return hits, nil
+}
+
+// boundQuery trims text and cuts it to MaxQueryChars bytes (at a character
+// boundary) and MaxQueryTerms words.
+func boundQuery(text string) string {
+	if len(text) > MaxQueryChars {
+		cut := MaxQueryChars
+		for cut > 0 && !utf8.RuneStart(text[cut]) {
+			cut--
+		}
+		text = text[:cut]
+	}
+	words := strings.Fields(text)
+	if len(words) > MaxQueryTerms {
+		words = words[:MaxQueryTerms]
+	}
+	return strings.Join(words, " ")
+}

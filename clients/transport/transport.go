@@ -1,0 +1,461 @@
+// Package transport is the one HTTP layer shared by every role client
+// (policy, judge, retriever, trainer): resty for requests and JSON over
+// exactly one retry layer, go-retryablehttp, with an explicit connection
+// pool, bounded retries with exponential backoff and jitter that honour
+// Retry-After, and per-call deadlines (DESIGN.md §5).
+package transport
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/go-resty/resty/v2"
+	"github.com/hashicorp/go-retryablehttp"
+)
+
+// Defaults used by DefaultOptions.
+const (
+	// DefaultTimeout is the per-attempt timeout of most roles.
+	DefaultTimeout = 120 * time.Second
+	// DefaultPolicyTimeout is the per-attempt timeout of the policy role,
+	// whose completions can queue behind a large batch.
+	DefaultPolicyTimeout = 300 * time.Second
+	// DefaultTrainerTimeout is the per-attempt timeout of the trainer role:
+	// SkyRL holds a retrieve_future poll for up to 300 s before it answers.
+	DefaultTrainerTimeout = 330 * time.Second
+	// DefaultRetries is the number of retries after the first attempt.
+	DefaultRetries = 3
+	// DefaultRetryWaitMin is the first backoff.
+	DefaultRetryWaitMin = 50 * time.Millisecond
+	// DefaultRetryWaitMax caps the exponential backoff.
+	DefaultRetryWaitMax = 2 * time.Second
+	// DefaultPoolSize is the connection pool size per client.
+	DefaultPoolSize = 64
+	// maxErrorBody is how much of a non-2xx body a StatusError keeps.
+	maxErrorBody = 512
+)
+
+// Options configure one Client.
+type Options struct {
+	// Role names the server's role ("policy", "judge", ...) in errors.
+	Role string
+	// BaseURL is the server's base URL (http or https, host present); paths
+	// are appended to it.
+	BaseURL string
+	// Timeout bounds each attempt. The whole call, retries included, is
+	// bounded by Timeout*(Retries+1) unless the caller's context ends first.
+	// Zero means no timeout.
+	Timeout time.Duration
+	// Retries is the number of retries after the first attempt.
+	Retries int
+	// RetryWaitMin and RetryWaitMax bound the exponential backoff between
+	// attempts; a Retry-After header overrides it.
+	RetryWaitMin, RetryWaitMax time.Duration
+	// PoolSize is the connection pool size: the most connections, idle or
+	// busy, kept to the server.
+	PoolSize int
+	// Headers are sent with every request (e.g. Authorization). Their
+	// values are secrets: they never appear in errors or logs.
+	Headers map[string]string
+	// OnRetry, when set, is called before every retry with the number of
+	// the attempt about to be made (2 for the first retry) and the status
+	// of the failed attempt (0 for a connection error). For metrics.
+	OnRetry func(role string, attempt int, status int)
+	// Logger, when set, receives the retry layer's debug and error logs.
+	// Nil keeps the retry layer silent.
+	Logger *slog.Logger
+}
+
+// DefaultOptions returns the defaults for role at baseURL: a timeout per
+// attempt that suits the role, 3 retries, backoff between 50 ms and 2 s and
+// a pool of 64 connections.
+func DefaultOptions(role, baseURL string) Options {
+	timeout := DefaultTimeout
+	switch role {
+	case "policy":
+		timeout = DefaultPolicyTimeout
+	case "trainer":
+		timeout = DefaultTrainerTimeout
+	}
+	return Options{
+		Role:         role,
+		BaseURL:      baseURL,
+		Timeout:      timeout,
+		Retries:      DefaultRetries,
+		RetryWaitMin: DefaultRetryWaitMin,
+		RetryWaitMax: DefaultRetryWaitMax,
+		PoolSize:     DefaultPoolSize,
+	}
+}
+
+// Client is a JSON HTTP client of one server. It is safe for concurrent use.
+type Client struct {
+	role    string
+	base    string // without trailing slash
+	shown   string // base with any password redacted
+	opts    Options
+	rc      *resty.Client
+	tr      *http.Transport
+	secrets []string
+}
+
+// StatusError is a non-2xx answer from a server.
+type StatusError struct {
+	// Role is the server's role.
+	Role string
+	// URL is the full URL of the request.
+	URL string
+	// Status is the HTTP status code.
+	Status int
+	// Body is the start of the response body (at most 512 bytes).
+	Body string
+}
+
+// Error returns e.g. "judge http://127.0.0.1:1234/v1/chat/completions:
+// status 503: <body start>".
+func (e *StatusError) Error() string {
+	msg := fmt.Sprintf("%s %s: status %d", e.Role, e.URL, e.Status)
+	if b := strings.TrimSpace(e.Body); b != "" {
+		msg += ": " + b
+	}
+	return msg
+}
+
+// IsStatus reports whether err is, or wraps, a StatusError with one of the
+// given statuses.
+func IsStatus(err error, statuses ...int) bool {
+	var se *StatusError
+	if !errors.As(err, &se) {
+		return false
+	}
+	for _, s := range statuses {
+		if se.Status == s {
+			return true
+		}
+	}
+	return false
+}
+
+// New validates o and builds a Client.
+func New(o Options) (*Client, error) {
+	if o.Role == "" {
+		o.Role = "server"
+	}
+	u, err := url.Parse(o.BaseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("%s: invalid base url %q: want http(s)://host[:port][/path]", o.Role, redactRaw(o.BaseURL))
+	}
+	if o.Timeout < 0 {
+		return nil, fmt.Errorf("%s %s: negative timeout", o.Role, u.Redacted())
+	}
+	if o.Retries < 0 {
+		o.Retries = 0
+	}
+	if o.RetryWaitMin <= 0 {
+		o.RetryWaitMin = DefaultRetryWaitMin
+	}
+	if o.RetryWaitMax < o.RetryWaitMin {
+		o.RetryWaitMax = max(DefaultRetryWaitMax, o.RetryWaitMin)
+	}
+	if o.PoolSize <= 0 {
+		o.PoolSize = DefaultPoolSize
+	}
+	c := &Client{
+		role: o.Role,
+		base: strings.TrimRight(u.String(), "/"),
+		opts: o,
+	}
+	c.shown = strings.TrimRight(u.Redacted(), "/")
+	for _, v := range o.Headers {
+		c.addSecret(v)
+		if i := strings.LastIndexByte(v, ' '); i >= 0 {
+			c.addSecret(v[i+1:])
+		}
+	}
+	if p, ok := u.User.Password(); ok {
+		c.addSecret(p)
+	}
+
+	c.tr = &http.Transport{
+		Proxy: http.ProxyFromEnvironment,
+		DialContext: (&net.Dialer{
+			Timeout:   30 * time.Second,
+			KeepAlive: 30 * time.Second,
+		}).DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          o.PoolSize,
+		MaxIdleConnsPerHost:   o.PoolSize,
+		MaxConnsPerHost:       o.PoolSize,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	}
+	rc := &retryablehttp.Client{
+		HTTPClient:   &http.Client{Transport: c.tr, Timeout: o.Timeout},
+		RetryWaitMin: o.RetryWaitMin,
+		RetryWaitMax: o.RetryWaitMax,
+		RetryMax:     o.Retries,
+		CheckRetry:   checkRetry,
+		Backoff:      c.backoff,
+		ErrorHandler: errorHandler,
+	}
+	if o.Logger != nil {
+		rc.Logger = o.Logger
+	}
+	c.rc = resty.NewWithClient(rc.StandardClient()).
+		SetRetryCount(0).
+		SetLogger(silent{})
+	return c, nil
+}
+
+func (c *Client) addSecret(s string) {
+	if len(s) >= 4 {
+		c.secrets = append(c.secrets, s)
+	}
+}
+
+// BaseURL returns the server's base URL, without a trailing slash and with
+// any password redacted.
+func (c *Client) BaseURL() string { return c.shown }
+
+// Role returns the role named in errors.
+func (c *Client) Role() string { return c.role }
+
+// Close closes the client's idle connections.
+func (c *Client) Close() { c.tr.CloseIdleConnections() }
+
+// Do sends a request to path (appended to the base URL) and decodes the
+// answer. in is sent as JSON (nil: no body); a 2xx answer is decoded as JSON
+// into out (nil: discarded; *[]byte or *string: the raw body). A non-2xx
+// answer, after retries, is a *StatusError; other failures name the role
+// and the URL.
+func (c *Client) Do(ctx context.Context, method, path string, in, out any) error {
+	full := c.base + path
+	shown := c.shown + path
+	if c.opts.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.opts.Timeout*time.Duration(c.opts.Retries+1))
+		defer cancel()
+	}
+	req := c.rc.R().SetContext(ctx).SetHeader("Accept", "application/json")
+	for k, v := range c.opts.Headers {
+		req.SetHeader(k, v)
+	}
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("%s %s: encode request: %w", c.role, shown, err)
+		}
+		req.SetHeader("Content-Type", "application/json").SetBody(b)
+	}
+	resp, err := req.Execute(method, full)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return fmt.Errorf("%s %s: %w", c.role, shown, c.redactErr(err))
+	}
+	body := resp.Body()
+	if st := resp.StatusCode(); st < 200 || st > 299 {
+		b := body
+		if len(b) > maxErrorBody {
+			b = b[:maxErrorBody]
+		}
+		return &StatusError{Role: c.role, URL: shown, Status: st, Body: c.redact(strings.ToValidUTF8(string(b), "?"))}
+	}
+	switch o := out.(type) {
+	case nil:
+		return nil
+	case *[]byte:
+		*o = append((*o)[:0], body...)
+		return nil
+	case *string:
+		*o = string(body)
+		return nil
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return fmt.Errorf("%s %s: decode response: empty body", c.role, shown)
+	}
+	if err := json.Unmarshal(body, out); err != nil {
+		return fmt.Errorf("%s %s: decode response: %s", c.role, shown, c.redact(err.Error()))
+	}
+	return nil
+}
+
+// redact removes secrets from s.
+func (c *Client) redact(s string) string {
+	for _, sec := range c.secrets {
+		s = strings.ReplaceAll(s, sec, "[redacted]")
+	}
+	return s
+}
+
+// redactErr wraps err so that its message carries no secret while errors.Is
+// and errors.As still see it.
+func (c *Client) redactErr(err error) error {
+	msg := err.Error()
+	if r := c.redact(msg); r != msg {
+		return &redactedError{msg: r, err: err}
+	}
+	return err
+}
+
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }
+
+// checkRetry retries connection errors, 408, 429 and 5xx except 501, never
+// after the caller's context ended, and not when a Retry-After asks for a
+// wait past the call's deadline.
+func checkRetry(ctx context.Context, resp *http.Response, err error) (bool, error) {
+	if ctx.Err() != nil {
+		return false, ctx.Err()
+	}
+	if err != nil {
+		return isConnectError(err), nil
+	}
+	switch st := resp.StatusCode; {
+	case st == http.StatusRequestTimeout, st == http.StatusTooManyRequests,
+		st >= 500 && st <= 599 && st != http.StatusNotImplemented:
+	default:
+		return false, nil
+	}
+	if wait, ok := retryAfter(resp); ok {
+		if dl, has := ctx.Deadline(); has && time.Until(dl) < wait {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// isConnectError reports whether err happened while connecting, so the
+// request never reached the server.
+func isConnectError(err error) bool {
+	if errors.Is(err, context.Canceled) {
+		return false
+	}
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) && dnsErr.IsNotFound {
+		return false
+	}
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	return errors.Is(err, syscall.ECONNREFUSED)
+}
+
+// backoff waits exponentially longer between retries, with jitter, or as
+// long as a Retry-After header asks.
+func (c *Client) backoff(lo, hi time.Duration, attempt int, resp *http.Response) time.Duration {
+	status := 0
+	if resp != nil {
+		status = resp.StatusCode
+	}
+	if c.opts.OnRetry != nil {
+		c.opts.OnRetry(c.role, attempt+2, status)
+	}
+	if wait, ok := retryAfter(resp); ok {
+		return wait
+	}
+	return jitterBackoff(lo, hi, attempt)
+}
+
+// jitterBackoff returns a wait in [d/2, d] where d = lo*2^attempt capped at
+// hi.
+func jitterBackoff(lo, hi time.Duration, attempt int) time.Duration {
+	d := hi
+	if attempt < 30 {
+		if e := lo << uint(attempt); e > 0 && e < hi {
+			d = e
+		}
+	}
+	half := d / 2
+	return half + rand.N(d-half+1)
+}
+
+// retryAfter parses a Retry-After header (seconds or an HTTP date).
+func retryAfter(resp *http.Response) (time.Duration, bool) {
+	if resp == nil {
+		return 0, false
+	}
+	h := strings.TrimSpace(resp.Header.Get("Retry-After"))
+	if h == "" {
+		return 0, false
+	}
+	if s, err := strconv.ParseFloat(h, 64); err == nil {
+		if s < 0 {
+			return 0, false
+		}
+		return time.Duration(s * float64(time.Second)), true
+	}
+	if t, err := http.ParseTime(h); err == nil {
+		return max(time.Until(t), 0), true
+	}
+	return 0, false
+}
+
+// errorHandler runs when retries are exhausted: the last response (a
+// retryable status) goes back to the caller as is, so that it becomes a
+// StatusError; an error is returned bare.
+func errorHandler(resp *http.Response, err error, attempts int) (*http.Response, error) {
+	if err == nil && resp != nil {
+		return resp, nil
+	}
+	if resp != nil && resp.Body != nil {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+		resp.Body.Close()
+	}
+	if err == nil {
+		err = errors.New("request failed")
+	}
+	if attempts > 1 {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, fmt.Errorf("giving up after %d attempts: %w", attempts, err)
+	}
+	return nil, err
+}
+
+// redactRaw hides a password in a URL that may not parse.
+func redactRaw(raw string) string {
+	if u, err := url.Parse(raw); err == nil {
+		if _, ok := u.User.Password(); ok {
+			return u.Redacted()
+		}
+		return raw
+	}
+	if i := strings.LastIndex(raw, "@"); i >= 0 {
+		if j := strings.Index(raw, "://"); j >= 0 && j < i {
+			return raw[:j+3] + "[redacted]" + raw[i:]
+		}
+	}
+	return raw
+}
+
+// silent is resty's logger: quiet (errors come back as values).
+type silent struct{}
+
+func (silent) Errorf(string, ...any) {}
+func (silent) Warnf(string, ...any)  {}
+func (silent) Debugf(string, ...any) {}

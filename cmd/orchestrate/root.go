@@ -1,0 +1,45 @@
+package main
+
+import (
+	"io"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/hindsearch/hindsearch/recipes"
+)
+
+// env is what every subcommand reads from its process.
+type env struct {
+	stdout, stderr io.Writer
+	environ        []string
+}
+
+// newRootCmd builds a fresh command tree (no global state: tests build one
+// per case).
+func newRootCmd(stdout, stderr io.Writer, environ []string) *cobra.Command {
+	e := &env{stdout: stdout, stderr: stderr, environ: environ}
+	root := &cobra.Command{
+		Use:           "orchestrate",
+		Short:         "Train search agents with GRPO plus hindsight critique",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.AddCommand(newRunCmd(e), newRecipeCmd(e), newServeCmd(e))
+	return root
+}
+
+// recipeFlags are the flags of every subcommand that takes a recipe.
+type recipeFlags struct {
+	sets []string
+}
+
+func (f *recipeFlags) register(fs *pflag.FlagSet) {
+	fs.StringArrayVar(&f.sets, "set", nil, "override a recipe key: --set key=value (lists comma-separated; map entries as eval.datasets.NAME=FILE); repeatable")
+}
+
+func (f *recipeFlags) load(e *env, path string) (*recipes.Recipe, error) {
+	return recipes.Load(path, f.sets, e.environ)
+}

@@ -1,0 +1,42 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/hindsearch/hindsearch/orchestrator"
+)
+
+func newRunCmd(e *env) *cobra.Command {
+	var rf recipeFlags
+	var overwrite bool
+	cmd := &cobra.Command{
+		Use:   "run RECIPE",
+		Short: "Run the training loop of a recipe and print the results table",
+		Long: `Run the HindSearch training loop described by RECIPE: evaluate, then for each
+step roll out, critique failed trajectories, train, sync weights, and evaluate
+every eval.every steps. Roles whose URL is "embedded" run in this process on
+loopback ports (policy, judge and trainer by the simulator, the retriever as a
+real BM25 index).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			r, err := rf.load(e, args[0])
+			if err != nil {
+				return err
+			}
+			if err := orchestrator.ApplyRunDefaults(r); err != nil {
+				return err
+			}
+			deps, emb, err := orchestrator.Connect(cmd.Context(), r, e.environ, e.stderr)
+			if err != nil {
+				return err
+			}
+			defer emb.Close()
+			rn := &orchestrator.Runner{Recipe: r, Deps: deps, Out: e.stdout, Overwrite: overwrite}
+			_, err = rn.Run(cmd.Context())
+			return err
+		},
+	}
+	rf.register(cmd.Flags())
+	cmd.Flags().BoolVar(&overwrite, "overwrite", false, "replace the results of an earlier run in output.dir")
+	return cmd
+}

@@ -1,0 +1,116 @@
+package orchestrator
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Question is one benchmark or training question.
+type Question struct {
+	// ID is the dataset's id of the question.
+	ID string `json:"id"`
+	// Question is the question text.
+	Question string `json:"question"`
+	// Golds are the gold answers.
+	Golds []string `json:"golden_answers"`
+	// Dataset names the file the question came from.
+	Dataset string `json:"dataset"`
+}
+
+// LoadQuestions reads a FlashRAG JSONL file ({"id", "question",
+// "golden_answers"} per line). Errors name the file and line. The dataset
+// name defaults to the file name without extension.
+func LoadQuestions(path string) ([]Question, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("dataset: %w", err)
+	}
+	defer f.Close()
+	name := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+	var out []Question
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	line := 0
+	for sc.Scan() {
+		line++
+		b := sc.Bytes()
+		if len(strings.TrimSpace(string(b))) == 0 {
+			continue
+		}
+		var raw struct {
+			ID       json.RawMessage `json:"id"`
+			Question *string         `json:"question"`
+			Golds    []string        `json:"golden_answers"`
+			Dataset  string          `json:"dataset"`
+		}
+		if err := json.Unmarshal(b, &raw); err != nil {
+			return nil, fmt.Errorf("%s:%d: not a JSON object: %w", path, line, err)
+		}
+		if raw.Question == nil || strings.TrimSpace(*raw.Question) == "" {
+			return nil, fmt.Errorf("%s:%d: no \"question\"", path, line)
+		}
+		var golds []string
+		for _, g := range raw.Golds {
+			if strings.TrimSpace(g) != "" {
+				golds = append(golds, g)
+			}
+		}
+		if len(golds) == 0 {
+			return nil, fmt.Errorf("%s:%d: no gold answer in \"golden_answers\"", path, line)
+		}
+		id := strings.Trim(string(raw.ID), "\"")
+		if id == "" {
+			id = fmt.Sprintf("%s-%d", name, line)
+		}
+		ds := raw.Dataset
+		if ds == "" {
+			ds = name
+		}
+		out = append(out, Question{ID: id, Question: *raw.Question, Golds: golds, Dataset: ds})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s:%d: %w", path, line+1, err)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: no questions", path)
+	}
+	return out, nil
+}
+
+// LoadCorpus reads a wiki-18-format JSONL corpus and returns the contents
+// strings in file order. Errors name the file and line.
+func LoadCorpus(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("corpus: %w", err)
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	line := 0
+	for sc.Scan() {
+		line++
+		if len(strings.TrimSpace(sc.Text())) == 0 {
+			continue
+		}
+		var p struct {
+			Contents *string `json:"contents"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &p); err != nil {
+			return nil, fmt.Errorf("%s:%d: not a JSON object: %w", path, line, err)
+		}
+		if p.Contents == nil {
+			return nil, fmt.Errorf("%s:%d: no \"contents\"", path, line)
+		}
+		out = append(out, *p.Contents)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s:%d: %w", path, line+1, err)
+	}
+	return out, nil
+}

@@ -1,0 +1,216 @@
+package orchestrator
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math"
+	"regexp"
+	"strings"
+	"text/template"
+
+	"github.com/hindsearch/hindsearch/clients/judge"
+	"github.com/hindsearch/hindsearch/clients/policy"
+	"github.com/hindsearch/hindsearch/orchestrator/format"
+)
+
+// DefaultJudgePrompt is the judge prompt template shipped for a 7B-class
+// instruct judge (recipe key hindsight.prompt). It is a Go text/template
+// with .Question, .Golds (empty in the no-gold ablation) and .Trajectory.
+// It asks for guidance on what to search, not for the answer. The embedded
+// simulated judge reads its "Question:", "Gold answer(s):" and
+// "Trajectory:" lines, so keep those if you change it and use the simulator.
+const DefaultJudgePrompt = `You review the work of a search agent that answers questions by issuing search queries to a Wikipedia search engine. Its final answer was wrong.
+
+Question: {{.Question}}
+{{- if .Golds}}
+Gold answer(s): {{join .Golds " | "}}
+{{- end}}
+Trajectory:
+{{.Trajectory}}
+
+Write a short, directive critique of the agent's search behaviour, in at most three sentences: say what it should have searched for instead, quoting the exact search query in double quotes. Do not state the answer itself.`
+
+// judgeSystem is the system message sent with every critique request.
+const judgeSystem = "You are a concise, exacting reviewer of search agents. You give directive advice about what to search for; you never reveal answers."
+
+// judgeData is the judge template's input.
+type judgeData struct {
+	Question   string
+	Golds      []string
+	Trajectory string
+}
+
+// ParseJudgePrompt parses a judge prompt template.
+func ParseJudgePrompt(text string) (*template.Template, error) {
+	if text == "" {
+		text = DefaultJudgePrompt
+	}
+	t, err := template.New("judge").Option("missingkey=error").Funcs(template.FuncMap{"join": strings.Join}).Parse(text)
+	if err != nil {
+		return nil, fmt.Errorf("hindsight.prompt: %w", err)
+	}
+	return t, nil
+}
+
+// JudgePrompt renders the judge prompt for a failed trajectory; golds is
+// nil in the no-gold ablation.
+func JudgePrompt(t *template.Template, question string, golds []string, response string) (string, error) {
+	var b bytes.Buffer
+	err := t.Execute(&b, judgeData{Question: format.NormalizeQuestion(question), Golds: golds, Trajectory: strings.TrimSpace(response)})
+	if err != nil {
+		return "", fmt.Errorf("hindsight.prompt: %w", err)
+	}
+	return b.String(), nil
+}
+
+// RedactGold replaces every verbatim occurrence of a gold answer in a
+// critique (case-insensitive, on word boundaries) with "[answer]". Yes/no
+// answers and one-character answers are left alone: they are ordinary words.
+func RedactGold(critique string, golds []string) string {
+	for _, g := range golds {
+		g = strings.TrimSpace(g)
+		n := strings.ToLower(g)
+		if len(g) < 2 || n == "yes" || n == "no" {
+			continue
+		}
+		re, err := regexp.Compile(`(?i)(^|[^\pL\pN])` + regexp.QuoteMeta(g) + `($|[^\pL\pN])`)
+		if err != nil {
+			continue
+		}
+		critique = re.ReplaceAllString(critique, "${1}[answer]${2}")
+	}
+	return critique
+}
+
+// checkCritique says why a critique cannot be used ("" when it can).
+func checkCritique(c string, maxChars int) string {
+	c = strings.TrimSpace(c)
+	switch {
+	case c == "":
+		return "empty critique"
+	case len(c) > maxChars:
+		return fmt.Sprintf("critique of %d characters is over hindsight.max_critique_chars (%d)", len(c), maxChars)
+	case strings.Contains(c, "<search>") || strings.Contains(c, "<answer>") || strings.Contains(c, "<information>"):
+		return "malformed critique: it contains agent tags"
+	case !strings.ContainsFunc(c, func(r rune) bool { return r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' }):
+		return "malformed critique: no words"
+	}
+	return ""
+}
+
+// hinter runs the hindsight step for failed trajectories.
+type hinter struct {
+	judge       judge.Judge
+	prompt      *template.Template
+	maxTokens   int
+	temperature float64
+	seed        int64
+	gold        bool
+	redact      bool
+	maxChars    int
+	hint        string // template with {critique}
+	loss        string
+	broadcast   string
+	coef, clamp float64
+	phases      *phaseClock
+}
+
+// critique asks the judge about a failed trajectory. A judge error is
+// returned; an unusable critique is reported through reason.
+func (h *hinter) critique(ctx context.Context, t *Trajectory) (critique, reason string, err error) {
+	var golds []string
+	if h.gold {
+		golds = t.Question.Golds
+	}
+	p, err := JudgePrompt(h.prompt, t.Question.Question, golds, t.Response)
+	if err != nil {
+		return "", "", err
+	}
+	seed := seedFor(h.seed, int64(t.Step), int64(t.Group), int64(t.Sample), 7)
+	done := h.phases.start("judge")
+	c, err := h.judge.Chat(ctx, judge.ChatRequest{Messages: []judge.Message{{Role: "system", Content: judgeSystem}, {Role: "user", Content: p}},
+		MaxTokens: h.maxTokens, Temperature: h.temperature, Seed: &seed})
+	done()
+	if err != nil {
+		return "", "", fmt.Errorf("judge critique: %w", err)
+	}
+	if why := checkCritique(c, h.maxChars); why != "" {
+		return c, why, nil
+	}
+	c = strings.TrimSpace(c)
+	if h.redact {
+		c = RedactGold(c, t.Question.Golds)
+	}
+	return c, "", nil
+}
+
+// hintText formats the critique for the teacher context.
+func (h *hinter) hintText(critique string) string {
+	return strings.ReplaceAll(h.hint, "{critique}", critique)
+}
+
+// opd scores the trajectory's response tokens under the teacher context and
+// returns the per-token OPD term after the loss form and broadcast.
+func (h *hinter) opd(ctx context.Context, t *Trajectory, teacherPrompt []int, p policy.Policy, teacherModel string) ([]float64, error) {
+	seq := append(append([]int(nil), teacherPrompt...), t.Tokens...)
+	done := h.phases.start("teacher")
+	lps, err := p.Score(ctx, teacherModel, seq)
+	done()
+	if err != nil {
+		return nil, fmt.Errorf("teacher score: %w", err)
+	}
+	if len(lps) != len(seq) {
+		return nil, fmt.Errorf("teacher score: %d logprobs for %d tokens", len(lps), len(seq))
+	}
+	teacher := lps[len(teacherPrompt):]
+	return OPDTerm(teacher, t.Logprobs, t.Policy, t.Search, h.loss, h.broadcast, h.clamp), nil
+}
+
+// OPDTerm computes the per-token on-policy-distillation term from teacher
+// and student (sampling) logprobs of the response tokens. loss is clamp
+// (clamp(lt-ls, 0, c)), reverse_kl (clamp(lt-ls, -c, c)) or none (zeros);
+// broadcast is search (the term on search tokens only), response (on every
+// policy token) or trajectory (the mean over policy tokens, on every policy
+// token). Environment tokens always get 0.
+func OPDTerm(teacher, student []float64, isPolicy, isSearch []bool, loss, broadcast string, c float64) []float64 {
+	d := make([]float64, len(teacher))
+	if loss == "none" {
+		return d
+	}
+	sum, n := 0.0, 0
+	for i := range teacher {
+		if !isPolicy[i] {
+			continue
+		}
+		diff := teacher[i] - student[i]
+		switch loss {
+		case "reverse_kl":
+			diff = math.Max(-c, math.Min(c, diff))
+		default:
+			diff = math.Max(0, math.Min(c, diff))
+		}
+		d[i] = diff
+		sum += diff
+		n++
+	}
+	switch broadcast {
+	case "search":
+		for i := range d {
+			if !isSearch[i] {
+				d[i] = 0
+			}
+		}
+	case "trajectory":
+		mean := 0.0
+		if n > 0 {
+			mean = sum / float64(n)
+		}
+		for i := range d {
+			if isPolicy[i] {
+				d[i] = mean
+			}
+		}
+	}
+	return d
+}

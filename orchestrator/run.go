@@ -1,0 +1,676 @@
+// Package orchestrator is the HindSearch training loop: it draws questions,
+// rolls out Search-R1 trajectories against the policy servers and the
+// retriever, scores them, asks the judge to critique failed ones, scores
+// their tokens under the hinted teacher context, streams weighted datums to
+// the trainer, syncs the new weights to the policy servers and evaluates.
+package orchestrator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"text/template"
+	"time"
+
+	"github.com/sourcegraph/conc/pool"
+
+	"github.com/hindsearch/hindsearch/clients/judge"
+	"github.com/hindsearch/hindsearch/clients/policy"
+	"github.com/hindsearch/hindsearch/clients/retriever"
+	"github.com/hindsearch/hindsearch/clients/trainer"
+	"github.com/hindsearch/hindsearch/recipes"
+	"github.com/hindsearch/hindsearch/results"
+)
+
+// Deps are the servers a run drives, one client per role.
+type Deps struct {
+	Policies  []policy.Policy
+	Judge     judge.Judge
+	Retriever retriever.Retriever
+	Trainer   trainer.Trainer
+	// Simulated names the roles served by the embedded simulator; every
+	// output of the run says so when it is non-empty.
+	Simulated []string
+}
+
+// Runner runs one recipe.
+type Runner struct {
+	// Recipe is the resolved, validated recipe.
+	Recipe *recipes.Recipe
+	// Deps are the role clients.
+	Deps Deps
+	// Out receives progress lines and the final table.
+	Out io.Writer
+	// Overwrite lets a run replace the results of an earlier run in the
+	// same output directory.
+	Overwrite bool
+
+	// advantageSign multiplies every GRPO advantage (tests flip it to -1 to
+	// check that the learning signal has the right sign).
+	advantageSign float64
+}
+
+// Summary is what a finished run reports.
+type Summary struct {
+	// Dir is the run directory.
+	Dir string
+	// Evals are the evaluation records, in order.
+	Evals []results.EvalRecord
+	// Steps are the step records, in order.
+	Steps []results.StepRecord
+}
+
+// state is the run's resume point (state.json).
+type state struct {
+	Step      int    `json:"step"`
+	Adapter   string `json:"adapter"`
+	ModelID   string `json:"model_id"`
+	Cursor    int    `json:"cursor"`
+	Simulated bool   `json:"simulated"`
+	Updated   string `json:"updated"`
+}
+
+// run holds one run's live state.
+type run struct {
+	*Runner
+	r       *recipes.Recipe
+	dir     *results.RunDir
+	train   []Question
+	evalSet map[string][]Question
+	roller  *roller
+	hinter  *hinter
+	sync    *loraSync
+	modelID string
+	adapter string // policy model name currently served ("" = base)
+	cursor  int
+	sim     bool
+}
+
+var reUnsafe = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
+
+// Run executes the recipe: an evaluation before training, the training
+// steps with evaluations every eval.every steps and after the last, and the
+// final table printed to Out.
+func (rn *Runner) Run(ctx context.Context) (*Summary, error) {
+	if rn.advantageSign == 0 {
+		rn.advantageSign = 1
+	}
+	if rn.Out == nil {
+		rn.Out = io.Discard
+	}
+	r := rn.Recipe
+	dir, err := results.Create(r.Output.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("output.dir: %w", err)
+	}
+	if err := rn.claim(dir); err != nil {
+		return nil, err
+	}
+	red := r.Redacted()
+	y, err := red.YAML()
+	if err != nil {
+		return nil, fmt.Errorf("save recipe: %w", err)
+	}
+	if err := dir.WriteFileAtomic("recipe.yaml", y); err != nil {
+		return nil, fmt.Errorf("save recipe: %w", err)
+	}
+	ru := &run{Runner: rn, r: r, dir: dir, sim: len(rn.Deps.Simulated) > 0}
+	if err := ru.load(); err != nil {
+		return nil, err
+	}
+	if ru.sim {
+		fmt.Fprintf(rn.Out, "SIMULATED: %s served by the embedded hindsearch simulator, not by language models; results show the control plane at work, not model quality.\n",
+			strings.Join(rn.Deps.Simulated, ", "))
+	}
+	fmt.Fprintf(rn.Out, "run %s: %d steps x %d questions x %d samples, %s; output %s\n",
+		r.Name, r.Train.Steps, r.Train.BatchSize, r.Train.GroupSize, r.Switches(), dir.Path)
+	return ru.loop(ctx)
+}
+
+// claim refuses to mix a new run into an earlier run's files.
+func (rn *Runner) claim(dir *results.RunDir) error {
+	names := []string{"steps.jsonl", "eval.jsonl", "state.json"}
+	var found []string
+	for _, n := range names {
+		if _, err := os.Stat(filepath.Join(dir.Path, n)); err == nil {
+			found = append(found, n)
+		}
+	}
+	if len(found) == 0 {
+		return nil
+	}
+	if !rn.Overwrite {
+		return fmt.Errorf("output.dir %s already holds a run (%s): pass --overwrite to replace it, or choose another directory with --set output.dir=DIR",
+			dir.Path, strings.Join(found, ", "))
+	}
+	for _, n := range append(names, "trajectories") {
+		if err := os.RemoveAll(filepath.Join(dir.Path, n)); err != nil {
+			return fmt.Errorf("overwrite %s: %w", dir.Path, err)
+		}
+	}
+	return nil
+}
+
+func (ru *run) load() error {
+	r := ru.r
+	for _, f := range r.Train.Data {
+		qs, err := LoadQuestions(f)
+		if err != nil {
+			return fmt.Errorf("train.data: %w", err)
+		}
+		ru.train = append(ru.train, qs...)
+	}
+	ru.evalSet = map[string][]Question{}
+	for name, f := range r.Eval.Datasets {
+		qs, err := LoadQuestions(f)
+		if err != nil {
+			return fmt.Errorf("eval.datasets.%s: %w", name, err)
+		}
+		if r.Eval.PerDataset > 0 && len(qs) > r.Eval.PerDataset {
+			qs = qs[:r.Eval.PerDataset]
+		}
+		for i := range qs {
+			qs[i].Dataset = name
+		}
+		ru.evalSet[name] = qs
+	}
+	tmpl, err := ParseJudgePrompt(r.Hindsight.Prompt)
+	if err != nil {
+		return err
+	}
+	clock := newPhaseClock()
+	ru.roller = &roller{reps: newReplicas(ru.Deps.Policies), retriever: ru.Deps.Retriever, topk: r.Retriever.TopK,
+		maxTurns: r.Rollout.MaxTurns, maxTurn: r.Rollout.MaxTurnTokens, maxObs: r.Rollout.MaxObsTokens,
+		maxCtx: r.Rollout.MaxContextTokens, baseModel: r.Policy.Model, phases: clock}
+	ru.hinter = newHinter(r, ru.Deps.Judge, tmpl, clock)
+	ru.sync = &loraSync{checkpointsDir: r.Trainer.CheckpointsDir, dir: r.Sync.Dir, keep: max(r.Sync.Keep, 1)}
+	return nil
+}
+
+func newHinter(r *recipes.Recipe, j judge.Judge, tmpl *template.Template, clock *phaseClock) *hinter {
+	h := r.Hindsight
+	return &hinter{judge: j, prompt: tmpl, maxTokens: r.Judge.MaxTokens, temperature: r.Judge.Temperature,
+		seed: r.Seed, gold: h.GoldAnswer, redact: h.RedactGold, maxChars: h.MaxCritiqueChars, hint: h.HintTemplate,
+		loss: h.Loss, broadcast: h.Broadcast, coef: h.Coef, clamp: h.Clamp, phases: clock}
+}
+
+// model is the policy model name to sample from now.
+func (ru *run) model() string {
+	if ru.adapter != "" {
+		return ru.adapter
+	}
+	return ru.r.Policy.Model
+}
+
+func (ru *run) loop(ctx context.Context) (*Summary, error) {
+	r := ru.r
+	sess, err := ru.Deps.Trainer.StartSession(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("trainer session: %w", err)
+	}
+	defer sess.Close()
+	ru.modelID, err = ru.Deps.Trainer.CreateModel(ctx, sess, r.Trainer.BaseModel, r.Trainer.LoRARank)
+	if err != nil {
+		return nil, fmt.Errorf("trainer create_model: %w", err)
+	}
+	sum := &Summary{Dir: ru.dir.Path}
+	if len(ru.evalSet) > 0 {
+		recs, err := ru.evaluate(ctx, 0)
+		if err != nil {
+			return nil, err
+		}
+		sum.Evals = append(sum.Evals, recs...)
+	}
+	for step := 1; step <= r.Train.Steps; step++ {
+		rec, err := ru.step(ctx, step)
+		if err != nil {
+			return sum, fmt.Errorf("step %d: %w", step, err)
+		}
+		if len(ru.evalSet) > 0 && (step%r.Eval.Every == 0 || step == r.Train.Steps) {
+			t0 := time.Now()
+			recs, err := ru.evaluate(ctx, step)
+			if err != nil {
+				return sum, err
+			}
+			rec.PhaseSeconds["eval"] = time.Since(t0).Seconds()
+			sum.Evals = append(sum.Evals, recs...)
+		}
+		if err := ru.dir.AppendJSONL("steps.jsonl", rec); err != nil {
+			return sum, fmt.Errorf("record step %d: %w", step, err)
+		}
+		st := state{Step: step, Adapter: ru.adapter, ModelID: ru.modelID, Cursor: ru.cursor, Simulated: ru.sim, Updated: time.Now().UTC().Format(time.RFC3339)}
+		b, _ := json.MarshalIndent(st, "", "  ")
+		if err := ru.dir.WriteFileAtomic("state.json", append(b, '\n')); err != nil {
+			return sum, fmt.Errorf("record step %d: %w", step, err)
+		}
+		sum.Steps = append(sum.Steps, *rec)
+		ru.printStep(rec)
+	}
+	if len(sum.Evals) > 0 {
+		fmt.Fprintln(ru.Out)
+		if err := results.EvalTable(ru.Out, sum.Evals, ru.caption()); err != nil {
+			return sum, err
+		}
+	}
+	return sum, nil
+}
+
+// caption names the recipe and its ablation switches.
+func (ru *run) caption() string {
+	c := fmt.Sprintf("EM (%%) by evaluation step. recipe %s: %s", ru.r.Name, ru.r.Switches())
+	if ru.sim {
+		c += ". SIMULATED (" + strings.Join(ru.Deps.Simulated, ", ") + " by the embedded simulator)"
+	}
+	return c
+}
+
+func (ru *run) printStep(rec *results.StepRecord) {
+	ph := rec.PhaseSeconds
+	fmt.Fprintf(ru.Out, "step %3d/%d  reward %.3f  failed %d/%d  critiques %d  opd_tokens %d (mean %.3f)  rollout %.1fs judge %.1fs teacher %.1fs train %.1fs sync %.1fs eval %.1fs\n",
+		rec.Step, ru.r.Train.Steps, rec.RewardMean, rec.Failed, rec.Trajectories, rec.Critiques, rec.OPDTokens, rec.OPDMean,
+		ph["rollout"], ph["judge"], ph["teacher"], ph["train"], ph["sync"], ph["eval"])
+}
+
+// draw returns the next batch of training questions: a deterministic
+// shuffle of the training mix per epoch, read from a cursor.
+func (ru *run) draw(n int) []Question {
+	out := make([]Question, 0, n)
+	for len(out) < n {
+		epoch, pos := ru.cursor/len(ru.train), ru.cursor%len(ru.train)
+		perm := rand.New(rand.NewPCG(uint64(ru.r.Seed), uint64(epoch))).Perm(len(ru.train))
+		out = append(out, ru.train[perm[pos]])
+		ru.cursor++
+	}
+	return out
+}
+
+// groupState gathers a group's trajectories as they finish.
+type groupState struct {
+	trajs []*Trajectory
+	left  atomic.Int32
+}
+
+// step runs one training step (DESIGN §2, steps 1-7) and returns its record.
+func (ru *run) step(ctx context.Context, step int) (*results.StepRecord, error) {
+	r := ru.r
+	t0 := time.Now()
+	clock := newPhaseClock()
+	ru.roller.phases, ru.hinter.phases = clock, clock
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	qs := ru.draw(r.Train.BatchSize)
+	G := r.Train.GroupSize
+	model := ru.model()
+	sp := sampling{temperature: r.Train.Temperature, topP: r.Train.TopP, topK: r.Train.TopK}
+
+	datums := make(chan keyedDatum, len(qs)*G)
+	var sent []keyedDatum
+	var trainErr error
+	var fbMetrics []map[string]float64
+	senderDone := make(chan struct{})
+	go func() {
+		defer close(senderDone)
+		var chunk []trainer.Datum
+		flush := func() {
+			if len(chunk) == 0 || trainErr != nil {
+				return
+			}
+			done := clock.start("train")
+			res, err := ru.Deps.Trainer.ForwardBackward(ctx, ru.modelID, chunk, r.Trainer.Loss, lossConfig(r))
+			done()
+			if err != nil {
+				trainErr = fmt.Errorf("forward_backward: %w", err)
+				cancel()
+				return
+			}
+			fbMetrics = append(fbMetrics, res.Metrics)
+			chunk = nil
+		}
+		for d := range datums {
+			sent = append(sent, d)
+			chunk = append(chunk, d.datum)
+			if len(chunk) >= r.Trainer.ChunkSize {
+				flush()
+			}
+		}
+		flush()
+	}()
+
+	var critiques, critiqueFailures, opdTokens atomic.Int64
+	var opdSum float64
+	var opdMu sync.Mutex
+	groups := make([]*groupState, len(qs))
+	hp := pool.New().WithContext(ctx).WithMaxGoroutines(max(r.Judge.Concurrency, 1))
+	finishGroup := func(gi int) {
+		g := groups[gi]
+		rewards := make([]float64, len(g.trajs))
+		for i, t := range g.trajs {
+			t.score()
+			rewards[i] = t.Reward
+		}
+		for i, a := range GroupAdvantages(rewards) {
+			g.trajs[i].Advantage = a
+		}
+		hp.Go(func(ctx context.Context) error {
+			if r.Hindsight.Enabled {
+				c, f, n, s := ru.hindsight(ctx, g.trajs)
+				critiques.Add(c)
+				critiqueFailures.Add(f)
+				opdTokens.Add(n)
+				opdMu.Lock()
+				opdSum += s
+				opdMu.Unlock()
+			}
+			for _, t := range g.trajs {
+				datums <- keyedDatum{group: t.Group, sample: t.Sample, datum: BuildDatum(t, ru.advantageSign, r.Hindsight.Coef)}
+			}
+			return nil
+		})
+	}
+	rp := pool.New().WithContext(ctx).WithCancelOnError().WithFirstError().WithMaxGoroutines(max(r.Policy.Concurrency*len(ru.Deps.Policies), 1))
+	rollDone := clock.start("rollout")
+	for gi, q := range qs {
+		g := &groupState{trajs: make([]*Trajectory, G)}
+		g.left.Store(int32(G))
+		groups[gi] = g
+		group := (step-1)*r.Train.BatchSize + gi // globally unique group id
+		var promptOnce sync.Once
+		var prompt []int
+		var promptErr error
+		for k := 0; k < G; k++ {
+			t := &Trajectory{ID: fmt.Sprintf("s%04d-g%06d-k%d", step, group, k), Step: step, Group: group, Sample: k, Question: q}
+			g.trajs[k] = t
+			rp.Go(func(ctx context.Context) error {
+				promptOnce.Do(func() { prompt, promptErr = ru.roller.promptIDs(ctx, q.Question, "") })
+				if promptErr != nil {
+					return promptErr
+				}
+				t.PromptIDs = prompt
+				if err := ru.roller.rollout(ctx, t, model, sp, seedFor(r.Seed, int64(step), int64(group), int64(k))); err != nil {
+					return err
+				}
+				if g.left.Add(-1) == 0 {
+					finishGroup(gi)
+				}
+				return nil
+			})
+		}
+	}
+	rollErr := rp.Wait()
+	rollDone()
+	_ = hp.Wait()
+	close(datums)
+	<-senderDone
+	if rollErr != nil {
+		return nil, fmt.Errorf("rollout: %w", rollErr)
+	}
+	if trainErr != nil {
+		return nil, trainErr
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+
+	done := clock.start("train")
+	om, err := ru.Deps.Trainer.OptimStep(ctx, ru.modelID, trainer.AdamParams{LearningRate: r.Trainer.LearningRate,
+		Beta1: r.Trainer.Beta1, Beta2: r.Trainer.Beta2, Eps: r.Trainer.Eps, WeightDecay: r.Trainer.WeightDecay})
+	done()
+	if err != nil {
+		return nil, fmt.Errorf("optim_step: %w", err)
+	}
+	name := reUnsafe.ReplaceAllString(r.Name, "_") + fmt.Sprintf("-step%04d", step)
+	done = clock.start("sync")
+	path, err := ru.Deps.Trainer.SaveWeightsForSampler(ctx, ru.modelID, name)
+	if err != nil {
+		done()
+		return nil, fmt.Errorf("save_weights_for_sampler: %w", err)
+	}
+	if _, err := ru.sync.apply(ctx, ru.Deps.Policies, path, name); err != nil {
+		done()
+		return nil, err
+	}
+	done()
+	ru.adapter = name
+
+	var all []*Trajectory
+	for _, g := range groups {
+		all = append(all, g.trajs...)
+	}
+	rec := ru.record(step, all, sent, clock, t0)
+	rec.Critiques, rec.CritiqueFailures = int(critiques.Load()), int(critiqueFailures.Load())
+	rec.OPDTokens = int(opdTokens.Load())
+	if rec.OPDTokens > 0 {
+		rec.OPDMean = opdSum / float64(rec.OPDTokens)
+	}
+	rec.Adapter = name
+	rec.TrainerMetrics = mergeMetrics(fbMetrics, om)
+	if err := ru.keepTrajectories(step, all); err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
+func lossConfig(r *recipes.Recipe) map[string]float64 {
+	if r.Trainer.Loss != recipes.TrainerLossPPO {
+		return nil
+	}
+	return map[string]float64{"clip_low_threshold": r.Trainer.ClipLow, "clip_high_threshold": r.Trainer.ClipHigh}
+}
+
+func mergeMetrics(fb []map[string]float64, om map[string]float64) map[string]float64 {
+	out := map[string]float64{}
+	for _, m := range fb {
+		for k, v := range m {
+			out["forward_backward/"+k] += v
+		}
+	}
+	for k, v := range om {
+		out["optim_step/"+k] = v
+	}
+	return out
+}
+
+// hindsight critiques a group's failed trajectories and sets their OPD
+// terms. It returns the counts of critiques used, critique failures, OPD
+// tokens (non-zero terms) and the sum of the OPD terms. Failures are
+// counted, never fatal.
+func (ru *run) hindsight(ctx context.Context, trajs []*Trajectory) (used, failed, tokens int64, sum float64) {
+	r := ru.r
+	for _, t := range trajs {
+		if t.Reward > 0 {
+			continue
+		}
+		c, why, err := ru.hinter.critique(ctx, t)
+		switch {
+		case err != nil:
+			t.CritiqueError = err.Error()
+			failed++
+			continue
+		case why != "":
+			t.Critique, t.CritiqueError = c, why
+			failed++
+			continue
+		}
+		t.Critique = c
+		if r.Hindsight.Loss == recipes.HindsightLossNone {
+			used++
+			continue
+		}
+		tp, err := ru.roller.promptIDs(ctx, t.Question.Question, ru.hinter.hintText(c))
+		if err == nil {
+			teacher := ru.teacherModel()
+			i, p := ru.roller.reps.acquire()
+			t.OPD, err = ru.hinter.opd(ctx, t, tp, p, teacher)
+			ru.roller.reps.release(i)
+		}
+		if err != nil {
+			t.CritiqueError = err.Error()
+			failed++
+			continue
+		}
+		used++
+		for _, d := range t.OPD {
+			if d != 0 {
+				tokens++
+				sum += d
+			}
+		}
+	}
+	return used, failed, tokens, sum
+}
+
+// teacherModel is the model name that scores the teacher context.
+func (ru *run) teacherModel() string {
+	switch ru.r.Hindsight.Teacher {
+	case recipes.TeacherSelf:
+		return ru.model()
+	case recipes.TeacherInitial:
+		return ru.r.Policy.Model
+	default:
+		return ru.r.Hindsight.Teacher
+	}
+}
+
+func (ru *run) record(step int, all []*Trajectory, sent []keyedDatum, clock *phaseClock, t0 time.Time) *results.StepRecord {
+	rec := &results.StepRecord{Step: step, Trajectories: len(all), Simulated: ru.sim}
+	turns, searches := 0, 0
+	for _, t := range all {
+		rec.RewardMean += t.Reward
+		rec.F1Mean += t.F1
+		if t.Reward == 0 {
+			rec.Failed++
+		}
+		turns += len(t.Turns)
+		searches += t.Searches()
+	}
+	if n := float64(len(all)); n > 0 {
+		rec.RewardMean /= n
+		rec.F1Mean /= n
+		rec.EMMean = rec.RewardMean
+		rec.MeanTurns = float64(turns) / n
+		rec.MeanSearches = float64(searches) / n
+	}
+	ph := clock.seconds()
+	rec.PhaseSeconds = map[string]float64{"rollout": ph["rollout"], "judge": ph["judge"], "teacher": ph["teacher"],
+		"train": ph["train"], "sync": ph["sync"], "eval": 0}
+	rec.BatchDigest = batchDigest(sent)
+	rec.WallSeconds = time.Since(t0).Seconds()
+	return rec
+}
+
+// keepTrajectories writes a bounded sample of the step's trajectories, with
+// their critiques and OPD terms, to trajectories/step-NNNN.jsonl: whole
+// groups in group order, failed-first groups preferred so critiques show.
+func (ru *run) keepTrajectories(step int, all []*Trajectory) error {
+	n := ru.r.Output.Trajectories
+	if n <= 0 {
+		return nil
+	}
+	picked := append([]*Trajectory(nil), all...)
+	sort.SliceStable(picked, func(i, j int) bool {
+		ci, cj := picked[i].Critique != "", picked[j].Critique != ""
+		if ci != cj {
+			return ci
+		}
+		if picked[i].Group != picked[j].Group {
+			return picked[i].Group < picked[j].Group
+		}
+		return picked[i].Sample < picked[j].Sample
+	})
+	if len(picked) > n {
+		picked = picked[:n]
+	}
+	var b strings.Builder
+	for _, t := range picked {
+		line, err := json.Marshal(t)
+		if err != nil {
+			return fmt.Errorf("keep trajectories: %w", err)
+		}
+		b.Write(line)
+		b.WriteByte('\n')
+	}
+	return ru.dir.WriteFileAtomic(filepath.Join("trajectories", fmt.Sprintf("step-%04d.jsonl", step)), []byte(b.String()))
+}
+
+// evaluate runs greedy search-agent evaluation on every eval dataset and
+// appends the records to eval.jsonl.
+func (ru *run) evaluate(ctx context.Context, step int) ([]results.EvalRecord, error) {
+	model := ru.model()
+	names := make([]string, 0, len(ru.evalSet))
+	for n := range ru.evalSet {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	type item struct {
+		ds string
+		t  *Trajectory
+	}
+	var items []item
+	for _, n := range names {
+		for i, q := range ru.evalSet[n] {
+			items = append(items, item{n, &Trajectory{ID: fmt.Sprintf("eval-%s-%d", n, i), Step: step, Question: q}})
+		}
+	}
+	greedy := sampling{temperature: 0, topP: 1, topK: -1}
+	p := pool.New().WithContext(ctx).WithCancelOnError().WithFirstError().WithMaxGoroutines(max(ru.r.Policy.Concurrency*len(ru.Deps.Policies), 1))
+	for _, it := range items {
+		p.Go(func(ctx context.Context) error {
+			ids, err := ru.roller.promptIDs(ctx, it.t.Question.Question, "")
+			if err != nil {
+				return err
+			}
+			it.t.PromptIDs = ids
+			if err := ru.roller.rollout(ctx, it.t, model, greedy, seedFor(ru.r.Seed, -1)); err != nil {
+				return err
+			}
+			it.t.score()
+			return nil
+		})
+	}
+	if err := p.Wait(); err != nil {
+		return nil, fmt.Errorf("evaluate step %d: %w", step, err)
+	}
+	var recs []results.EvalRecord
+	for _, n := range names {
+		rec := results.EvalRecord{Step: step, Strategy: "search", Dataset: n}
+		for _, it := range items {
+			if it.ds == n {
+				rec.N++
+				rec.EM += it.t.Reward
+				rec.F1 += it.t.F1
+			}
+		}
+		if rec.N > 0 {
+			rec.EM /= float64(rec.N)
+			rec.F1 /= float64(rec.N)
+		}
+		if err := ru.dir.AppendJSONL("eval.jsonl", rec); err != nil {
+			return nil, fmt.Errorf("record evaluation: %w", err)
+		}
+		recs = append(recs, rec)
+	}
+	avg := 0.0
+	for _, rec := range recs {
+		avg += rec.EM
+	}
+	if len(recs) > 0 {
+		avg /= float64(len(recs))
+	}
+	fmt.Fprintf(ru.Out, "eval step %d (%s, greedy): average EM %.1f%% over %d datasets, %d questions\n", step, model, 100*avg, len(recs), len(items))
+	return recs, nil
+}
+
+var _ = math.Abs
+var _ = errors.New

@@ -1,0 +1,238 @@
+package orchestrator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/hindsearch/hindsearch/clients/judge"
+	"github.com/hindsearch/hindsearch/clients/policy"
+	"github.com/hindsearch/hindsearch/clients/retriever"
+	"github.com/hindsearch/hindsearch/clients/retriever/bm25"
+	"github.com/hindsearch/hindsearch/clients/trainer"
+	"github.com/hindsearch/hindsearch/clients/transport"
+	"github.com/hindsearch/hindsearch/recipes"
+	"github.com/hindsearch/hindsearch/sim"
+)
+
+// ApplyRunDefaults fills the recipe's directory defaults that depend on
+// other keys: trainer.checkpoints_dir and sync.dir under output.dir, and
+// retriever.index_dir under the user cache directory. A remote trainer
+// needs trainer.checkpoints_dir set explicitly (SkyRL's checkpoints base on a
+// filesystem shared with this machine).
+func ApplyRunDefaults(r *recipes.Recipe) error {
+	if r.Trainer.CheckpointsDir == "" {
+		if r.Trainer.URL != recipes.Embedded {
+			return errors.New("trainer.checkpoints_dir: required with a remote trainer: set it to the trainer's checkpoints base, on a filesystem this machine can read")
+		}
+		r.Trainer.CheckpointsDir = filepath.Join(r.Output.Dir, "checkpoints")
+	}
+	if r.Sync.Dir == "" {
+		r.Sync.Dir = filepath.Join(r.Output.Dir, "adapters")
+	}
+	if r.Retriever.IndexDir == "" {
+		cache, err := os.UserCacheDir()
+		if err != nil {
+			cache = os.TempDir()
+		}
+		r.Retriever.IndexDir = filepath.Join(cache, "hindsearch", "bm25")
+	}
+	return nil
+}
+
+// Embedded are the in-process servers a recipe started.
+type Embedded struct {
+	sim   *sim.Servers
+	index *bm25.Index
+	srv   *http.Server
+}
+
+// Sim returns the simulated servers (nil when none were started).
+func (e *Embedded) Sim() *sim.Servers { return e.sim }
+
+// Close stops the embedded servers.
+func (e *Embedded) Close() {
+	if e == nil {
+		return
+	}
+	if e.sim != nil {
+		e.sim.Close()
+	}
+	if e.srv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = e.srv.Shutdown(ctx)
+		cancel()
+	}
+	if e.index != nil {
+		_ = e.index.Close()
+	}
+}
+
+func (e *Embedded) serveIndex(ix *bm25.Index) (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("embedded retriever: %w", err)
+	}
+	e.index = ix
+	e.srv = &http.Server{Handler: ix.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = e.srv.Serve(l) }()
+	return "http://" + l.Addr().String(), nil
+}
+
+// Connect starts the embedded implementation of every role whose URL is
+// "embedded" (on loopback ports) and returns a client per role. environ is
+// where API keys are read from (the variables the recipe names). log
+// receives start-up progress such as the index build.
+func Connect(ctx context.Context, r *recipes.Recipe, environ []string, log io.Writer) (Deps, *Embedded, error) {
+	if log == nil {
+		log = io.Discard
+	}
+	env := map[string]string{}
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			env[k] = v
+		}
+	}
+	key := func(name string) string {
+		if name == "" {
+			return ""
+		}
+		return env[name]
+	}
+	e := &Embedded{}
+	var deps Deps
+	fail := func(err error) (Deps, *Embedded, error) {
+		e.Close()
+		return Deps{}, nil, err
+	}
+
+	nEmbedded := 0
+	for _, u := range r.Policy.URLs {
+		if u == recipes.Embedded {
+			nEmbedded++
+		}
+	}
+	needSim := nEmbedded > 0 || r.Judge.URL == recipes.Embedded || r.Trainer.URL == recipes.Embedded
+	if needSim {
+		corpus, err := LoadCorpus(r.Retriever.Corpus)
+		if err != nil {
+			return fail(fmt.Errorf("retriever.corpus: %w", err))
+		}
+		var texts []string
+		for _, f := range r.Train.Data {
+			texts = append(texts, questionTexts(f)...)
+		}
+		for _, f := range r.Eval.Datasets {
+			texts = append(texts, questionTexts(f)...)
+		}
+		s, err := sim.Start(sim.Config{BaseModel: r.Policy.Model, JudgeModel: r.Judge.Model, JudgeAPIKey: key(r.Judge.APIKeyEnv),
+			CheckpointsDir: r.Trainer.CheckpointsDir, Corpus: corpus, VocabTexts: texts, Epsilon: r.Sim.Epsilon,
+			PolicyReplicas: nEmbedded, Judge: r.Judge.URL == recipes.Embedded, Trainer: r.Trainer.URL == recipes.Embedded})
+		if err != nil {
+			return fail(err)
+		}
+		e.sim = s
+		if r.Trainer.URL == recipes.Embedded && r.Trainer.BaseModel != r.Policy.Model {
+			return fail(fmt.Errorf("trainer.base_model %q must equal policy.model %q with the embedded simulator", r.Trainer.BaseModel, r.Policy.Model))
+		}
+		if nEmbedded > 0 {
+			deps.Simulated = append(deps.Simulated, "policy")
+		}
+		if s.JudgeURL != "" {
+			deps.Simulated = append(deps.Simulated, "judge")
+		}
+		if s.TrainerURL != "" {
+			deps.Simulated = append(deps.Simulated, "trainer")
+		}
+	}
+	opts := func(role, url string) transport.Options {
+		o := transport.DefaultOptions(role, url)
+		h := r.HTTP
+		o.Timeout = time.Duration(h.TimeoutSeconds * float64(time.Second))
+		o.Retries = h.Retries
+		o.RetryWaitMin = time.Duration(h.RetryWaitMinMS) * time.Millisecond
+		o.RetryWaitMax = time.Duration(h.RetryWaitMaxMS) * time.Millisecond
+		o.PoolSize = h.PoolSize
+		return o
+	}
+	simURL := 0
+	for _, u := range r.Policy.URLs {
+		if u == recipes.Embedded {
+			u = e.sim.PolicyURLs[simURL]
+			simURL++
+		}
+		c, err := policy.New(opts("policy", u))
+		if err != nil {
+			return fail(fmt.Errorf("policy.urls: %w", err))
+		}
+		deps.Policies = append(deps.Policies, c)
+	}
+	ju := r.Judge.URL
+	if ju == recipes.Embedded {
+		ju = e.sim.JudgeURL
+	}
+	jc, err := judge.New(opts("judge", ju), r.Judge.Model, key(r.Judge.APIKeyEnv))
+	if err != nil {
+		return fail(fmt.Errorf("judge.url: %w", err))
+	}
+	deps.Judge = jc
+	tu := r.Trainer.URL
+	if tu == recipes.Embedded {
+		tu = e.sim.TrainerURL
+	}
+	tc, err := trainer.New(opts("trainer", tu), key(r.Trainer.APIKeyEnv))
+	if err != nil {
+		return fail(fmt.Errorf("trainer.url: %w", err))
+	}
+	deps.Trainer = tc
+	ru := r.Retriever.URL
+	if ru == recipes.Embedded {
+		t0 := time.Now()
+		built := false
+		ix, err := bm25.Open(ctx, r.Retriever.Corpus, r.Retriever.IndexDir, func(done, total int) {
+			if !built {
+				fmt.Fprintf(log, "building the BM25 index of %s (once; cached in %s)\n", r.Retriever.Corpus, r.Retriever.IndexDir)
+				built = true
+			}
+		})
+		if err != nil {
+			return fail(fmt.Errorf("embedded retriever: %w", err))
+		}
+		if built {
+			fmt.Fprintf(log, "BM25 index of %d passages built in %.1fs\n", ix.Len(), time.Since(t0).Seconds())
+		}
+		ru, err = e.serveIndex(ix)
+		if err != nil {
+			_ = ix.Close()
+			return fail(err)
+		}
+	}
+	rc, err := retriever.New(opts("retriever", ru))
+	if err != nil {
+		return fail(fmt.Errorf("retriever.url: %w", err))
+	}
+	deps.Retriever = rc
+	return deps, e, nil
+}
+
+// questionTexts returns a dataset's questions and answers for the simulated
+// tokenizer's vocabulary (a file that cannot be read adds nothing; loading
+// it for real reports the error).
+func questionTexts(path string) []string {
+	qs, err := LoadQuestions(path)
+	if err != nil {
+		return nil
+	}
+	out := make([]string, 0, 2*len(qs))
+	for _, q := range qs {
+		out = append(out, q.Question, strings.Join(q.Golds, " "))
+	}
+	return out
+}

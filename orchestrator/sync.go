@@ -1,0 +1,165 @@
+package orchestrator
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/hindsearch/hindsearch/clients/policy"
+)
+
+// maxAdapterBytes bounds what an adapter archive may unpack to.
+const maxAdapterBytes = 16 << 30
+
+// ArchivePath maps a trainer's sampler path (tinker://<model_id>/
+// sampler_weights/<name>) to the archive SkyRL writes under its checkpoints
+// base: <checkpointsDir>/<model_id>/sampler_weights/<name>.tar.gz.
+func ArchivePath(checkpointsDir, tinkerPath string) (string, error) {
+	rest, ok := strings.CutPrefix(tinkerPath, "tinker://")
+	if !ok || rest == "" {
+		return "", fmt.Errorf("sampler path %q is not a tinker:// path", tinkerPath)
+	}
+	clean := filepath.Clean(filepath.FromSlash(rest))
+	if filepath.IsAbs(clean) || clean == ".." || strings.HasPrefix(clean, ".."+string(filepath.Separator)) {
+		return "", fmt.Errorf("sampler path %q escapes the checkpoints directory", tinkerPath)
+	}
+	return filepath.Join(checkpointsDir, clean) + ".tar.gz", nil
+}
+
+// UnpackAdapter extracts a gzip tar of a PEFT adapter into dir (replacing
+// any previous content) and returns the directory holding
+// adapter_config.json. Entries that would escape dir are refused.
+func UnpackAdapter(archive, dir string) (string, error) {
+	f, err := os.Open(archive)
+	if err != nil {
+		return "", fmt.Errorf("adapter archive: %w", err)
+	}
+	defer f.Close()
+	gz, err := gzip.NewReader(f)
+	if err != nil {
+		return "", fmt.Errorf("adapter archive %s: %w", archive, err)
+	}
+	tmp := dir + ".partial"
+	_ = os.RemoveAll(tmp)
+	if err := os.MkdirAll(tmp, 0o755); err != nil {
+		return "", err
+	}
+	tr := tar.NewReader(gz)
+	var total int64
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return "", fmt.Errorf("adapter archive %s: %w", archive, err)
+		}
+		name := filepath.Clean(filepath.FromSlash(h.Name))
+		if filepath.IsAbs(name) || name == ".." || strings.HasPrefix(name, ".."+string(filepath.Separator)) {
+			return "", fmt.Errorf("adapter archive %s: entry %q escapes the directory", archive, h.Name)
+		}
+		target := filepath.Join(tmp, name)
+		switch h.Typeflag {
+		case tar.TypeDir:
+			if err := os.MkdirAll(target, 0o755); err != nil {
+				return "", err
+			}
+		case tar.TypeReg:
+			total += h.Size
+			if total > maxAdapterBytes {
+				return "", fmt.Errorf("adapter archive %s: over %d bytes", archive, int64(maxAdapterBytes))
+			}
+			if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+				return "", err
+			}
+			out, err := os.OpenFile(target, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+			if err != nil {
+				return "", err
+			}
+			_, err = io.Copy(out, io.LimitReader(tr, h.Size))
+			if cerr := out.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return "", fmt.Errorf("adapter archive %s: %w", archive, err)
+			}
+		default:
+			return "", fmt.Errorf("adapter archive %s: entry %q is not a file or directory", archive, h.Name)
+		}
+	}
+	_ = os.RemoveAll(dir)
+	if err := os.Rename(tmp, dir); err != nil {
+		return "", err
+	}
+	if _, err := os.Stat(filepath.Join(dir, "adapter_config.json")); err == nil {
+		return dir, nil
+	}
+	// One level of nesting: <dir>/<sub>/adapter_config.json.
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if e.IsDir() {
+			if _, err := os.Stat(filepath.Join(dir, e.Name(), "adapter_config.json")); err == nil {
+				return filepath.Join(dir, e.Name()), nil
+			}
+		}
+	}
+	return "", fmt.Errorf("adapter archive %s: no adapter_config.json", archive)
+}
+
+// loraSync makes every policy replica serve a new adapter.
+type loraSync struct {
+	checkpointsDir string
+	dir            string
+	keep           int
+	loaded         []string // adapter names loaded by this run, oldest first
+}
+
+// apply unpacks the sampler archive and loads it as adapter name on every
+// replica, confirming it through /v1/models, then unloads adapters beyond
+// the keep count. It returns the URLs of the replicas now serving name.
+func (s *loraSync) apply(ctx context.Context, ps []policy.Policy, tinkerPath, name string) ([]string, error) {
+	archive, err := ArchivePath(s.checkpointsDir, tinkerPath)
+	if err != nil {
+		return nil, fmt.Errorf("sync: %w", err)
+	}
+	path, err := UnpackAdapter(archive, filepath.Join(s.dir, name))
+	if err != nil {
+		return nil, fmt.Errorf("sync: %w", err)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("sync: %w", err)
+	}
+	var served []string
+	for _, p := range ps {
+		if err := p.LoadLoRA(ctx, name, abs); err != nil {
+			return served, fmt.Errorf("sync: load adapter %s on %s: %w", name, p.URL(), err)
+		}
+		models, err := p.Models(ctx)
+		if err != nil {
+			return served, fmt.Errorf("sync: confirm adapter %s on %s: %w", name, p.URL(), err)
+		}
+		if !slices.Contains(models, name) {
+			return served, fmt.Errorf("sync: %s does not list adapter %s after loading it", p.URL(), name)
+		}
+		served = append(served, p.URL())
+	}
+	s.loaded = append(s.loaded, name)
+	for len(s.loaded) > s.keep {
+		old := s.loaded[0]
+		s.loaded = s.loaded[1:]
+		for _, p := range ps {
+			// An adapter that cannot be unloaded only costs memory.
+			_ = p.UnloadLoRA(ctx, old)
+		}
+		_ = os.RemoveAll(filepath.Join(s.dir, old))
+	}
+	return served, nil
+}

@@ -1,0 +1,157 @@
+package recipes
+
+// Allowed values of the enumerated keys.
+const (
+	// TrainerLossImportanceSampling is trainer.loss for the Tinker
+	// importance-sampling policy-gradient loss (the default).
+	TrainerLossImportanceSampling = "importance_sampling"
+	// TrainerLossPPO is trainer.loss for the clipped PPO loss
+	// (trainer.clip_low, trainer.clip_high).
+	TrainerLossPPO = "ppo"
+
+	// SyncLoRA is sync.kind for saving a LoRA adapter and hot-loading it
+	// into every policy replica (the only kind for now).
+	SyncLoRA = "lora"
+
+	// HindsightLossClamp is hindsight.loss for the clamped one-sided term
+	// clamp(lp_teacher - lp_student, 0, hindsight.clamp) (the default).
+	HindsightLossClamp = "clamp"
+	// HindsightLossReverseKL is hindsight.loss for the two-sided reverse-KL
+	// term.
+	HindsightLossReverseKL = "reverse_kl"
+	// HindsightLossNone is hindsight.loss for no on-policy-distillation term
+	// (critiques are still written and counted).
+	HindsightLossNone = "none"
+
+	// BroadcastSearch is hindsight.broadcast for applying the term to the
+	// search tokens only (the default).
+	BroadcastSearch = "search"
+	// BroadcastResponse is hindsight.broadcast for applying it to every
+	// policy token of the response.
+	BroadcastResponse = "response"
+	// BroadcastTrajectory is hindsight.broadcast for one trajectory-level
+	// scalar spread over the policy tokens.
+	BroadcastTrajectory = "trajectory"
+
+	// TeacherSelf is hindsight.teacher for the current policy (the default).
+	TeacherSelf = "self"
+	// TeacherInitial is hindsight.teacher for the initial policy. Any other
+	// non-empty value names a model served by the policy servers.
+	TeacherInitial = "initial"
+)
+
+// Placeholders substituted in recipe strings.
+const (
+	// NamePlaceholder in output.dir is replaced by the recipe name at load.
+	NamePlaceholder = "{name}"
+	// CritiquePlaceholder in hindsight.hint_template is replaced by the
+	// critique when the teacher context is built.
+	CritiquePlaceholder = "{critique}"
+)
+
+// Defaults returns a new Recipe holding the default of every key. The
+// defaults follow Search-R1's training settings with the embedded
+// implementation of every role, so that a recipe naming only train.data runs
+// on a laptop. Empty strings mean "the caller decides":
+//
+//   - judge.api_key_env, trainer.api_key_env: no Authorization header;
+//   - retriever.index_dir: os.UserCacheDir()/hindsearch/bm25;
+//   - trainer.checkpoints_dir, sync.dir: under output.dir;
+//   - hindsight.prompt: the program's default judge prompt.
+//
+// Paths are relative: Load resolves them against the recipe file's
+// directory. train.data is empty and must be set; eval.datasets is empty (no
+// evaluation). Each call returns fresh slices and maps.
+func Defaults() Recipe {
+	return Recipe{
+		Name: "hindsearch",
+		Seed: 1,
+		Policy: Policy{
+			URLs:        []string{Embedded},
+			Model:       "Qwen/Qwen2.5-3B-Instruct",
+			Concurrency: 32,
+		},
+		Judge: Judge{
+			URL:         Embedded,
+			Model:       "Qwen/Qwen2.5-7B-Instruct",
+			APIKeyEnv:   "",
+			MaxTokens:   256,
+			Temperature: 0,
+			Concurrency: 16,
+		},
+		Retriever: Retriever{
+			URL:      Embedded,
+			Corpus:   "data/corpus/passages.jsonl",
+			TopK:     3,
+			IndexDir: "",
+		},
+		Trainer: Trainer{
+			URL:            Embedded,
+			APIKeyEnv:      "",
+			BaseModel:      "Qwen/Qwen2.5-3B-Instruct",
+			LoRARank:       32,
+			LearningRate:   1e-6,
+			Loss:           TrainerLossImportanceSampling,
+			ClipLow:        0.8,
+			ClipHigh:       1.2,
+			Beta1:          0.9,
+			Beta2:          0.95,
+			Eps:            1e-8,
+			WeightDecay:    0,
+			CheckpointsDir: "",
+			ChunkSize:      32,
+		},
+		Sync: Sync{
+			Kind: SyncLoRA,
+			Dir:  "",
+			Keep: 2,
+		},
+		Train: Train{
+			Steps:       100,
+			BatchSize:   512,
+			GroupSize:   5,
+			Data:        []string{},
+			Temperature: 1.0,
+			TopP:        1.0,
+			TopK:        -1,
+		},
+		Rollout: Rollout{
+			MaxTurns:         4,
+			MaxTurnTokens:    500,
+			MaxObsTokens:     500,
+			MaxContextTokens: 4096,
+		},
+		Hindsight: Hindsight{
+			Enabled:          true,
+			GoldAnswer:       true,
+			Loss:             HindsightLossClamp,
+			Broadcast:        BroadcastSearch,
+			Teacher:          TeacherSelf,
+			Coef:             1.0,
+			Clamp:            1.0,
+			RedactGold:       true,
+			MaxCritiqueChars: 1200,
+			Prompt:           "",
+			HintTemplate:     "Hint: " + CritiquePlaceholder + "\n",
+		},
+		Eval: Eval{
+			Every:      10,
+			Datasets:   map[string]string{},
+			PerDataset: 0,
+		},
+		Output: Output{
+			Dir:          "runs/" + NamePlaceholder,
+			Trajectories: 16,
+		},
+		HTTP: HTTP{
+			TimeoutSeconds: 60,
+			Retries:        4,
+			RetryWaitMinMS: 50,
+			RetryWaitMaxMS: 2000,
+			PoolSize:       64,
+		},
+		Sim: Sim{
+			Epsilon: 1e-6,
+		},
+	}
+}

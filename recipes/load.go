@@ -1,0 +1,468 @@
+package recipes
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/go-viper/mapstructure/v2"
+	"github.com/spf13/viper"
+	"go.yaml.in/yaml/v3"
+)
+
+// Load reads the recipe file at path and returns the resolved, validated
+// recipe. Settings are applied in phases, each overriding the one before:
+//
+//  1. the defaults (Defaults);
+//  2. the YAML file; a key given as null keeps its default, and unknown
+//     keys and values of the wrong type are errors naming the key path (and
+//     the file line);
+//  3. environ entries named EnvPrefix + the key path in upper case with dots
+//     as underscores (ORCH_TRAIN_STEPS=3, ORCH_HINDSIGHT_GOLD_ANSWER=false,
+//     ORCH_POLICY_URLS=a,b, ORCH_EVAL_DATASETS_NQ=path). Callers pass
+//     os.Environ(); Load reads no environment itself. An ORCH_ variable that
+//     names no key is an error;
+//  4. sets, in order, each "key=value" (--set on the command line), e.g.
+//     train.steps=3, policy.urls=http://a:8000,http://b:8000,
+//     eval.datasets.nq=data/qa/nq.jsonl.
+//
+// Values from the environment and from sets are text converted to the key's
+// type: bools by strconv.ParseBool, ints and numbers in decimal, lists as
+// comma-separated items, map entries addressed as MAP.NAME. An entry of
+// eval.datasets whose path is empty is dropped, so eval.datasets.nq= removes
+// one. Keys are case-insensitive, and so are map entry names, which are
+// stored in lower case.
+//
+// Then "{name}" in output.dir is replaced by the recipe name, and the path
+// keys (retriever.corpus, retriever.index_dir, trainer.checkpoints_dir,
+// sync.dir, train.data, eval.datasets, output.dir) are made absolute: a
+// relative path from the file or from the defaults is relative to the recipe
+// file's directory; one from the environment or a set is relative to the
+// current working directory. Empty paths stay empty (the caller's default).
+// Because resolved paths are absolute, the recipe saved by YAML loads again
+// to the same Recipe from any directory.
+//
+// Finally the recipe is validated (Validate). Errors from the file and from
+// validation start with "recipe PATH: "; a problem list is a Problems value
+// (use errors.As).
+func Load(path string, sets []string, environ []string) (*Recipe, error) {
+	if path == "" {
+		return nil, errors.New("recipe: no file given")
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, fmt.Errorf("recipe %s: %w", path, err)
+	}
+	fileDir, err := filepath.Abs(filepath.Dir(path))
+	if err != nil {
+		return nil, fmt.Errorf("recipe %s: %w", path, err)
+	}
+	cwd, err := os.Getwd()
+	if err != nil {
+		return nil, fmt.Errorf("recipe: working directory: %w", err)
+	}
+	root, cfg, err := parseYAML(data)
+	if err != nil {
+		return nil, fmt.Errorf("recipe %s: %w", path, err)
+	}
+
+	fields := schema()
+	if probs := checkSections(cfg, root); len(probs) > 0 {
+		return nil, fmt.Errorf("recipe %s: %w", path, probs)
+	}
+
+	v := viper.New()
+	def := Defaults()
+	dv := reflect.ValueOf(def)
+	for _, f := range fields {
+		if f.typ.Kind() == reflect.Map {
+			continue // entries only; an empty map default adds no key
+		}
+		v.SetDefault(f.key, dv.FieldByIndex(f.index).Interface())
+	}
+	if err := v.MergeConfigMap(cfg); err != nil {
+		return nil, fmt.Errorf("recipe %s: %w", path, err)
+	}
+
+	overridden := map[string]bool{}
+	if err := applyEnv(v, fields, environ, overridden); err != nil {
+		return nil, err
+	}
+	for _, s := range sets {
+		key, val, ok := strings.Cut(s, "=")
+		if !ok {
+			return nil, fmt.Errorf("--set %s: want key=value", s)
+		}
+		if err := override(v, fields, key, val, overridden); err != nil {
+			return nil, fmt.Errorf("--set %s: %w", s, err)
+		}
+	}
+
+	var r Recipe
+	err = v.UnmarshalExact(&r, func(c *mapstructure.DecoderConfig) {
+		c.WeaklyTypedInput = false
+		c.DecodeHook = strictIntHook
+	})
+	if err != nil {
+		probs := decodeProblems(err, v.AllSettings())
+		for i := range probs {
+			probs[i].Line = lineOf(root, splitName(probs[i].Key))
+		}
+		sort.SliceStable(probs, func(i, j int) bool { return probs[i].Line < probs[j].Line })
+		return nil, fmt.Errorf("recipe %s: %w", path, probs)
+	}
+
+	normalize(&r)
+	resolvePaths(&r, fileDir, cwd, overridden)
+	if err := r.Validate(); err != nil {
+		return nil, fmt.Errorf("recipe %s: %w", path, err)
+	}
+	return &r, nil
+}
+
+// parseYAML parses a recipe file into its node tree (for line numbers) and
+// a map with null values removed (so that they keep their defaults).
+func parseYAML(data []byte) (*yaml.Node, map[string]any, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, nil, errors.New(yamlMessage(err))
+	}
+	if doc.Kind == 0 || len(doc.Content) == 0 {
+		return &doc, map[string]any{}, nil // empty file: all defaults
+	}
+	top := doc.Content[0]
+	if top.Kind == yaml.ScalarNode && top.Tag == "!!null" {
+		return &doc, map[string]any{}, nil
+	}
+	if top.Kind != yaml.MappingNode {
+		return nil, nil, fmt.Errorf("line %d: want a map of keys at the top level", top.Line)
+	}
+	var m map[string]any
+	if err := top.Decode(&m); err != nil {
+		return nil, nil, errors.New(yamlMessage(err))
+	}
+	return &doc, stripNulls(m).(map[string]any), nil
+}
+
+// yamlMessage shortens a YAML error to its "line N: ..." message(s).
+func yamlMessage(err error) string {
+	var te *yaml.TypeError
+	if errors.As(err, &te) {
+		return strings.Join(te.Errors, "; ")
+	}
+	return strings.TrimPrefix(err.Error(), "yaml: ")
+}
+
+// stripNulls removes null values from maps, recursively, and gives every
+// map string keys.
+func stripNulls(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			if e != nil {
+				out[k] = stripNulls(e)
+			}
+		}
+		return out
+	case map[any]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			if e != nil {
+				out[fmt.Sprint(k)] = stripNulls(e)
+			}
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = stripNulls(e)
+		}
+		return out
+	}
+	return v
+}
+
+// checkSections reports file values that should be maps (sections such as
+// train:, and map keys such as eval.datasets) but are not. Viper would
+// otherwise let such a value shadow the defaults below it.
+func checkSections(cfg map[string]any, root *yaml.Node) Problems {
+	var probs Problems
+	var walk func(m map[string]any, t reflect.Type, prefix string)
+	walk = func(m map[string]any, t reflect.Type, prefix string) {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			name := k
+			if prefix != "" {
+				name = prefix + "." + k
+			}
+			ft := childType(t, k)
+			if ft == nil || (ft.Kind() != reflect.Struct && ft.Kind() != reflect.Map) {
+				continue // unknown keys and leaves: the decoder reports them
+			}
+			sub, ok := m[k].(map[string]any)
+			if !ok {
+				probs = append(probs, Problem{
+					Key:     name,
+					Message: (&typeError{want: typeName(ft), got: m[k]}).Error(),
+					Line:    lineOf(root, splitName(name)),
+				})
+				continue
+			}
+			if ft.Kind() == reflect.Struct {
+				walk(sub, ft, name)
+			}
+		}
+	}
+	walk(cfg, reflect.TypeOf(Recipe{}), "")
+	return probs
+}
+
+// applyEnv applies every EnvPrefix entry of environ.
+func applyEnv(v *viper.Viper, fields []field, environ []string, overridden map[string]bool) error {
+	byEnv := make(map[string]string, len(fields))
+	for _, f := range fields {
+		byEnv[EnvName(f.key)] = f.key
+	}
+	for _, kv := range environ {
+		name, val, ok := strings.Cut(kv, "=")
+		if !ok || !strings.HasPrefix(name, EnvPrefix) {
+			continue
+		}
+		key, ok := byEnv[name]
+		if !ok {
+			// A map entry: the longest map key whose variable prefixes name.
+			for _, f := range fields {
+				p := EnvName(f.key) + "_"
+				if f.typ.Kind() == reflect.Map && strings.HasPrefix(name, p) && len(name) > len(p) {
+					key = f.key + "." + strings.ToLower(name[len(p):])
+					ok = true
+				}
+			}
+		}
+		if !ok {
+			return fmt.Errorf("environment %s: no recipe key of that name", name)
+		}
+		if err := override(v, fields, key, val, overridden); err != nil {
+			return fmt.Errorf("environment %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// override sets key (a leaf key path, or MAP.NAME for a map entry) to the
+// text val converted to the key's type, in viper's override layer.
+func override(v *viper.Viper, fields []field, key, val string, overridden map[string]bool) error {
+	key = strings.ToLower(strings.TrimSpace(key))
+	for _, f := range fields {
+		if key == f.key {
+			if f.typ.Kind() == reflect.Map {
+				return fmt.Errorf("%s is a map: set one entry as %s.NAME=VALUE", key, key)
+			}
+			x, err := parseValue(f.typ, val)
+			if err != nil {
+				return fmt.Errorf("%s: %w", key, err)
+			}
+			v.Set(key, x)
+			overridden[key] = true
+			return nil
+		}
+		entry, isEntry := strings.CutPrefix(key, f.key+".")
+		if f.typ.Kind() == reflect.Map && isEntry && entry != "" {
+			if strings.Contains(entry, ".") {
+				return fmt.Errorf("%s: entry name %q contains a dot", f.key, entry)
+			}
+			x, err := parseValue(f.typ.Elem(), val)
+			if err != nil {
+				return fmt.Errorf("%s: %w", key, err)
+			}
+			v.Set(key, x)
+			overridden[key] = true
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown recipe key %q", key)
+}
+
+// strictIntHook rejects numbers with a fraction for int keys (the decoder
+// would truncate them).
+func strictIntHook(from, to reflect.Type, data any) (any, error) {
+	switch to.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		if from.Kind() == reflect.Float64 || from.Kind() == reflect.Float32 {
+			f := reflect.ValueOf(data).Float()
+			if f != math.Trunc(f) || !(f >= math.MinInt64 && f < math.MaxInt64) {
+				return nil, &typeError{want: typeName(to), got: data}
+			}
+		}
+	}
+	return data, nil
+}
+
+// msgUnknownKey is the Message of a Problem for a key the schema lacks.
+const msgUnknownKey = "unknown key"
+
+// decodeProblems rewrites the decoder's errors into Problems naming key
+// paths: the decoder says "'hindsight' has invalid keys: gold_anwser" and
+// "'train.steps' expected type 'int', got unconvertible type 'string'".
+func decodeProblems(err error, settings map[string]any) Problems {
+	var probs Problems
+	var walk func(err error)
+	walk = func(err error) {
+		de, ok := err.(*mapstructure.DecodeError)
+		if !ok {
+			switch x := err.(type) {
+			case interface{ Unwrap() []error }:
+				for _, e := range x.Unwrap() {
+					walk(e)
+				}
+			case interface{ Unwrap() error }:
+				walk(x.Unwrap())
+			default:
+				probs = append(probs, Problem{Message: err.Error()})
+			}
+			return
+		}
+		name, inner := de.Name(), de.Unwrap()
+		if keys, ok := strings.CutPrefix(inner.Error(), "has invalid keys: "); ok {
+			for k := range strings.SplitSeq(keys, ", ") {
+				full := k
+				if name != "" {
+					full = name + "." + k
+				}
+				probs = append(probs, Problem{Key: displayKey(full), Message: msgUnknownKey})
+			}
+			return
+		}
+		p := Problem{Key: displayKey(name), Message: inner.Error()}
+		if t, ok := typeAt(name); ok {
+			p.Message = (&typeError{want: typeName(t), got: badValue(inner, settings, name)}).Error()
+		}
+		probs = append(probs, p)
+	}
+	walk(err)
+	return probs
+}
+
+// badValue returns the value the decoder rejected.
+func badValue(inner error, settings map[string]any, name string) any {
+	var ut *mapstructure.UnconvertibleTypeError
+	var pe *mapstructure.ParseError
+	var te *typeError
+	switch {
+	case errors.As(inner, &ut):
+		return ut.Value
+	case errors.As(inner, &pe):
+		return pe.Value
+	case errors.As(inner, &te):
+		return te.got
+	}
+	var cur any = settings
+	for _, seg := range splitName(name) {
+		switch x := cur.(type) {
+		case map[string]any:
+			cur = x[seg]
+		case []any:
+			i := 0
+			if _, err := fmt.Sscan(seg, &i); err != nil || i < 0 || i >= len(x) {
+				return nil
+			}
+			cur = x[i]
+		default:
+			return nil
+		}
+	}
+	return cur
+}
+
+// lineOf returns the line of the key (or list item) at segs in the YAML
+// tree, or 0 when it is not there.
+func lineOf(doc *yaml.Node, segs []string) int {
+	if doc == nil || len(doc.Content) == 0 || len(segs) == 0 {
+		return 0
+	}
+	n := doc.Content[0]
+	line := 0
+	for _, seg := range segs {
+		for n.Kind == yaml.AliasNode && n.Alias != nil {
+			n = n.Alias
+		}
+		switch n.Kind {
+		case yaml.MappingNode:
+			var next *yaml.Node
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				if strings.EqualFold(n.Content[i].Value, seg) {
+					line, next = n.Content[i].Line, n.Content[i+1]
+				}
+			}
+			if next == nil {
+				return 0
+			}
+			n = next
+		case yaml.SequenceNode:
+			i := -1
+			if _, err := fmt.Sscan(seg, &i); err != nil || i < 0 || i >= len(n.Content) {
+				return 0
+			}
+			n = n.Content[i]
+			line = n.Line
+		default:
+			return 0
+		}
+	}
+	return line
+}
+
+// normalize gives nil lists and maps their empty values and drops
+// eval.datasets entries with an empty path.
+func normalize(r *Recipe) {
+	if r.Policy.URLs == nil {
+		r.Policy.URLs = []string{}
+	}
+	if r.Train.Data == nil {
+		r.Train.Data = []string{}
+	}
+	if r.Eval.Datasets == nil {
+		r.Eval.Datasets = map[string]string{}
+	}
+	maps.DeleteFunc(r.Eval.Datasets, func(_, p string) bool { return p == "" })
+}
+
+// resolvePaths substitutes {name} in output.dir and makes every non-empty
+// path absolute: against cwd for overridden keys, else against fileDir.
+func resolvePaths(r *Recipe, fileDir, cwd string, overridden map[string]bool) {
+	abs := func(key, p string) string {
+		if p == "" {
+			return p
+		}
+		if filepath.IsAbs(p) {
+			return filepath.Clean(p)
+		}
+		if overridden[key] {
+			return filepath.Join(cwd, p)
+		}
+		return filepath.Join(fileDir, p)
+	}
+	r.Retriever.Corpus = abs("retriever.corpus", r.Retriever.Corpus)
+	r.Retriever.IndexDir = abs("retriever.index_dir", r.Retriever.IndexDir)
+	r.Trainer.CheckpointsDir = abs("trainer.checkpoints_dir", r.Trainer.CheckpointsDir)
+	r.Sync.Dir = abs("sync.dir", r.Sync.Dir)
+	for i, p := range r.Train.Data {
+		r.Train.Data[i] = abs("train.data", p)
+	}
+	for name, p := range r.Eval.Datasets {
+		r.Eval.Datasets[name] = abs("eval.datasets."+name, p)
+	}
+	r.Output.Dir = abs("output.dir", strings.ReplaceAll(r.Output.Dir, NamePlaceholder, r.Name))
+}

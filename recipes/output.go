@@ -1,0 +1,118 @@
+package recipes
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"maps"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// RedactedMark replaces credentials in URLs printed or saved by Redacted.
+const RedactedMark = "REDACTED"
+
+// Redacted returns a deep copy of r that is safe to print and save: in every
+// URL (policy.urls, judge.url, retriever.url, trainer.url) the user
+// information (user:pass@) becomes REDACTED@, every query value becomes
+// REDACTED (a bare query item becomes REDACTED), and so does a fragment. A
+// value that does not parse as a URL but holds '@' or '?' becomes REDACTED.
+// The api_key_env keys hold the names of environment variables, not keys,
+// and stay.
+func (r *Recipe) Redacted() Recipe {
+	c := *r
+	c.Policy.URLs = slices.Clone(r.Policy.URLs)
+	for i, u := range c.Policy.URLs {
+		c.Policy.URLs[i] = redactURL(u)
+	}
+	c.Judge.URL = redactURL(r.Judge.URL)
+	c.Retriever.URL = redactURL(r.Retriever.URL)
+	c.Trainer.URL = redactURL(r.Trainer.URL)
+	c.Train.Data = slices.Clone(r.Train.Data)
+	c.Eval.Datasets = maps.Clone(r.Eval.Datasets)
+	return c
+}
+
+// redactURL masks the credentials of one URL.
+func redactURL(s string) string {
+	if s == "" || s == Embedded {
+		return s
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		if strings.ContainsAny(s, "@?") {
+			return RedactedMark
+		}
+		return s
+	}
+	if u.User != nil {
+		u.User = url.User(RedactedMark)
+	}
+	if u.RawQuery != "" || u.ForceQuery {
+		parts := strings.Split(u.RawQuery, "&")
+		for i, p := range parts {
+			if name, _, ok := strings.Cut(p, "="); ok {
+				parts[i] = name + "=" + RedactedMark
+			} else if p != "" {
+				parts[i] = RedactedMark
+			}
+		}
+		u.RawQuery = strings.Join(parts, "&")
+	}
+	if u.Fragment != "" {
+		u.Fragment, u.RawFragment = RedactedMark, ""
+	}
+	return u.String()
+}
+
+// YAML marshals r with the recipe's key names, in schema order, indented by
+// two spaces. Loading the result gives r again (after Load's resolution,
+// every path is absolute). It does not redact: to save or print a recipe,
+// marshal r.Redacted().
+func (r *Recipe) YAML() ([]byte, error) {
+	var b bytes.Buffer
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(r); err != nil {
+		return nil, fmt.Errorf("recipe yaml: %w", err)
+	}
+	if err := enc.Close(); err != nil {
+		return nil, fmt.Errorf("recipe yaml: %w", err)
+	}
+	return b.Bytes(), nil
+}
+
+// Switches returns a one-line summary of the ablation switches for table
+// captions: "hindsight=off" when hindsight is disabled, otherwise
+//
+//	hindsight=on gold=on|off loss=L broadcast=B teacher=T coef=X clamp=Y judge=MODEL prompt=P
+//
+// where numbers are printed in their shortest form and P is "default" for
+// the program's judge prompt or "custom-" followed by the first 8 hex
+// digits of the prompt's SHA-256, so that runs with different prompts are
+// told apart.
+func (r *Recipe) Switches() string {
+	h := r.Hindsight
+	if !h.Enabled {
+		return "hindsight=off"
+	}
+	onOff := func(b bool) string {
+		if b {
+			return "on"
+		}
+		return "off"
+	}
+	num := func(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+	prompt := "default"
+	if h.Prompt != "" {
+		sum := sha256.Sum256([]byte(h.Prompt))
+		prompt = "custom-" + hex.EncodeToString(sum[:4])
+	}
+	return fmt.Sprintf("hindsight=on gold=%s loss=%s broadcast=%s teacher=%s coef=%s clamp=%s judge=%s prompt=%s",
+		onOff(h.GoldAnswer), h.Loss, h.Broadcast, h.Teacher, num(h.Coef), num(h.Clamp), r.Judge.Model, prompt)
+}

@@ -1,0 +1,275 @@
+package recipes
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"net/url"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// Problem is one thing wrong with a recipe, at one key path.
+type Problem struct {
+	// Key is the key path, e.g. "train.group_size", "train.data[0]" or
+	// "eval.datasets.nq" (empty when the problem has no single key).
+	Key string
+	// Message says what is wrong, e.g. "must be at least 2".
+	Message string
+	// Line is the line of the key in the recipe file, or 0 when unknown.
+	Line int
+}
+
+// String renders p as "KEY: MESSAGE", or `unknown key "KEY"` for a key
+// the schema lacks, followed by " (line N)" when the line is known.
+func (p Problem) String() string {
+	s := p.Key + ": " + p.Message
+	switch {
+	case p.Message == msgUnknownKey:
+		s = fmt.Sprintf("unknown key %q", p.Key)
+	case p.Key == "":
+		s = p.Message
+	}
+	if p.Line > 0 {
+		s += fmt.Sprintf(" (line %d)", p.Line)
+	}
+	return s
+}
+
+// Problems is the error of Validate (every problem found, in schema order)
+// and of Load for the file's unknown keys and values of the wrong type
+// (every one, in file order, with lines).
+type Problems []Problem
+
+// Error renders one problem on one line, and several as a count followed
+// by one tab-indented line each.
+func (ps Problems) Error() string {
+	if len(ps) == 1 {
+		return ps[0].String()
+	}
+	lines := make([]string, len(ps))
+	for i, p := range ps {
+		lines[i] = "\t" + p.String()
+	}
+	return fmt.Sprintf("%d problems:\n%s", len(ps), strings.Join(lines, "\n"))
+}
+
+// Validate checks every key and returns nil or a Problems error listing
+// every problem, each naming its key path. It checks: the name (letters,
+// digits, '_', '.', '-'; not "." or ".."); the enumerated keys (trainer.loss,
+// sync.kind, hindsight.loss, hindsight.broadcast); that counts, sizes and
+// token limits are positive; numeric ranges (temperatures >= 0, top_p in
+// (0,1], top_k -1 or >= 1, coef >= 0, clamp > 0, learning_rate > 0,
+// 0 < clip_low <= 1 <= clip_high, betas in [0,1), eps > 0, sim.epsilon in
+// [0,1)); that every URL is "embedded" or an http(s) URL with a host and
+// that policy.urls is not empty; that api_key_env values are variable
+// names; that hindsight.hint_template contains {critique}; and that the
+// files exist: every train.data entry (at least one is required), every
+// eval.datasets value, and retriever.corpus when the retriever or the judge
+// is embedded (both read it). Relative paths are taken from the current
+// directory, so validate a recipe after Load has resolved it.
+func (r *Recipe) Validate() error {
+	var ps Problems
+	bad := func(key, format string, args ...any) {
+		ps = append(ps, Problem{Key: key, Message: fmt.Sprintf(format, args...)})
+	}
+	atLeast := func(key string, v, min int) {
+		if v < min {
+			bad(key, "must be at least %d, got %d", min, v)
+		}
+	}
+	// The comparisons are written so that NaN fails them.
+	nonNeg := func(key string, v float64) {
+		if !(v >= 0) {
+			bad(key, "must be at least 0, got %g", v)
+		}
+	}
+	positive := func(key string, v float64) {
+		if !(v > 0) {
+			bad(key, "must be greater than 0, got %g", v)
+		}
+	}
+	unit := func(key string, v float64) { // [0,1)
+		if !(v >= 0 && v < 1) {
+			bad(key, "must be in [0, 1), got %g", v)
+		}
+	}
+	oneOf := func(key, v string, allowed ...string) {
+		if !slices.Contains(allowed, v) {
+			bad(key, "must be one of %s, got %q", strings.Join(allowed, ", "), v)
+		}
+	}
+	nonEmpty := func(key, v string) {
+		if strings.TrimSpace(v) == "" {
+			bad(key, "must not be empty")
+		}
+	}
+	endpoint := func(key, v string) {
+		if msg := checkURL(v); msg != "" {
+			bad(key, "%s", msg)
+		}
+	}
+	envName := func(key, v string) {
+		if v != "" && !envNameRE.MatchString(v) {
+			bad(key, "must name an environment variable (letters, digits, '_'), got %q", v)
+		}
+	}
+	file := func(key, p string) {
+		if p == "" {
+			bad(key, "must name a file")
+			return
+		}
+		if msg := checkFile(p); msg != "" {
+			bad(key, "%s: %s", p, msg)
+		}
+	}
+
+	if !nameRE.MatchString(r.Name) || r.Name == "." || r.Name == ".." {
+		bad("name", "must be letters, digits, '_', '.' or '-', got %q", r.Name)
+	}
+
+	if len(r.Policy.URLs) == 0 {
+		bad("policy.urls", "must list at least one URL (or %q)", Embedded)
+	}
+	for i, u := range r.Policy.URLs {
+		endpoint(fmt.Sprintf("policy.urls[%d]", i), u)
+	}
+	nonEmpty("policy.model", r.Policy.Model)
+	atLeast("policy.concurrency", r.Policy.Concurrency, 1)
+
+	endpoint("judge.url", r.Judge.URL)
+	nonEmpty("judge.model", r.Judge.Model)
+	envName("judge.api_key_env", r.Judge.APIKeyEnv)
+	atLeast("judge.max_tokens", r.Judge.MaxTokens, 1)
+	nonNeg("judge.temperature", r.Judge.Temperature)
+	atLeast("judge.concurrency", r.Judge.Concurrency, 1)
+
+	endpoint("retriever.url", r.Retriever.URL)
+	if r.Retriever.URL == Embedded || r.Judge.URL == Embedded {
+		file("retriever.corpus", r.Retriever.Corpus)
+	}
+	atLeast("retriever.topk", r.Retriever.TopK, 1)
+
+	endpoint("trainer.url", r.Trainer.URL)
+	envName("trainer.api_key_env", r.Trainer.APIKeyEnv)
+	nonEmpty("trainer.base_model", r.Trainer.BaseModel)
+	atLeast("trainer.lora_rank", r.Trainer.LoRARank, 1)
+	positive("trainer.learning_rate", r.Trainer.LearningRate)
+	oneOf("trainer.loss", r.Trainer.Loss, TrainerLossImportanceSampling, TrainerLossPPO)
+	if !(r.Trainer.ClipLow > 0 && r.Trainer.ClipLow <= 1) {
+		bad("trainer.clip_low", "must be in (0, 1], got %g", r.Trainer.ClipLow)
+	}
+	if !(r.Trainer.ClipHigh >= 1) {
+		bad("trainer.clip_high", "must be at least 1, got %g", r.Trainer.ClipHigh)
+	}
+	unit("trainer.beta1", r.Trainer.Beta1)
+	unit("trainer.beta2", r.Trainer.Beta2)
+	positive("trainer.eps", r.Trainer.Eps)
+	nonNeg("trainer.weight_decay", r.Trainer.WeightDecay)
+	atLeast("trainer.chunk_size", r.Trainer.ChunkSize, 1)
+
+	oneOf("sync.kind", r.Sync.Kind, SyncLoRA)
+	atLeast("sync.keep", r.Sync.Keep, 1)
+
+	atLeast("train.steps", r.Train.Steps, 1)
+	atLeast("train.batch_size", r.Train.BatchSize, 1)
+	atLeast("train.group_size", r.Train.GroupSize, 2)
+	if len(r.Train.Data) == 0 {
+		bad("train.data", "must list at least one file")
+	}
+	for i, p := range r.Train.Data {
+		file(fmt.Sprintf("train.data[%d]", i), p)
+	}
+	nonNeg("train.temperature", r.Train.Temperature)
+	if !(r.Train.TopP > 0 && r.Train.TopP <= 1) {
+		bad("train.top_p", "must be in (0, 1], got %g", r.Train.TopP)
+	}
+	if r.Train.TopK != -1 && r.Train.TopK < 1 {
+		bad("train.top_k", "must be -1 (off) or at least 1, got %d", r.Train.TopK)
+	}
+
+	atLeast("rollout.max_turns", r.Rollout.MaxTurns, 1)
+	atLeast("rollout.max_turn_tokens", r.Rollout.MaxTurnTokens, 1)
+	atLeast("rollout.max_obs_tokens", r.Rollout.MaxObsTokens, 1)
+	atLeast("rollout.max_context_tokens", r.Rollout.MaxContextTokens, 1)
+
+	oneOf("hindsight.loss", r.Hindsight.Loss, HindsightLossClamp, HindsightLossReverseKL, HindsightLossNone)
+	oneOf("hindsight.broadcast", r.Hindsight.Broadcast, BroadcastSearch, BroadcastResponse, BroadcastTrajectory)
+	nonEmpty("hindsight.teacher", r.Hindsight.Teacher)
+	nonNeg("hindsight.coef", r.Hindsight.Coef)
+	positive("hindsight.clamp", r.Hindsight.Clamp)
+	atLeast("hindsight.max_critique_chars", r.Hindsight.MaxCritiqueChars, 1)
+	if !strings.Contains(r.Hindsight.HintTemplate, CritiquePlaceholder) {
+		bad("hindsight.hint_template", "must contain %s", CritiquePlaceholder)
+	}
+
+	atLeast("eval.every", r.Eval.Every, 1)
+	for _, name := range slices.Sorted(maps.Keys(r.Eval.Datasets)) {
+		key := "eval.datasets." + name
+		if name == "" {
+			bad(key, "entry needs a name")
+			continue
+		}
+		file(key, r.Eval.Datasets[name])
+	}
+	atLeast("eval.per_dataset", r.Eval.PerDataset, 0)
+
+	nonEmpty("output.dir", r.Output.Dir)
+	atLeast("output.trajectories", r.Output.Trajectories, 0)
+
+	positive("http.timeout_seconds", r.HTTP.TimeoutSeconds)
+	atLeast("http.retries", r.HTTP.Retries, 0)
+	atLeast("http.retry_wait_min_ms", r.HTTP.RetryWaitMinMS, 0)
+	if r.HTTP.RetryWaitMaxMS < r.HTTP.RetryWaitMinMS {
+		bad("http.retry_wait_max_ms", "must be at least http.retry_wait_min_ms (%d), got %d",
+			r.HTTP.RetryWaitMinMS, r.HTTP.RetryWaitMaxMS)
+	}
+	atLeast("http.pool_size", r.HTTP.PoolSize, 1)
+
+	unit("sim.epsilon", r.Sim.Epsilon)
+
+	if len(ps) == 0 {
+		return nil
+	}
+	return ps
+}
+
+var (
+	nameRE    = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
+	envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+)
+
+// checkURL returns why v is not "embedded" nor an http(s) URL with a host,
+// or "" when it is.
+func checkURL(v string) string {
+	if v == Embedded {
+		return ""
+	}
+	u, err := url.Parse(v)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Hostname() == "" {
+		// Not echoed: the value may hold credentials.
+		return fmt.Sprintf("must be %q or an http(s) URL with a host", Embedded)
+	}
+	return ""
+}
+
+// checkFile returns why p is not a readable regular file, or "".
+func checkFile(p string) string {
+	st, err := os.Stat(p)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "no such file"
+	case err != nil:
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			return pe.Err.Error()
+		}
+		return err.Error()
+	case st.IsDir():
+		return "is a directory"
+	}
+	return ""
+}

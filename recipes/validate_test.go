@@ -1,0 +1,122 @@
+package recipes
+
+import (
+	"errors"
+	"math"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// valid returns a valid recipe whose files live in a fixture.
+func valid(t *testing.T) Recipe {
+	t.Helper()
+	f := newFixture(t)
+	r := Defaults()
+	r.Train.Data = []string{filepath.Join(f.dir, "qa/nq.jsonl")}
+	r.Retriever.Corpus = filepath.Join(f.dir, "data/corpus/passages.jsonl")
+	r.Eval.Datasets = map[string]string{"hotpotqa": filepath.Join(f.dir, "qa/hotpotqa.jsonl")}
+	if err := r.Validate(); err != nil {
+		t.Fatalf("valid recipe: %v", err)
+	}
+	return r
+}
+
+func TestValidateNamesEveryProblem(t *testing.T) {
+	r := valid(t)
+	missing := filepath.Join(t.TempDir(), "missing.jsonl")
+	r.Name = "my run"
+	r.Policy.URLs = []string{"http://ok:8000", "ftp://x", "localhost:8000"}
+	r.Judge.URL = "http://"
+	r.Judge.APIKeyEnv = "not a name"
+	r.Trainer.Loss = "grpo"
+	r.Trainer.ClipLow = 0
+	r.Sync.Kind = "nccl"
+	r.Train.GroupSize = 1
+	r.Train.TopP = 0
+	r.Train.TopK = 0
+	r.Train.Temperature = -1
+	r.Train.Data = append(r.Train.Data, missing)
+	r.Hindsight.Loss = "kl"
+	r.Hindsight.Broadcast = "all"
+	r.Hindsight.Teacher = ""
+	r.Hindsight.Coef = -0.5
+	r.Hindsight.Clamp = 0
+	r.Hindsight.HintTemplate = "Hint:"
+	r.Eval.Datasets["nq"] = missing
+	r.HTTP.RetryWaitMaxMS = 10
+	r.Sim.Epsilon = math.NaN()
+
+	err := r.Validate()
+	var ps Problems
+	if !errors.As(err, &ps) {
+		t.Fatalf("Validate() = %v, want Problems", err)
+	}
+	var keys []string
+	for _, p := range ps {
+		keys = append(keys, p.Key)
+	}
+	want := []string{
+		"name", "policy.urls[1]", "policy.urls[2]", "judge.url", "judge.api_key_env",
+		"trainer.loss", "trainer.clip_low", "sync.kind", "train.group_size",
+		"train.data[1]", "train.temperature", "train.top_p", "train.top_k",
+		"hindsight.loss", "hindsight.broadcast", "hindsight.teacher", "hindsight.coef",
+		"hindsight.clamp", "hindsight.hint_template", "eval.datasets.nq",
+		"http.retry_wait_max_ms", "sim.epsilon",
+	}
+	if !slices.Equal(keys, want) {
+		t.Errorf("problem keys =\n%q\nwant\n%q", keys, want)
+	}
+	for _, s := range []string{
+		"\ttrain.group_size: must be at least 2, got 1\n",
+		"\ttrainer.loss: must be one of importance_sampling, ppo, got \"grpo\"\n",
+		"\thindsight.broadcast: must be one of search, response, trajectory, got \"all\"\n",
+		"\ttrain.data[1]: " + missing + ": no such file\n",
+		"\teval.datasets.nq: " + missing + ": no such file\n",
+	} {
+		if !strings.Contains(err.Error(), s) {
+			t.Errorf("error lacks %q:\n%v", s, err)
+		}
+	}
+	if !strings.HasPrefix(err.Error(), "22 problems:\n") {
+		t.Errorf("error does not start with the count:\n%v", err)
+	}
+}
+
+func TestValidateFiles(t *testing.T) {
+	r := valid(t)
+	r.Train.Data = nil
+	r.Retriever.Corpus = filepath.Dir(r.Retriever.Corpus)
+	err := r.Validate()
+	wantErr(t, err, "train.data: must list at least one file", "retriever.corpus: "+r.Retriever.Corpus+": is a directory")
+
+	// The corpus is needed only by an embedded retriever or judge.
+	r = valid(t)
+	r.Retriever.Corpus = ""
+	wantErr(t, r.Validate(), "retriever.corpus: must name a file")
+	r.Retriever.URL = "http://retriever:8000"
+	r.Judge.URL = "https://judge.example/v1"
+	if err := r.Validate(); err != nil {
+		t.Errorf("remote retriever and judge without corpus: %v", err)
+	}
+}
+
+func TestValidateOneProblemOneLine(t *testing.T) {
+	r := valid(t)
+	r.Train.GroupSize = 1
+	err := r.Validate()
+	if err == nil || err.Error() != "train.group_size: must be at least 2, got 1" {
+		t.Errorf("Validate() = %v", err)
+	}
+}
+
+func TestLoadValidates(t *testing.T) {
+	f := newFixture(t)
+	_, err := Load(f.write(t, minimal+"  group_size: 1\n"), nil, nil)
+	if err == nil || err.Error() != "recipe "+f.recipe+": train.group_size: must be at least 2, got 1" {
+		t.Errorf("Load = %v", err)
+	}
+	_, err = Load(f.write(t, "train:\n  data: [qa/none.jsonl]\n"), nil, nil)
+	wantErr(t, err, "train.data[0]: "+filepath.Join(f.dir, "qa/none.jsonl")+": no such file")
+}

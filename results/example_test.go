@@ -1,0 +1,40 @@
+package results_test
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/hindsearch/hindsearch/results"
+)
+
+func ExampleSummarise() {
+	recs := []results.EvalRecord{
+		{Step: 100, Strategy: "greedy", Dataset: "nq", N: 3610, EM: 0.40, F1: 0.48},
+		{Step: 100, Strategy: "greedy", Dataset: "hotpotqa", N: 7405, EM: 0.30, F1: 0.40},
+		{Step: 0, Strategy: "greedy", Dataset: "nq", N: 3610, EM: 0.10, F1: 0.15},
+	}
+	for _, row := range results.Summarise(recs) {
+		fmt.Printf("step %d %s: avg EM %.3f over %d datasets\n", row.Step, row.Strategy, row.AvgEM, len(row.EM))
+	}
+	// Output:
+	// step 0 greedy: avg EM 0.100 over 1 datasets
+	// step 100 greedy: avg EM 0.350 over 2 datasets
+}
+
+func ExampleEvalTable() {
+	recs := []results.EvalRecord{
+		{Step: 100, Strategy: "greedy", Dataset: "nq", EM: 0.397},
+		{Step: 100, Strategy: "greedy", Dataset: "2wikimultihopqa", EM: 0.310},
+		{Step: 100, Strategy: "greedy", Dataset: "mydata", EM: 0.5},
+	}
+	if err := results.EvalTable(os.Stdout, recs, "EM (%) at step 100."); err != nil {
+		fmt.Println(err)
+	}
+	// Output:
+	// +------+----------+------+-------+--------+------+
+	// | step | strategy |  NQ  | 2Wiki | mydata | avg  |
+	// +------+----------+------+-------+--------+------+
+	// |  100 | greedy   | 39.7 |  31.0 |   50.0 | 40.2 |
+	// +------+----------+------+-------+--------+------+
+	// EM (%) at step 100.
+}

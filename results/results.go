@@ -1,0 +1,246 @@
+// Package results owns a run's output directory (DESIGN.md §6): the records
+// appended to steps.jsonl and eval.jsonl, crash-safe file writes, and the
+// summary tables printed from those records.
+package results
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// File names of the JSONL logs inside a run directory.
+const (
+	// EvalFile holds one EvalRecord per line.
+	EvalFile = "eval.jsonl"
+	// StepsFile holds one StepRecord per line.
+	StepsFile = "steps.jsonl"
+)
+
+// EvalRecord is one line of eval.jsonl: the score of one strategy on one
+// dataset at one evaluation step. EM and F1 are fractions in [0, 1].
+type EvalRecord struct {
+	// Step is the training step the evaluated weights come from.
+	Step int `json:"step"`
+	// Strategy names the evaluation method (e.g. "greedy").
+	Strategy string `json:"strategy"`
+	// Dataset is the benchmark name (e.g. "nq", "hotpotqa").
+	Dataset string `json:"dataset"`
+	// N is the number of questions evaluated.
+	N int `json:"n"`
+	// EM is the exact-match rate.
+	EM float64 `json:"em"`
+	// F1 is the mean token F1.
+	F1 float64 `json:"f1"`
+}
+
+// StepRecord is one line of steps.jsonl: the statistics of one training step.
+type StepRecord struct {
+	// Step is the training step number.
+	Step int `json:"step"`
+	// RewardMean is the mean trajectory reward.
+	RewardMean float64 `json:"reward_mean"`
+	// EMMean is the mean exact match of the trajectories.
+	EMMean float64 `json:"em_mean"`
+	// F1Mean is the mean token F1 of the trajectories.
+	F1Mean float64 `json:"f1_mean"`
+	// Trajectories is the number of trajectories rolled out.
+	Trajectories int `json:"trajectories"`
+	// Failed is the number of trajectories that failed.
+	Failed int `json:"failed"`
+	// Critiques is the number of judge critiques obtained.
+	Critiques int `json:"critiques"`
+	// CritiqueFailures is the number of judge calls that failed.
+	CritiqueFailures int `json:"critique_failures"`
+	// OPDTokens is the number of tokens given an on-policy distillation
+	// signal.
+	OPDTokens int `json:"opd_tokens"`
+	// OPDMean is the mean on-policy distillation advantage per token.
+	OPDMean float64 `json:"opd_mean"`
+	// MeanTurns is the mean number of turns per trajectory.
+	MeanTurns float64 `json:"mean_turns"`
+	// MeanSearches is the mean number of searches per trajectory.
+	MeanSearches float64 `json:"mean_searches"`
+	// PhaseSeconds is the wall time of each phase of the step (rollout,
+	// judge, teacher, train, sync, eval).
+	PhaseSeconds map[string]float64 `json:"phase_seconds"`
+	// BatchDigest identifies the batch of questions of the step.
+	BatchDigest string `json:"batch_digest"`
+	// Adapter names the weights the step produced.
+	Adapter string `json:"adapter"`
+	// TrainerMetrics are the metrics the trainer reported, if any.
+	TrainerMetrics map[string]float64 `json:"trainer_metrics,omitempty"`
+	// WallSeconds is the wall time of the whole step.
+	WallSeconds float64 `json:"wall_seconds"`
+	// Simulated is true when the step ran against the embedded simulator.
+	Simulated bool `json:"simulated"`
+}
+
+// RunDir is a run's output directory, runs/<name>/.
+type RunDir struct {
+	// Path is the directory.
+	Path string
+}
+
+// Create makes the run directory (and its parents) if needed and returns it.
+func Create(path string) (*RunDir, error) {
+	if err := os.MkdirAll(path, 0o755); err != nil {
+		return nil, fmt.Errorf("create run dir: %w", err)
+	}
+	return &RunDir{Path: path}, nil
+}
+
+// file resolves name, which must be a local path, inside the run directory.
+func (d *RunDir) file(name string) (string, error) {
+	if !filepath.IsLocal(name) {
+		return "", fmt.Errorf("run dir: %q is not a local file name", name)
+	}
+	return filepath.Join(d.Path, name), nil
+}
+
+// WriteFileAtomic replaces the file name (relative to the run directory)
+// with data: it writes a temporary file in the same directory, syncs it and
+// renames it over the target, then syncs the directory. Readers see either
+// the old or the new content, never a mixture, even across a crash.
+func (d *RunDir) WriteFileAtomic(name string, data []byte) (err error) {
+	path, err := d.file(name)
+	if err != nil {
+		return err
+	}
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	if _, err = f.Write(data); err != nil {
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	if err = f.Chmod(0o644); err != nil {
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	if err = f.Sync(); err != nil {
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	if err = f.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	if err = os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	syncDir(dir)
+	return nil
+}
+
+// syncDir makes a rename in dir durable; best effort (not every platform
+// can sync a directory).
+func syncDir(dir string) {
+	if f, err := os.Open(dir); err == nil {
+		_ = f.Sync()
+		f.Close()
+	}
+}
+
+// AppendJSONL appends v, encoded as one line of JSON, to the file name
+// (relative to the run directory), creating it if needed.
+//
+// The whole line, newline included, goes out in a single write(2) on a
+// descriptor opened with O_APPEND, followed by fsync: concurrent appenders
+// on a local file system do not interleave, and earlier lines are never
+// rewritten. A crash can at worst leave the last line torn (no trailing
+// newline); the next append then starts on a fresh line, and the readers
+// skip such a torn final line.
+func (d *RunDir) AppendJSONL(name string, v any) error {
+	path, err := d.file(name)
+	if err != nil {
+		return err
+	}
+	line, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("append %s: %w", name, err)
+	}
+	line = append(line, '\n')
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return fmt.Errorf("append %s: %w", name, err)
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Size() > 0 {
+		last := make([]byte, 1)
+		if _, err := f.ReadAt(last, st.Size()-1); err == nil && last[0] != '\n' {
+			line = append([]byte{'\n'}, line...)
+		}
+	}
+	if _, err := f.Write(line); err != nil {
+		return fmt.Errorf("append %s: %w", name, err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("append %s: %w", name, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("append %s: %w", name, err)
+	}
+	return nil
+}
+
+// ReadEval reads eval.jsonl. A missing file reads as no records.
+func (d *RunDir) ReadEval() ([]EvalRecord, error) {
+	return readJSONL[EvalRecord](filepath.Join(d.Path, EvalFile))
+}
+
+// ReadSteps reads steps.jsonl. A missing file reads as no records.
+func (d *RunDir) ReadSteps() ([]StepRecord, error) {
+	return readJSONL[StepRecord](filepath.Join(d.Path, StepsFile))
+}
+
+// readJSONL decodes one T per non-blank line of path. A bad line is an
+// error naming path:line, except a final line without its newline that does
+// not decode: that is an append torn by a crash, and is skipped.
+func readJSONL[T any](path string) ([]T, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read jsonl: %w", err)
+	}
+	defer f.Close()
+	var out []T
+	r := bufio.NewReader(f)
+	for n := 1; ; n++ {
+		line, rerr := r.ReadBytes('\n')
+		if rerr != nil && rerr != io.EOF {
+			return nil, fmt.Errorf("%s:%d: %w", path, n, rerr)
+		}
+		torn := rerr == io.EOF
+		if len(bytes.TrimSpace(line)) > 0 {
+			var v T
+			if err := json.Unmarshal(line, &v); err != nil {
+				if torn {
+					break
+				}
+				return nil, fmt.Errorf("%s:%d: %w", path, n, err)
+			}
+			out = append(out, v)
+		}
+		if rerr == io.EOF {
+			break
+		}
+	}
+	return out, nil
+}
