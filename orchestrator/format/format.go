@@ -7,6 +7,7 @@ package format
 import (
 	"regexp"
 	"strings"
+	"unicode"
 )
 
 // Instruction is Search-R1's instruction text, verbatim (typo included).
@@ -98,8 +99,6 @@ func ExtractAnswer(response string) (string, bool) {
 	return strings.TrimSpace(ms[len(ms)-1][1]), true
 }
 
-var reArticles = regexp.MustCompile(`\b(a|an|the)\b`)
-
 // Normalize is SQuAD normalisation: lower-case, drop punctuation, drop the
 // articles a/an/the, collapse white space.
 func Normalize(s string) string {
@@ -111,8 +110,42 @@ func Normalize(s string) string {
 		}
 		b.WriteRune(r)
 	}
-	s = reArticles.ReplaceAllString(b.String(), " ")
-	return strings.Join(strings.Fields(s), " ")
+	return strings.Join(strings.Fields(removeArticles(b.String())), " ")
+}
+
+// removeArticles is Python's re.sub(r"\b(a|an|the)\b", " ", s) on a str:
+// every maximal run of word characters that is exactly a, an or the
+// becomes a space. Python's \b is Unicode-aware (a word character is a
+// letter, a number or '_'); Go's is ASCII-only and would strip the "a" of
+// "sofía" or "año".
+func removeArticles(s string) string {
+	var b strings.Builder
+	for len(s) > 0 {
+		i := strings.IndexFunc(s, isWordRune)
+		if i < 0 {
+			b.WriteString(s)
+			break
+		}
+		b.WriteString(s[:i])
+		s = s[i:]
+		j := strings.IndexFunc(s, func(r rune) bool { return !isWordRune(r) })
+		if j < 0 {
+			j = len(s)
+		}
+		switch w := s[:j]; w {
+		case "a", "an", "the":
+			b.WriteByte(' ')
+		default:
+			b.WriteString(w)
+		}
+		s = s[j:]
+	}
+	return b.String()
+}
+
+// isWordRune is Python's \w for str patterns: str.isalnum() or '_'.
+func isWordRune(r rune) bool {
+	return r == '_' || unicode.IsLetter(r) || unicode.IsNumber(r)
 }
 
 // isPunct matches Python's string.punctuation (ASCII punctuation).

@@ -1,0 +1,247 @@
+package orchestrator
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/hindsearch/hindsearch/recipes"
+	"github.com/hindsearch/hindsearch/results"
+)
+
+// dataDir is the shipped data, relative to this package.
+var dataDir, _ = filepath.Abs("../recipes/data")
+
+// indexDir is shared by the tests of this package so the BM25 index is
+// built once per test binary.
+var indexDir string
+
+func TestMain(m *testing.M) {
+	d, err := os.MkdirTemp("", "hindsearch-bm25-")
+	if err != nil {
+		panic(err)
+	}
+	indexDir = d
+	code := m.Run()
+	os.RemoveAll(d)
+	os.Exit(code)
+}
+
+// testRecipe writes a small embedded recipe into a temp dir and loads it
+// with sets applied.
+func testRecipe(t *testing.T, body string, sets ...string) *recipes.Recipe {
+	t.Helper()
+	dir := t.TempDir()
+	y := fmt.Sprintf(`name: test
+seed: 3
+policy: {urls: [embedded], model: sim/base, concurrency: 8}
+judge: {url: embedded, model: sim/judge}
+retriever: {url: embedded, corpus: %[1]s/corpus/passages.jsonl, topk: 3, index_dir: %[2]s}
+trainer: {url: embedded, base_model: sim/base, lora_rank: 4, learning_rate: 0.3, chunk_size: 8}
+train: {steps: 2, batch_size: 4, group_size: 4, data: [%[1]s/qa/hotpotqa.jsonl]}
+rollout: {max_turns: 3}
+eval:
+  every: 2
+  per_dataset: 4
+  datasets: {hotpotqa: %[1]s/qa/hotpotqa.jsonl, nq: %[1]s/qa/nq.jsonl}
+output: {dir: %[3]s/run, trajectories: 6}
+%[4]s`, dataDir, indexDir, dir, body)
+	path := filepath.Join(dir, "recipe.yaml")
+	if err := os.WriteFile(path, []byte(y), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := recipes.Load(path, sets, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ApplyRunDefaults(r); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// runRecipe runs r against freshly started embedded servers.
+func runRecipe(t *testing.T, r *recipes.Recipe, sign float64) (*Summary, string) {
+	t.Helper()
+	ctx := context.Background()
+	deps, emb, err := Connect(ctx, r, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emb.Close()
+	var out bytes.Buffer
+	rn := &Runner{Recipe: r, Deps: deps, Out: &out, advantageSign: sign}
+	sum, err := rn.Run(ctx)
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	return sum, out.String()
+}
+
+func TestEndToEndOverLoopback(t *testing.T) {
+	r := testRecipe(t, "")
+	sum, out := runRecipe(t, r, 1)
+	dir := r.Output.Dir
+
+	// The output contract: steps.jsonl, eval.jsonl, recipe.yaml.
+	rd := &results.RunDir{Path: dir}
+	steps, err := rd.ReadSteps()
+	if err != nil || len(steps) != 2 {
+		t.Fatalf("steps.jsonl: %v, %d records", err, len(steps))
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "steps.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first map[string]any
+	if err := json.Unmarshal([]byte(strings.SplitN(string(raw), "\n", 2)[0]), &first); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"step", "reward_mean", "failed", "critiques", "opd_tokens", "phase_seconds", "batch_digest"} {
+		if _, ok := first[k]; !ok {
+			t.Errorf("steps.jsonl lacks %q", k)
+		}
+	}
+	ph := first["phase_seconds"].(map[string]any)
+	for _, k := range []string{"rollout", "judge", "teacher", "train", "sync", "eval"} {
+		if _, ok := ph[k]; !ok {
+			t.Errorf("phase_seconds lacks %q", k)
+		}
+	}
+	for _, s := range steps {
+		if len(s.BatchDigest) != 64 || s.Trajectories != 16 || !s.Simulated {
+			t.Errorf("step %d: digest %q, %d trajectories, simulated %v", s.Step, s.BatchDigest, s.Trajectories, s.Simulated)
+		}
+		if s.Failed > 0 && s.Critiques+s.CritiqueFailures != s.Failed {
+			t.Errorf("step %d: %d failed but %d critiques + %d failures", s.Step, s.Failed, s.Critiques, s.CritiqueFailures)
+		}
+	}
+	evals, err := rd.ReadEval()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Evaluations at steps 0 and 2, two datasets each.
+	if len(evals) != 4 || len(sum.Evals) != 4 {
+		t.Fatalf("eval.jsonl: %d records, summary %d", len(evals), len(sum.Evals))
+	}
+	for _, e := range evals {
+		if e.Strategy != "search" || e.N != 4 || (e.Step != 0 && e.Step != 2) {
+			t.Errorf("eval record %+v", e)
+		}
+	}
+	saved, err := os.ReadFile(filepath.Join(dir, "recipe.yaml"))
+	if err != nil || !strings.Contains(string(saved), "gold_answer: true") {
+		t.Fatalf("recipe.yaml: %v\n%s", err, saved)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "state.json")); err != nil {
+		t.Error(err)
+	}
+	tr, err := os.ReadFile(filepath.Join(dir, "trajectories", "step-0002.jsonl"))
+	if err != nil || strings.Count(string(tr), "\n") != 6 {
+		t.Errorf("kept trajectories: %v, %d lines", err, strings.Count(string(tr), "\n"))
+	}
+	// Progress per step, the table with its caption, the simulator label.
+	for _, want := range []string{"step   1/2", "step   2/2", "| step |", "HotpotQA", "hindsight=on gold=on", "SIMULATED"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	// A second run into the same directory is refused, and nothing is lost.
+	deps, emb, err := Connect(context.Background(), r, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emb.Close()
+	_, err = (&Runner{Recipe: r, Deps: deps}).Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "--overwrite") {
+		t.Fatalf("second run into the same dir: %v", err)
+	}
+	again, _ := os.ReadFile(filepath.Join(dir, "steps.jsonl"))
+	if !bytes.Equal(again, raw) {
+		t.Error("a refused run changed steps.jsonl")
+	}
+}
+
+func TestAblationSwitchesShowInCaptionAndRecipe(t *testing.T) {
+	for _, tc := range []struct {
+		sets    []string
+		caption string
+		saved   string
+	}{
+		{[]string{"hindsight.enabled=false"}, "hindsight=off", "enabled: false"},
+		{[]string{"hindsight.gold_answer=false"}, "gold=off", "gold_answer: false"},
+	} {
+		t.Run(tc.caption, func(t *testing.T) {
+			r := testRecipe(t, "", append(tc.sets, "train.steps=1", "eval.every=1")...)
+			sum, out := runRecipe(t, r, 1)
+			if !strings.Contains(out, tc.caption) {
+				t.Errorf("caption lacks %q:\n%s", tc.caption, out)
+			}
+			saved, _ := os.ReadFile(filepath.Join(r.Output.Dir, "recipe.yaml"))
+			if !strings.Contains(string(saved), tc.saved) {
+				t.Errorf("recipe.yaml lacks %q", tc.saved)
+			}
+			if tc.caption == "hindsight=off" && sum.Steps[0].Critiques != 0 {
+				t.Errorf("hindsight off but %d critiques", sum.Steps[0].Critiques)
+			}
+		})
+	}
+}
+
+// The batches sent to the trainer do not depend on rollout concurrency.
+func TestDigestsIndependentOfConcurrency(t *testing.T) {
+	var digests [2][]string
+	for i, conc := range []string{"policy.concurrency=1", "policy.concurrency=16"} {
+		r := testRecipe(t, "", conc, "judge.concurrency="+strings.TrimPrefix(conc, "policy.concurrency="), "eval.datasets.nq=", "eval.datasets.hotpotqa=")
+		sum, _ := runRecipe(t, r, 1)
+		for _, s := range sum.Steps {
+			digests[i] = append(digests[i], s.BatchDigest)
+		}
+	}
+	if strings.Join(digests[0], ",") != strings.Join(digests[1], ",") {
+		t.Fatalf("digests differ with concurrency:\n%v\n%v", digests[0], digests[1])
+	}
+}
+
+// A flipped advantage sign must make the simulated policy worse, not better:
+// the learning signal reaches the trainer with the right sign.
+func TestFlippedAdvantageSignMakesPolicyWorse(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains twice")
+	}
+	sets := []string{"train.steps=12", "train.batch_size=16", "train.group_size=5", "trainer.learning_rate=0.3",
+		"hindsight.enabled=false", "eval.every=12", "eval.per_dataset=80", "eval.datasets.nq=",
+		"policy.concurrency=16", "output.trajectories=0"}
+	finalEM := map[float64]float64{}
+	var initialEM float64
+	lateReward := map[float64]float64{}
+	var earlyReward float64 // the first two steps sample the same policy either way
+	for _, sign := range []float64{1, -1} {
+		r := testRecipe(t, "", sets...)
+		sum, _ := runRecipe(t, r, sign)
+		initialEM = sum.Evals[0].EM
+		finalEM[sign] = sum.Evals[len(sum.Evals)-1].EM
+		earlyReward = (sum.Steps[0].RewardMean + sum.Steps[1].RewardMean) / 2
+		for _, s := range sum.Steps[len(sum.Steps)-4:] {
+			lateReward[sign] += s.RewardMean / 4
+		}
+	}
+	t.Logf("greedy EM: initial %.3f, trained %.3f, trained with flipped sign %.3f; sampled reward: early %.3f, late %.3f vs flipped %.3f",
+		initialEM, finalEM[1], finalEM[-1], earlyReward, lateReward[1], lateReward[-1])
+	if !(finalEM[1] > initialEM) {
+		t.Errorf("training did not improve greedy EM: %.3f -> %.3f", initialEM, finalEM[1])
+	}
+	if !(finalEM[-1] < finalEM[1]) {
+		t.Errorf("flipped sign: greedy EM %.3f is not below the right sign's %.3f", finalEM[-1], finalEM[1])
+	}
+	// The sampled reward is the policy's expected EM on training questions:
+	// with the flipped sign it falls below where it started.
+	if !(lateReward[-1] < earlyReward && lateReward[-1] < lateReward[1]) {
+		t.Errorf("flipped sign: late reward %.3f (early %.3f, right sign late %.3f)", lateReward[-1], earlyReward, lateReward[1])
+	}
+}
