@@ -62,7 +62,10 @@ func LoadQuestions(path string) ([]Question, error) {
 		if len(golds) == 0 {
 			return nil, fmt.Errorf("%s:%d: no gold answer in \"golden_answers\"", path, line)
 		}
-		id := strings.Trim(string(raw.ID), "\"")
+		var id string // a string id, or the JSON text of another (a number)
+		if err := json.Unmarshal(raw.ID, &id); err != nil {
+			id = string(raw.ID)
+		}
 		if id == "" {
 			id = fmt.Sprintf("%s-%d", name, line)
 		}

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"math"
 	"regexp"
 	"strings"
 	"text/template"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/hindsearch/hindsearch/clients/judge"
 	"github.com/hindsearch/hindsearch/clients/policy"
@@ -50,6 +53,11 @@ func ParseJudgePrompt(text string) (*template.Template, error) {
 	if err != nil {
 		return nil, fmt.Errorf("hindsight.prompt: %w", err)
 	}
+	// A reference to an unknown field parses but fails on every execution,
+	// which would silently turn every critique into a failure: try it now.
+	if err := t.Execute(io.Discard, judgeData{Question: "q?", Golds: []string{"g"}, Trajectory: "t"}); err != nil {
+		return nil, fmt.Errorf("hindsight.prompt: %w", err)
+	}
 	return t, nil
 }
 
@@ -71,16 +79,52 @@ func RedactGold(critique string, golds []string) string {
 	for _, g := range golds {
 		g = strings.TrimSpace(g)
 		n := strings.ToLower(g)
-		if len(g) < 2 || n == "yes" || n == "no" {
+		if utf8.RuneCountInString(g) < 2 || n == "yes" || n == "no" {
 			continue
 		}
-		re, err := regexp.Compile(`(?i)(^|[^\pL\pN])` + regexp.QuoteMeta(g) + `($|[^\pL\pN])`)
+		re, err := regexp.Compile(`(?i)` + regexp.QuoteMeta(g))
 		if err != nil {
 			continue
 		}
-		critique = re.ReplaceAllString(critique, "${1}[answer]${2}")
+		// The boundaries are checked by hand rather than matched, so that
+		// occurrences one separator apart ("Paris Paris") are all found.
+		var b strings.Builder
+		pos := 0
+		for pos <= len(critique) {
+			m := re.FindStringIndex(critique[pos:])
+			if m == nil {
+				break
+			}
+			start, end := pos+m[0], pos+m[1]
+			if wordBoundary(critique, start, end) {
+				b.WriteString(critique[pos:start])
+				b.WriteString("[answer]")
+				pos = end
+				continue
+			}
+			_, size := utf8.DecodeRuneInString(critique[start:])
+			b.WriteString(critique[pos : start+size])
+			pos = start + size
+		}
+		if pos < len(critique) {
+			b.WriteString(critique[pos:])
+		}
+		critique = b.String()
 	}
 	return critique
+}
+
+// wordBoundary says whether s[start:end] is neither preceded nor followed by
+// a letter or a number.
+func wordBoundary(s string, start, end int) bool {
+	isWord := func(r rune) bool { return unicode.IsLetter(r) || unicode.IsNumber(r) }
+	if r, _ := utf8.DecodeLastRuneInString(s[:start]); start > 0 && isWord(r) {
+		return false
+	}
+	if r, _ := utf8.DecodeRuneInString(s[end:]); end < len(s) && isWord(r) {
+		return false
+	}
+	return true
 }
 
 // checkCritique says why a critique cannot be used ("" when it can).
@@ -89,8 +133,8 @@ func checkCritique(c string, maxChars int) string {
 	switch {
 	case c == "":
 		return "empty critique"
-	case len(c) > maxChars:
-		return fmt.Sprintf("critique of %d characters is over hindsight.max_critique_chars (%d)", len(c), maxChars)
+	case utf8.RuneCountInString(c) > maxChars:
+		return fmt.Sprintf("critique of %d characters is over hindsight.max_critique_chars (%d)", utf8.RuneCountInString(c), maxChars)
 	case strings.Contains(c, "<search>") || strings.Contains(c, "<answer>") || strings.Contains(c, "<information>"):
 		return "malformed critique: it contains agent tags"
 	case !strings.ContainsFunc(c, func(r rune) bool { return r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' }):

@@ -51,6 +51,9 @@ func UnpackAdapter(archive, dir string) (string, error) {
 	if err := os.MkdirAll(tmp, 0o755); err != nil {
 		return "", err
 	}
+	// A refused or broken archive leaves nothing behind (after the rename
+	// below, tmp no longer exists).
+	defer func() { _ = os.RemoveAll(tmp) }()
 	tr := tar.NewReader(gz)
 	var total int64
 	for {

@@ -70,7 +70,7 @@ func DecodeSafetensors(b []byte) (Params, error) {
 		return nil, fmt.Errorf("safetensors: tensor header: %w", err)
 	}
 	data := b[8+n:]
-	if t.Dtype != "F32" || len(t.Shape) != 1 || len(t.DataOffsets) != 2 || t.DataOffsets[1] > len(data) ||
+	if t.Dtype != "F32" || len(t.Shape) != 1 || len(t.DataOffsets) != 2 || t.DataOffsets[0] < 0 || t.DataOffsets[1] > len(data) ||
 		t.DataOffsets[1]-t.DataOffsets[0] != 4*t.Shape[0] {
 		return nil, fmt.Errorf("safetensors: bad tensor %s %v %v", t.Dtype, t.Shape, t.DataOffsets)
 	}

@@ -1,0 +1,47 @@
+# hindsearch: every target works from a fresh clone with Go installed.
+GO ?= go
+BIN := bin/orchestrate
+RECIPE ?= recipes/sim.yaml
+
+.PHONY: all build demo test test-race test-short vet fmt fmt-check recipes-check ci clean
+
+all: build
+
+## build: compile the orchestrate binary into bin/
+build:
+	$(GO) build -o $(BIN) ./cmd/orchestrate
+
+## demo: the whole HindSearch loop on the embedded default (no GPU, no servers)
+demo:
+	$(GO) run ./cmd/orchestrate run $(RECIPE) --overwrite
+
+## test: the README's test command
+test:
+	$(GO) test ./...
+
+## test-race: the tests under the race detector
+test-race:
+	$(GO) test -race ./...
+
+## test-short: skip the slower training tests
+test-short:
+	$(GO) test -short ./...
+
+vet:
+	$(GO) vet ./...
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+## recipes-check: resolve and validate every shipped recipe
+recipes-check:
+	@for r in recipes/*.yaml; do echo "== $$r"; $(GO) run ./cmd/orchestrate recipe check $$r > /dev/null || exit 1; done
+
+## ci: what .ci/run runs
+ci: fmt-check vet test recipes-check
+
+clean:
+	rm -rf bin runs

@@ -1,0 +1,277 @@
+package orchestrator
+
+import (
+	"context"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/hindsearch/hindsearch/clients/judge"
+)
+
+// opdFixture is six response tokens: policy (not search), two search
+// tokens, an environment token, policy (not search), environment. The
+// teacher-minus-student differences are 0.5, 2, -0.7, 3, -3, 1.
+func opdFixture() (teacher, student []float64, isPolicy, isSearch []bool) {
+	student = []float64{-1, -2.5, -0.2, -4, -0.5, -1}
+	diff := []float64{0.5, 2, -0.7, 3, -3, 1}
+	teacher = make([]float64, len(student))
+	for i := range student {
+		teacher[i] = student[i] + diff[i]
+	}
+	isPolicy = []bool{true, true, true, false, true, false}
+	isSearch = []bool{false, true, true, false, false, false}
+	return
+}
+
+func TestOPDTermLossAndBroadcast(t *testing.T) {
+	const c = 1.5
+	cases := []struct {
+		loss, broadcast string
+		want            []float64
+	}{
+		{"clamp", "search", []float64{0, 1.5, 0, 0, 0, 0}},
+		{"clamp", "response", []float64{0.5, 1.5, 0, 0, 0, 0}},
+		// mean over the 4 policy tokens of (0.5, 1.5, 0, 0) = 0.5.
+		{"clamp", "trajectory", []float64{0.5, 0.5, 0.5, 0, 0.5, 0}},
+		{"reverse_kl", "search", []float64{0, 1.5, -0.7, 0, 0, 0}},
+		{"reverse_kl", "response", []float64{0.5, 1.5, -0.7, 0, -1.5, 0}},
+		// mean of (0.5, 1.5, -0.7, -1.5) = -0.05.
+		{"reverse_kl", "trajectory", []float64{-0.05, -0.05, -0.05, 0, -0.05, 0}},
+		{"none", "search", make([]float64, 6)},
+		{"none", "response", make([]float64, 6)},
+		{"none", "trajectory", make([]float64, 6)},
+	}
+	for _, tc := range cases {
+		teacher, student, isPolicy, isSearch := opdFixture()
+		got := OPDTerm(teacher, student, isPolicy, isSearch, tc.loss, tc.broadcast, c)
+		if len(got) != len(tc.want) {
+			t.Fatalf("%s/%s: %d terms, want %d", tc.loss, tc.broadcast, len(got), len(tc.want))
+		}
+		for i := range got {
+			if math.Abs(got[i]-tc.want[i]) > 1e-12 {
+				t.Errorf("%s/%s: term %d = %v, want %v (all: %v)", tc.loss, tc.broadcast, i, got[i], tc.want[i], got)
+			}
+		}
+	}
+}
+
+func TestOPDTermBounds(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for iter := 0; iter < 200; iter++ {
+		n := 1 + rng.IntN(40)
+		teacher, student := make([]float64, n), make([]float64, n)
+		isPolicy, isSearch := make([]bool, n), make([]bool, n)
+		for i := range n {
+			teacher[i], student[i] = -10*rng.Float64(), -10*rng.Float64()
+			isPolicy[i] = rng.IntN(3) > 0
+			isSearch[i] = isPolicy[i] && rng.IntN(2) == 0
+		}
+		c := 0.1 + 3*rng.Float64()
+		for _, loss := range []string{"clamp", "reverse_kl", "none"} {
+			for _, b := range []string{"search", "response", "trajectory"} {
+				d := OPDTerm(teacher, student, isPolicy, isSearch, loss, b, c)
+				for i, v := range d {
+					switch {
+					case !isPolicy[i] && v != 0:
+						t.Fatalf("%s/%s: environment token %d got %v", loss, b, i, v)
+					case b == "search" && !isSearch[i] && v != 0:
+						t.Fatalf("%s/%s: non-search token %d got %v", loss, b, i, v)
+					case loss == "none" && v != 0:
+						t.Fatalf("none/%s: token %d got %v", b, i, v)
+					case loss == "clamp" && (v < 0 || v > c):
+						t.Fatalf("clamp/%s: token %d = %v outside [0, %v]", b, i, v, c)
+					case loss == "reverse_kl" && (v < -c || v > c):
+						t.Fatalf("reverse_kl/%s: token %d = %v outside [-%v, %v]", b, i, v, c, c)
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestRedactGold(t *testing.T) {
+	cases := []struct {
+		name, critique string
+		golds          []string
+		want           string
+	}{
+		{"plain", "Search for Paris instead.", []string{"Paris"}, "Search for [answer] instead."},
+		{"case-insensitive", "Search for PARIS or paris.", []string{"Paris"}, "Search for [answer] or [answer]."},
+		{"gold trimmed", "Search for Paris.", []string{"  Paris "}, "Search for [answer]."},
+		{"word boundary", "Parisian comparison Paris2 Paris", []string{"paris"}, "Parisian comparison Paris2 [answer]"},
+		{"start and end", "Paris is it, Paris", []string{"Paris"}, "[answer] is it, [answer]"},
+		{"punctuation around", `query "Paris" (Paris)`, []string{"Paris"}, `query "[answer]" ([answer])`},
+		{"one separator apart", "Paris Paris/Paris", []string{"Paris"}, "[answer] [answer]/[answer]"},
+		{"multi-word gold", "search Barack Obama, then Obama", []string{"Barack Obama", "Obama"}, "search [answer], then [answer]"},
+		{"yes untouched", "Say yes if unsure, YES.", []string{"yes"}, "Say yes if unsure, YES."},
+		{"no untouched", "No, search again.", []string{"No"}, "No, search again."},
+		{"one character untouched", "Search for 5 and a.", []string{"5", "a"}, "Search for 5 and a."},
+		{"one multi-byte character untouched", "Search é.", []string{"é"}, "Search é."},
+		{"dot is literal", "the U.S. army, not USxS", []string{"U.S."}, "the [answer] army, not USxS"},
+		{"dot gold absent", "search axb", []string{"a.b"}, "search axb"},
+		{"plus signs", "learn C++ now, not C", []string{"C++"}, "learn [answer] now, not C"},
+		{"brackets and stars", "try [a*b] (x|y) $1 now", []string{"[a*b]", "(x|y)", "$1"}, "try [answer] [answer] [answer] now"},
+		{"backslash", `path C:\dir here`, []string{`C:\dir`}, "path [answer] here"},
+		{"unicode boundary", "Zürichsee vs Zürich.", []string{"zürich"}, "Zürichsee vs [answer]."},
+		{"no golds", "Search for Paris.", nil, "Search for Paris."},
+		{"empty gold", "Search for Paris.", []string{""}, "Search for Paris."},
+		{"empty critique", "", []string{"Paris"}, ""},
+	}
+	for _, c := range cases {
+		if got := RedactGold(c.critique, c.golds); got != c.want {
+			t.Errorf("%s: RedactGold(%q, %q) = %q, want %q", c.name, c.critique, c.golds, got, c.want)
+		}
+	}
+}
+
+func TestCheckCritique(t *testing.T) {
+	cases := []struct {
+		c    string
+		max  int
+		want string // substring of the reason; "" = usable
+	}{
+		{"", 100, "empty critique"},
+		{" \n\t ", 100, "empty critique"},
+		{strings.Repeat("a", 11), 10, "critique of 11 characters is over hindsight.max_critique_chars (10)"},
+		{strings.Repeat("a", 10), 10, ""},
+		{"  " + strings.Repeat("a", 10) + "\n", 10, ""},
+		{strings.Repeat("é", 9) + "a", 10, ""}, // characters, not bytes
+		{strings.Repeat("é", 10) + "a", 10, "critique of 11 characters"},
+		{"Use <search> author </search>.", 100, "malformed critique: it contains agent tags"},
+		{"The <answer> is wrong.", 100, "agent tags"},
+		{"Ignore <information>.", 100, "agent tags"},
+		{"123 !!! 456", 100, "malformed critique: no words"},
+		{"—…", 100, "no words"},
+		{`Search for "Hamlet author" instead.`, 100, ""},
+	}
+	for _, c := range cases {
+		got := checkCritique(c.c, c.max)
+		if (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
+			t.Errorf("checkCritique(%q, %d) = %q, want %q", c.c, c.max, got, c.want)
+		}
+	}
+}
+
+func TestJudgePrompt(t *testing.T) {
+	tmpl, err := ParseJudgePrompt("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := "\n<search> hamlet </search>\n\n<information>Doc 1(Title: x) y</information>\n\n<answer> Marlowe </answer>  \n"
+	got, err := JudgePrompt(tmpl, "  who wrote hamlet ", []string{"Shakespeare", "William Shakespeare"}, resp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	traj := "<search> hamlet </search>\n\n<information>Doc 1(Title: x) y</information>\n\n<answer> Marlowe </answer>"
+	want := "Question: who wrote hamlet?\nGold answer(s): Shakespeare | William Shakespeare\nTrajectory:\n" + traj + "\n\nWrite a short"
+	if !strings.Contains(got, want) {
+		t.Errorf("with golds: want %q in\n%s", want, got)
+	}
+	if !strings.HasPrefix(got, "You review the work of a search agent") || !strings.HasSuffix(got, "Do not state the answer itself.") {
+		t.Errorf("with golds: unexpected start or end:\n%s", got)
+	}
+
+	got, err = JudgePrompt(tmpl, "who wrote hamlet?", nil, resp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(got, "Gold answer") || strings.Contains(got, "Shakespeare") {
+		t.Errorf("without golds: the gold line is present:\n%s", got)
+	}
+	if want := "Question: who wrote hamlet?\nTrajectory:\n" + traj + "\n\n"; !strings.Contains(got, want) {
+		t.Errorf("without golds: want %q in\n%s", want, got)
+	}
+	got2, _ := JudgePrompt(tmpl, "who wrote hamlet?", []string{}, resp)
+	if got2 != got {
+		t.Error("an empty gold list must render like nil")
+	}
+}
+
+func TestParseJudgePrompt(t *testing.T) {
+	tmpl, err := ParseJudgePrompt(`Q={{.Question}} G={{join .Golds ","}} T={{.Trajectory}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := JudgePrompt(tmpl, "q", []string{"a", "b"}, " t ")
+	if err != nil || got != "Q=q? G=a,b T=t" {
+		t.Errorf("custom prompt = %q, %v", got, err)
+	}
+	for _, bad := range []string{"{{.Question", "{{if .Golds}}x", "{{nosuchfunc .Question}}", "{{.NoSuchField}}"} {
+		_, err := ParseJudgePrompt(bad)
+		if err == nil || !strings.HasPrefix(err.Error(), "hindsight.prompt: ") {
+			t.Errorf("ParseJudgePrompt(%q) = %v, want an error naming hindsight.prompt", bad, err)
+		}
+	}
+}
+
+// fakeJudge answers every chat with reply (or err) and records requests.
+type fakeJudge struct {
+	mu    sync.Mutex
+	reply string
+	err   error
+	reqs  []judge.ChatRequest
+}
+
+func (j *fakeJudge) Chat(_ context.Context, req judge.ChatRequest) (string, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.reqs = append(j.reqs, req)
+	return j.reply, j.err
+}
+
+func (j *fakeJudge) URL() string { return "http://judge.invalid" }
+
+func TestHinterCritique(t *testing.T) {
+	tmpl, err := ParseJudgePrompt("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	traj := &Trajectory{Step: 2, Group: 3, Sample: 1, Question: Question{Question: "who wrote hamlet", Golds: []string{"Shakespeare"}},
+		Response: "<answer> Marlowe </answer>"}
+	j := &fakeJudge{reply: "  Search for \"Hamlet author\", not Shakespeare's rivals; Shakespeare wrote it. \n"}
+	h := &hinter{judge: j, prompt: tmpl, maxTokens: 64, seed: 9, gold: true, redact: true, maxChars: 500, hint: "Hint: {critique}\n"}
+
+	c, why, err := h.critique(context.Background(), traj)
+	if err != nil || why != "" {
+		t.Fatalf("critique: %q, %q, %v", c, why, err)
+	}
+	if want := `Search for "Hamlet author", not [answer]'s rivals; [answer] wrote it.`; c != want {
+		t.Errorf("critique = %q, want %q (trimmed and redacted)", c, want)
+	}
+	if got := h.hintText(c); got != "Hint: "+c+"\n" {
+		t.Errorf("hintText = %q", got)
+	}
+	req := j.reqs[0]
+	if len(req.Messages) != 2 || req.Messages[0].Role != "system" || req.Messages[1].Role != "user" ||
+		!strings.Contains(req.Messages[1].Content, "Gold answer(s): Shakespeare") || req.MaxTokens != 64 {
+		t.Errorf("judge request = %+v", req)
+	}
+	if req.Seed == nil || *req.Seed != seedFor(9, 2, 3, 1, 7) {
+		t.Errorf("judge seed = %v, want seedFor(run seed, step, group, sample, 7)", req.Seed)
+	}
+
+	// No-gold ablation: the judge does not see the golds, redaction still
+	// applies.
+	h.gold = false
+	if _, _, err := h.critique(context.Background(), traj); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(j.reqs[1].Messages[1].Content, "Shakespeare") {
+		t.Error("the no-gold ablation leaked the gold answer to the judge")
+	}
+
+	// Unusable critiques come back with a reason, not an error.
+	j.reply = "<search> x </search>"
+	if c, why, err := h.critique(context.Background(), traj); err != nil || !strings.Contains(why, "agent tags") || c == "" {
+		t.Errorf("malformed critique: %q, %q, %v", c, why, err)
+	}
+	// A judge failure is an error.
+	j.err = errors.New("boom")
+	if _, _, err := h.critique(context.Background(), traj); err == nil || !strings.Contains(err.Error(), "judge critique: boom") {
+		t.Errorf("judge error: %v", err)
+	}
+}

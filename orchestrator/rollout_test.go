@@ -1,0 +1,418 @@
+package orchestrator
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/hindsearch/hindsearch/clients/policy"
+	"github.com/hindsearch/hindsearch/clients/retriever"
+	"github.com/hindsearch/hindsearch/orchestrator/format"
+)
+
+// completion builds a Completion from text pieces, one token per piece,
+// with text offsets counted from base.
+func completion(base int, pieces ...string) *policy.Completion {
+	c := &policy.Completion{Text: strings.Join(pieces, ""), FinishReason: "stop"}
+	off := base
+	for i, p := range pieces {
+		c.TokenIDs = append(c.TokenIDs, 100+i)
+		c.Logprobs = append(c.Logprobs, -float64(i+1)/10)
+		c.TextOffsets = append(c.TextOffsets, off)
+		off += len(p)
+	}
+	return c
+}
+
+func TestSearchTokenMask(t *testing.T) {
+	pieces := []string{"<think>", "x", "</think>", "<sea", "rch> q", " </search>", "\n"}
+	want := []bool{false, false, false, true, true, true, false}
+	for _, base := range []int{0, 1, 4096} {
+		c := completion(base, pieces...)
+		kind, _, start, end := format.ActionSpan(c.Text)
+		if kind != format.ActionSearch {
+			t.Fatalf("fixture has no search: %q", c.Text)
+		}
+		if got := searchTokenMask(c, kind, start, end); !slices.Equal(got, want) {
+			t.Errorf("base %d: mask %v, want %v", base, got, want)
+		}
+	}
+
+	// A token straddling the start or the end of the span is in it.
+	c := completion(0, "ok <se", "arch>q</sear", "ch>\nmore")
+	kind, _, start, end := format.ActionSpan(c.Text)
+	if got := searchTokenMask(c, kind, start, end); !slices.Equal(got, []bool{true, true, true}) {
+		t.Errorf("straddling: %v", got)
+	}
+	c = completion(0, "a ", "b ", "<search>q</search>", " c")
+	kind, _, start, end = format.ActionSpan(c.Text)
+	if got := searchTokenMask(c, kind, start, end); !slices.Equal(got, []bool{false, false, true, false}) {
+		t.Errorf("one token: %v", got)
+	}
+
+	// Answers, invalid turns and missing offsets mark nothing.
+	c = completion(0, "<answer>", " x ", "</answer>")
+	kind, _, start, end = format.ActionSpan(c.Text)
+	if got := searchTokenMask(c, kind, start, end); slices.Contains(got, true) || len(got) != 3 {
+		t.Errorf("answer: %v", got)
+	}
+	c = completion(0, "<search>", "q", "</search>")
+	c.TextOffsets = c.TextOffsets[:2]
+	kind, _, start, end = format.ActionSpan(c.Text)
+	if got := searchTokenMask(c, kind, start, end); slices.Contains(got, true) || len(got) != 3 {
+		t.Errorf("offsets missing: %v", got)
+	}
+	if got := searchTokenMask(&policy.Completion{}, format.ActionSearch, 0, 1); len(got) != 0 {
+		t.Errorf("empty completion: %v", got)
+	}
+}
+
+func TestSeedFor(t *testing.T) {
+	// Golden values (FNV-64a over little-endian int64s, low 31 bits): a
+	// change would break resuming runs with the same seeds.
+	golden := []struct {
+		parts []int64
+		want  int64
+	}{
+		{[]int64{1, 2, 3, 4}, 1721125153},
+		{nil, 69346085},
+		{[]int64{-1}, 2091092029},
+		{[]int64{1, -1}, 1773830300},
+	}
+	for _, g := range golden {
+		if got := seedFor(g.parts...); got != g.want {
+			t.Errorf("seedFor(%v) = %d, want %d", g.parts, got, g.want)
+		}
+	}
+	seen := map[int64][]int64{}
+	for a := int64(0); a < 5; a++ {
+		for b := int64(0); b < 5; b++ {
+			for c := int64(0); c < 5; c++ {
+				s := seedFor(7, a, b, c)
+				if s != seedFor(7, a, b, c) {
+					t.Fatal("seedFor is not deterministic")
+				}
+				if s < 0 || s > 0x7fffffff {
+					t.Fatalf("seedFor = %d, want a non-negative 31-bit value", s)
+				}
+				if prev, ok := seen[s]; ok {
+					t.Errorf("seedFor(7,%d,%d,%d) = seedFor(7,%v)", a, b, c, prev)
+				}
+				seen[s] = []int64{a, b, c}
+			}
+		}
+	}
+	if seedFor(1, 2) == seedFor(2, 1) || seedFor(1, 2) == seedFor(1, 2, 0) {
+		t.Error("seedFor ignores order or trailing parts")
+	}
+}
+
+// fakePolicy is a scripted policy.Policy: Complete answers with the next
+// scripted completion; Tokenize gives one id per word (500 + word index);
+// TokenizeChat gives a fixed prompt; Score gives -0.5 per token.
+type fakePolicy struct {
+	url string
+
+	mu        sync.Mutex
+	script    []*policy.Completion
+	reqs      []policy.CompletionRequest
+	tokenized []string
+	chats     [][]policy.Message
+	err       error
+}
+
+var _ policy.Policy = (*fakePolicy)(nil)
+
+func (p *fakePolicy) Complete(_ context.Context, req policy.CompletionRequest) (*policy.Completion, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	req.Prompt = slices.Clone(req.Prompt)
+	p.reqs = append(p.reqs, req)
+	if p.err != nil {
+		return nil, p.err
+	}
+	if len(p.script) == 0 {
+		return completion(0, "<think>", "still thinking", "</think>"), nil
+	}
+	c := p.script[0]
+	p.script = p.script[1:]
+	return c, nil
+}
+
+func (p *fakePolicy) Score(_ context.Context, _ string, seq []int) ([]float64, error) {
+	out := make([]float64, len(seq))
+	for i := 1; i < len(seq); i++ {
+		out[i] = -0.5
+	}
+	return out, nil
+}
+
+func (p *fakePolicy) Tokenize(_ context.Context, _ string, text string, _ bool) ([]int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.tokenized = append(p.tokenized, text)
+	var ids []int
+	for i := range strings.Fields(text) {
+		ids = append(ids, 500+i)
+	}
+	return ids, nil
+}
+
+func (p *fakePolicy) TokenizeChat(_ context.Context, _ string, msgs []policy.Message, _ bool) ([]int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.chats = append(p.chats, msgs)
+	return []int{1, 2, 3, 4}, nil
+}
+
+func (p *fakePolicy) LoadLoRA(context.Context, string, string) error { return nil }
+func (p *fakePolicy) UnloadLoRA(context.Context, string) error       { return nil }
+func (p *fakePolicy) Health(context.Context) error                   { return nil }
+func (p *fakePolicy) Models(context.Context) ([]string, error)       { return nil, nil }
+func (p *fakePolicy) URL() string                                    { return p.url }
+
+// fakeRetriever returns the same hits for every query and records queries.
+type fakeRetriever struct {
+	mu      sync.Mutex
+	hits    []retriever.Hit
+	queries []string
+	topks   []int
+}
+
+func (r *fakeRetriever) Retrieve(_ context.Context, qs []string, topk int) ([][]retriever.Hit, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.queries = append(r.queries, qs...)
+	r.topks = append(r.topks, topk)
+	out := make([][]retriever.Hit, len(qs))
+	for i := range qs {
+		out[i] = r.hits
+	}
+	return out, nil
+}
+
+func (r *fakeRetriever) URL() string { return "http://retriever.invalid" }
+
+func TestReplicasAcquireLeastOutstanding(t *testing.T) {
+	ps := []policy.Policy{&fakePolicy{url: "a"}, &fakePolicy{url: "b"}, &fakePolicy{url: "c"}}
+	r := newReplicas(ps)
+	r.outstanding[0].Store(2)
+	r.outstanding[1].Store(0)
+	r.outstanding[2].Store(1)
+	for range 5 {
+		if i, p := r.acquire(); i != 1 || p.URL() != "b" {
+			t.Fatalf("acquire = %d (%s), want the least loaded replica 1", i, p.URL())
+		} else {
+			r.release(i)
+		}
+	}
+	i, _ := r.acquire() // 1 now has 1 outstanding, like 2
+	if i != 1 || r.outstanding[1].Load() != 1 {
+		t.Fatalf("acquire = %d", i)
+	}
+	j, _ := r.acquire()
+	if j != 1 && j != 2 {
+		t.Fatalf("acquire with 1 and 2 tied at 1 = %d", j)
+	}
+	k, _ := r.acquire()
+	if k == 0 {
+		t.Fatalf("acquire picked the busiest replica")
+	}
+
+	// Idle replicas are used in turn.
+	r = newReplicas(ps)
+	var got []int
+	used := make([]int, 3)
+	for range 6 {
+		i, _ := r.acquire()
+		r.release(i)
+		got = append(got, i)
+		used[i]++
+	}
+	if !slices.Equal(used, []int{2, 2, 2}) {
+		t.Errorf("round-robin over idle replicas: %v", got)
+	}
+
+	// Concurrent use balances and returns to zero.
+	r = newReplicas(ps)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	counts := make([]int, 3)
+	for range 300 {
+		wg.Go(func() {
+			i, _ := r.acquire()
+			mu.Lock()
+			counts[i]++
+			mu.Unlock()
+			r.release(i)
+		})
+	}
+	wg.Wait()
+	for i := range 3 {
+		if r.outstanding[i].Load() != 0 {
+			t.Errorf("replica %d has %d outstanding after all releases", i, r.outstanding[i].Load())
+		}
+		if counts[i] == 0 {
+			t.Errorf("replica %d never used: %v", i, counts)
+		}
+	}
+}
+
+func TestRolloutTokenInTokenOut(t *testing.T) {
+	search := completion(0, "<think>", "find it", "</think>", "<search>", " capital of France ", "</search>")
+	invalid := completion(0, "I", " am", " unsure.")
+	invalid2 := completion(0, "still", " unsure.")
+	answer := completion(0, "<answer>", " Paris ", "</answer>")
+	p := &fakePolicy{url: "p", script: []*policy.Completion{search, invalid, invalid2, answer}}
+	hits := []retriever.Hit{{ID: "1", Contents: "\"Paris\"\nParis is the capital of France."}, {ID: "2", Contents: "\"France\"\nA country."}}
+	rt := &fakeRetriever{hits: hits}
+	r := &roller{reps: newReplicas([]policy.Policy{p}), retriever: rt, topk: 3, maxTurns: 4, maxTurn: 500, maxObs: 5,
+		maxCtx: 4096, baseModel: "base"}
+	ctx := context.Background()
+
+	prompt, err := r.promptIDs(ctx, "what is the capital of france", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.chats[0]; len(got) != 1 || got[0].Role != "user" || got[0].Content != format.UserPrompt("what is the capital of france", "") {
+		t.Errorf("chat messages %+v", got)
+	}
+	tr := &Trajectory{ID: "t", PromptIDs: prompt, Question: Question{Question: "what is the capital of france", Golds: []string{"Paris"}}}
+	if err := r.rollout(ctx, tr, "adapter-1", sampling{temperature: 1, topP: 1, topK: -1}, 42); err != nil {
+		t.Fatal(err)
+	}
+
+	block := format.InfoBlock([]string{hits[0].Contents, hits[1].Contents})
+	env := []int{500, 501, 502, 503, 504} // the block's words, cut to maxObs
+	inv := make([]int, len(strings.Fields(format.InvalidActionText)))
+	for i := range inv {
+		inv[i] = 500 + i
+	}
+	var wantTokens []int
+	var wantPolicy, wantSearch []bool
+	var wantLP []float64
+	add := func(c *policy.Completion, searchMask []bool) {
+		wantTokens = append(wantTokens, c.TokenIDs...)
+		wantLP = append(wantLP, c.Logprobs...)
+		for i := range c.TokenIDs {
+			wantPolicy = append(wantPolicy, true)
+			wantSearch = append(wantSearch, searchMask != nil && searchMask[i])
+		}
+	}
+	addEnv := func(ids []int) {
+		for _, id := range ids {
+			wantTokens = append(wantTokens, id)
+			wantPolicy, wantSearch, wantLP = append(wantPolicy, false), append(wantSearch, false), append(wantLP, 0)
+		}
+	}
+	add(search, []bool{false, false, false, true, true, true})
+	addEnv(env)
+	add(invalid, nil)
+	addEnv(inv)
+	add(invalid2, nil)
+	addEnv(inv)
+	add(answer, nil)
+
+	if !slices.Equal(tr.Tokens, wantTokens) || !slices.Equal(tr.Policy, wantPolicy) || !slices.Equal(tr.Search, wantSearch) || !slices.Equal(tr.Logprobs, wantLP) {
+		t.Errorf("tokens   %v\nwant     %v\npolicy   %v\nwant     %v\nsearch   %v\nwant     %v\nlogprobs %v\nwant     %v",
+			tr.Tokens, wantTokens, tr.Policy, wantPolicy, tr.Search, wantSearch, tr.Logprobs, wantLP)
+	}
+	wantResp := search.Text + block + invalid.Text + format.InvalidActionText + invalid2.Text + format.InvalidActionText + answer.Text
+	if tr.Response != wantResp {
+		t.Errorf("response\n%q\nwant\n%q", tr.Response, wantResp)
+	}
+	if tr.Finish != "answer" || tr.Model != "adapter-1" || len(tr.Turns) != 4 || tr.Searches() != 1 {
+		t.Errorf("finish %q model %q turns %d searches %d", tr.Finish, tr.Model, len(tr.Turns), tr.Searches())
+	}
+	if tu := tr.Turns[0]; tu.Action != "search" || tu.Content != "capital of France" || !slices.Equal(tu.Titles, []string{`"Paris"`, `"France"`}) {
+		t.Errorf("search turn %+v", tu)
+	}
+	if tu := tr.Turns[1]; tu.Action != "" || tu.Content != "" {
+		t.Errorf("invalid turn %+v", tu)
+	}
+	if !slices.Equal(rt.queries, []string{"capital of France"}) || !slices.Equal(rt.topks, []int{3}) {
+		t.Errorf("retriever got %v top-%v", rt.queries, rt.topks)
+	}
+	// The invalid-action text is tokenized once and cached; the block once.
+	if n := slices.Index(p.tokenized, format.InvalidActionText); n < 0 || slices.Contains(p.tokenized[n+1:], format.InvalidActionText) {
+		t.Errorf("tokenized %q", p.tokenized)
+	}
+	if !slices.Contains(p.tokenized, block) {
+		t.Errorf("the information block was not tokenized as a whole: %q", p.tokenized)
+	}
+
+	// Each request carries the whole context so far, as token ids.
+	ctxIDs := slices.Clone(prompt)
+	turns := []*policy.Completion{search, invalid, invalid2, answer}
+	envs := [][]int{env, inv, inv, nil}
+	for i, req := range p.reqs {
+		if !slices.Equal(req.Prompt, ctxIDs) {
+			t.Errorf("turn %d prompt %v, want %v", i, req.Prompt, ctxIDs)
+		}
+		if req.Model != "adapter-1" || req.MaxTokens != 500 || req.Temperature != 1 || req.TopP != 1 || req.TopK != -1 ||
+			!reflect.DeepEqual(req.Stop, []string{"</search>", "</answer>"}) || req.Seed == nil || *req.Seed != seedFor(42, int64(i)) {
+			t.Errorf("turn %d request %+v", i, req)
+		}
+		ctxIDs = append(append(ctxIDs, turns[i].TokenIDs...), envs[i]...)
+	}
+
+	tr.score()
+	if tr.Answer != "Paris" || !tr.Answered || tr.Reward != 1 || tr.F1 != 1 {
+		t.Errorf("score: answer %q answered %v reward %v f1 %v", tr.Answer, tr.Answered, tr.Reward, tr.F1)
+	}
+}
+
+func TestRolloutLimits(t *testing.T) {
+	ctx := context.Background()
+	// The turn limit.
+	p := &fakePolicy{url: "p"}
+	r := &roller{reps: newReplicas([]policy.Policy{p}), retriever: &fakeRetriever{}, topk: 3, maxTurns: 2, maxTurn: 500, maxObs: 500, maxCtx: 4096, baseModel: "base"}
+	tr := &Trajectory{ID: "t", PromptIDs: []int{1, 2}}
+	if err := r.rollout(ctx, tr, "base", sampling{}, 1); err != nil {
+		t.Fatal(err)
+	}
+	if tr.Finish != "max_turns" || len(p.reqs) != 2 || len(tr.Turns) != 2 {
+		t.Errorf("finish %q after %d requests, %d turns", tr.Finish, len(p.reqs), len(tr.Turns))
+	}
+	tr.score()
+	if tr.Answered || tr.Reward != 0 {
+		t.Errorf("unanswered trajectory scored %v", tr.Reward)
+	}
+
+	// The context budget: max_tokens shrinks to what is left, then stops.
+	p = &fakePolicy{url: "p"}
+	r.reps, r.maxTurns, r.maxCtx, r.maxTurn = newReplicas([]policy.Policy{p}), 10, 12, 500
+	tr = &Trajectory{ID: "t", PromptIDs: []int{1, 2}}
+	if err := r.rollout(ctx, tr, "base", sampling{}, 1); err != nil {
+		t.Fatal(err)
+	}
+	if tr.Finish != "context" {
+		t.Errorf("finish %q, want context", tr.Finish)
+	}
+	for i, req := range p.reqs {
+		if left := 12 - len(req.Prompt); req.MaxTokens != min(500, left) || left <= 0 {
+			t.Errorf("request %d: max_tokens %d with %d prompt tokens of 12", i, req.MaxTokens, len(req.Prompt))
+		}
+	}
+
+	// A completion whose tokens and logprobs disagree is an error.
+	bad := completion(0, "a", "b")
+	bad.Logprobs = bad.Logprobs[:1]
+	p = &fakePolicy{url: "http://p", script: []*policy.Completion{bad}}
+	r.reps = newReplicas([]policy.Policy{p})
+	if err := r.rollout(ctx, &Trajectory{ID: "t9", PromptIDs: []int{1}}, "base", sampling{}, 1); err == nil ||
+		!strings.Contains(err.Error(), "trajectory t9 turn 0") || !strings.Contains(err.Error(), "2 tokens and 1 logprobs") {
+		t.Errorf("mismatched logprobs: %v", err)
+	}
+	// A policy error names the trajectory and turn.
+	p = &fakePolicy{url: "p", err: errors.New("boom")}
+	r.reps = newReplicas([]policy.Policy{p})
+	if err := r.rollout(ctx, &Trajectory{ID: "t8", PromptIDs: []int{1}}, "base", sampling{}, 1); err == nil ||
+		!strings.Contains(err.Error(), "trajectory t8 turn 0: boom") {
+		t.Errorf("policy error: %v", err)
+	}
+}

@@ -1,0 +1,265 @@
+package sim
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/hindsearch/hindsearch/orchestrator/format"
+)
+
+// answerState returns the turn state after one search for query whose
+// information block holds docs (no search at all when docs is nil).
+func answerState(question, query string, docs []string) turnState {
+	text := promptText(question, "")
+	if docs != nil {
+		text += thoughtSearch + "<search> " + query + " </search>" + format.InfoBlock(docs)
+	}
+	return parseState(text)
+}
+
+// goldMass is the probability of answering a gold answer (summed over the
+// answer candidates that match one) and whether any candidate does.
+func goldMass(cands []candidate, golds []string) (float64, bool) {
+	p, found := 0.0, false
+	for _, c := range cands {
+		if !c.isSearch && isAnswerGold(c.content, golds) {
+			p += math.Exp(c.logp)
+			found = true
+		}
+	}
+	return p, found
+}
+
+// TestAnswerDependsOnRetrieval checks that whether the policy can answer a
+// HotpotQA question right depends on what the real retriever returned for
+// its query: the gold answer is an answer candidate when the information
+// block holds BM25's passages for a good query, almost never when it holds
+// unrelated passages, and never without an information block, where
+// "unknown" is the policy's most likely answer.
+func TestAnswerDependsOnRetrieval(t *testing.T) {
+	f := getFixture(t)
+	qs := evalQuestions(f, 60)
+	judge := NewJudgeServer("judge", "", f.corpus)
+	var byQuestion, byTitle []string
+	for _, q := range qs {
+		byQuestion = append(byQuestion, q.Q)
+		title := judge.goldPassage(judgeInput{question: q.Q, golds: q.Answers})
+		if title == "" {
+			title = q.Q
+		}
+		byTitle = append(byTitle, title)
+	}
+	docsQ, docsT := search(t, byQuestion, 3), search(t, byTitle, 3)
+	params := InitialParams()
+	rate := func(name string, query func(i int) string, docs func(i int) []string) (float64, float64) {
+		hits, mass := 0, 0.0
+		for i, q := range qs {
+			cands := buildCandidates(answerState(q.Q, query(i), docs(i)), params, f.tk)
+			p, found := goldMass(cands, q.Answers)
+			if found {
+				hits++
+			}
+			mass += p
+		}
+		r := float64(hits) / float64(len(qs))
+		t.Logf("%s: gold answer is a candidate for %d/%d questions (%.0f%%), mean P(gold) %.4f", name, hits, len(qs), 100*r, mass/float64(len(qs)))
+		return r, mass / float64(len(qs))
+	}
+	rQ, mQ := rate("BM25 top 3 of the question", func(i int) string { return qs[i].Q }, func(i int) []string { return docsQ[i] })
+	rT, mT := rate("BM25 top 3 of the judge's title", func(i int) string { return byTitle[i] }, func(i int) []string { return docsT[i] })
+	// Unrelated: the passages retrieved for a question half the list away.
+	far := func(i int) int { return (i + len(qs)/2) % len(qs) }
+	rU, mU := rate("unrelated passages", func(i int) string { return qs[far(i)].Q }, func(i int) []string { return docsQ[far(i)] })
+	if rQ < 0.3 {
+		t.Errorf("retrieval of the question makes the gold answer reachable for %.0f%% of questions, want >= 30%%", 100*rQ)
+	}
+	if rT < 0.3 {
+		t.Errorf("retrieval of the judge's title makes the gold answer reachable for %.0f%% of questions, want >= 30%%", 100*rT)
+	}
+	if rU > 0.05 {
+		t.Errorf("unrelated passages make the gold answer reachable for %.0f%% of questions, want ~0%%", 100*rU)
+	}
+	if mQ < 3*mU+0.003 || mT < 3*mU+0.003 {
+		t.Errorf("mean P(gold): %.4f (question) and %.4f (title) should dwarf %.4f (unrelated)", mQ, mT, mU)
+	}
+
+	// No information block: the gold answer is not a candidate, its turn
+	// has only the floor's probability, and "unknown" dominates.
+	unknownWins, pUnknown := 0, 0.0
+	for _, q := range qs {
+		st := answerState(q.Q, "", nil)
+		cands := buildCandidates(st, params, f.tk)
+		if p, found := goldMass(cands, q.Answers); found || p != 0 {
+			t.Errorf("%q: gold answer %v is a candidate without retrieval", q.Q, q.Answers)
+		}
+		best, bestP, sumA, pu := "", -1.0, 0.0, 0.0
+		for _, c := range cands {
+			if c.isSearch {
+				continue
+			}
+			p := math.Exp(c.logp)
+			sumA += p
+			if p > bestP {
+				best, bestP = c.content, p
+			}
+			if c.content == "unknown" {
+				pu = p
+			}
+		}
+		if best == "unknown" {
+			unknownWins++
+		}
+		pUnknown += pu / sumA
+		// The whole gold-answer turn scored as a sequence: floor only.
+		prompt := f.tk.Encode(promptText(q.Q, ""))
+		seq := concat(prompt, f.tk.Encode(thoughtAnswer+"<answer> "+q.Answers[0]+" </answer>"), []int{f.model.eos})
+		lp := 0.0
+		for _, v := range f.model.Score(params, seq)[len(prompt):] {
+			lp += v
+		}
+		if lp > math.Log(1e-12) {
+			t.Errorf("%q: closed-book gold answer %q has logprob %.1f, want ~ -inf", q.Q, q.Answers[0], lp)
+		}
+	}
+	if unknownWins != len(qs) {
+		t.Errorf("\"unknown\" is the most likely closed-book answer for %d of %d questions, want all", unknownWins, len(qs))
+	}
+	if m := pUnknown / float64(len(qs)); m < 0.5 {
+		t.Errorf("mean P(unknown | answer) closed-book %.2f, want >= 0.5", m)
+	}
+}
+
+// judgePrompt renders the orchestrator's default judge prompt
+// (orchestrator.DefaultJudgePrompt; sim cannot import orchestrator).
+func judgePrompt(question string, golds []string, response string) string {
+	var b strings.Builder
+	b.WriteString("You review the work of a search agent that answers questions by issuing search queries to a Wikipedia search engine. Its final answer was wrong.\n\n")
+	b.WriteString("Question: " + format.NormalizeQuestion(question) + "\n")
+	if len(golds) > 0 {
+		b.WriteString("Gold answer(s): " + strings.Join(golds, " | ") + "\n")
+	}
+	b.WriteString("Trajectory:\n" + strings.TrimSpace(response) + "\n\n")
+	b.WriteString("Write a short, directive critique of the agent's search behaviour, in at most three sentences: say what it should have searched for instead, quoting the exact search query in double quotes. Do not state the answer itself.")
+	return b.String()
+}
+
+// askJudge sends one critique request to the simulated judge over HTTP.
+func askJudge(t *testing.T, url, prompt string) string {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"model": "judge", "max_tokens": 256, "temperature": 0,
+		"messages": []map[string]string{{"role": "system", "content": "You are a concise reviewer."}, {"role": "user", "content": prompt}}})
+	resp, err := http.Post(url+"/v1/chat/completions", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Choices []struct {
+			Message struct {
+				Content string `json:"content"`
+			} `json:"message"`
+		} `json:"choices"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != 200 || len(out.Choices) != 1 {
+		t.Fatalf("judge: status %d, %v", resp.StatusCode, err)
+	}
+	return out.Choices[0].Message.Content
+}
+
+// TestJudgeCritiqueHelps checks that the simulated judge's critique is
+// more useful with the gold answer than without (its quoted query retrieves
+// a passage holding the answer more often), and that the critique as a hint
+// in the teacher's context moves the policy towards that query and towards
+// searches that retrieve the answer.
+func TestJudgeCritiqueHelps(t *testing.T) {
+	f := getFixture(t)
+	judge := NewJudgeServer("judge", "", f.corpus)
+	srv := httptest.NewServer(judge.Handler())
+	t.Cleanup(srv.Close)
+	qs := evalQuestions(f, 40)
+	docs := bm25Docs(t)
+	retrievesGold := func(query string, golds []string) bool {
+		if query == "" {
+			return false
+		}
+		for _, d := range docs(query) {
+			if containsGold(d, golds) {
+				return true
+			}
+		}
+		return false
+	}
+	params := InitialParams()
+	var hitGold, hitNoGold int
+	var pHinted, pPlain, eHinted, ePlain []float64
+	for i, q := range qs {
+		// A failed trajectory: answered closed-book, or after one search
+		// for the question's keywords.
+		response := thoughtAnswer + "<answer> unknown </answer>"
+		if i%2 == 1 {
+			kw := strings.Join(contentWords(q.Q), " ")
+			response = thoughtSearch + "<search> " + kw + " </search>" + format.InfoBlock(docs(kw)) + response
+		}
+		critGold := askJudge(t, srv.URL, judgePrompt(q.Q, q.Answers, response))
+		critNo := askJudge(t, srv.URL, judgePrompt(q.Q, nil, response))
+		qGold, qNo := quoted(critGold), quoted(critNo)
+		if retrievesGold(qGold, q.Answers) {
+			hitGold++
+		}
+		if retrievesGold(qNo, q.Answers) {
+			hitNoGold++
+		}
+		if qGold == "" {
+			t.Errorf("%q: the gold judge quoted no query: %q", q.Q, critGold)
+			continue
+		}
+		// The policy with and without the critique as a hint.
+		for _, hinted := range []bool{true, false} {
+			hint := ""
+			if hinted {
+				hint = "Hint: " + critGold + "\n"
+			}
+			st := parseState(promptText(q.Q, hint))
+			if hinted && st.hint == "" {
+				t.Fatalf("the policy did not read the hint from %q", promptText(q.Q, hint))
+			}
+			pq, e := 0.0, 0.0
+			for _, c := range buildCandidates(st, params, f.tk) {
+				if !c.isSearch {
+					continue
+				}
+				p := math.Exp(c.logp)
+				if normText(c.content) == normText(qGold) {
+					pq += p
+				}
+				if retrievesGold(c.content, q.Answers) {
+					e += p
+				}
+			}
+			if hinted {
+				pHinted, eHinted = append(pHinted, pq), append(eHinted, e)
+			} else {
+				pPlain, ePlain = append(pPlain, pq), append(ePlain, e)
+			}
+		}
+	}
+	n := float64(len(qs))
+	rGold, rNo := float64(hitGold)/n, float64(hitNoGold)/n
+	t.Logf("judge's query retrieves a gold passage: %.0f%% with the gold answer, %.0f%% without", 100*rGold, 100*rNo)
+	t.Logf("P(first turn searches the critique's query): %.3f hinted, %.3f plain", mean(pHinted), mean(pPlain))
+	t.Logf("P(first search retrieves a gold passage): %.3f hinted, %.3f plain", mean(eHinted), mean(ePlain))
+	if rGold < rNo+0.2 || rGold < 0.5 {
+		t.Errorf("gold judge's queries retrieve the answer for %.0f%% of questions, no-gold judge's for %.0f%%: want a clear margin", 100*rGold, 100*rNo)
+	}
+	if mean(pHinted) < 0.3 || mean(pHinted) < 3*mean(pPlain) {
+		t.Errorf("P(critique's query) hinted %.3f vs plain %.3f: the hint should make it much more likely", mean(pHinted), mean(pPlain))
+	}
+	if mean(eHinted) < mean(ePlain)+0.1 {
+		t.Errorf("P(first search retrieves gold) hinted %.3f vs plain %.3f: the hint should help", mean(eHinted), mean(ePlain))
+	}
+}

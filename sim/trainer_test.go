@@ -1,0 +1,601 @@
+package sim
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+const testBase = "sim-base"
+
+// apiClient talks JSON to a simulated server.
+type apiClient struct {
+	t    *testing.T
+	base string
+}
+
+// post sends body as JSON and decodes the JSON answer (nil for a non-JSON
+// body). Every answer must carry the simulator header.
+func (c apiClient) post(path string, body any) (int, map[string]any) {
+	c.t.Helper()
+	raw, err := json.Marshal(body)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	resp, err := http.Post(c.base+path, "application/json", bytes.NewReader(raw))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	return c.decode(path, resp)
+}
+
+func (c apiClient) get(path string) (int, map[string]any) {
+	c.t.Helper()
+	resp, err := http.Get(c.base + path)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	return c.decode(path, resp)
+}
+
+func (c apiClient) decode(path string, resp *http.Response) (int, map[string]any) {
+	c.t.Helper()
+	if resp.Header.Get(SimulatorHeader) != "true" {
+		c.t.Errorf("%s: response lacks the %s header", path, SimulatorHeader)
+	}
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	var out map[string]any
+	if json.Unmarshal(b, &out) != nil {
+		out = map[string]any{"_text": string(b)}
+	}
+	return resp.StatusCode, out
+}
+
+// result polls retrieve_future until the request is done and returns its
+// status and body.
+func (c apiClient) result(rid string) (int, map[string]any) {
+	c.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		st, body := c.post("/api/v1/retrieve_future", map[string]any{"request_id": rid})
+		if st == http.StatusOK && body["type"] == "try_again" {
+			continue
+		}
+		return st, body
+	}
+	c.t.Fatalf("request %s not done in 30 s", rid)
+	return 0, nil
+}
+
+// call posts a sequenced call and waits for its result, failing the test
+// on any error.
+func (c apiClient) call(path string, body any) map[string]any {
+	c.t.Helper()
+	st, acc := c.post(path, body)
+	if st != http.StatusOK {
+		c.t.Fatalf("%s: status %d %v", path, st, acc)
+	}
+	st, res := c.result(acc["request_id"].(string))
+	if st != http.StatusOK {
+		c.t.Fatalf("%s result: status %d %v", path, st, res)
+	}
+	return res
+}
+
+// newTrainer starts a simulated trainer over httptest.
+func newTrainer(t *testing.T, f *fixture) (*TrainerServer, apiClient, string) {
+	t.Helper()
+	ckpt := t.TempDir()
+	ts := NewTrainerServer(f.model, testBase, ckpt)
+	ts.PollWait = 20 * time.Millisecond
+	t.Cleanup(ts.Close)
+	srv := httptest.NewServer(ts.Handler())
+	t.Cleanup(srv.Close)
+	return ts, apiClient{t, srv.URL}, ckpt
+}
+
+func createSession(c apiClient) string {
+	c.t.Helper()
+	st, body := c.post("/api/v1/create_session", map[string]any{"tags": []string{"test"}, "user_metadata": map[string]any{},
+		"sdk_version": "0.0.0", "type": "create_session"})
+	if st != http.StatusOK {
+		c.t.Fatalf("create_session: %d %v", st, body)
+	}
+	return body["session_id"].(string)
+}
+
+func createModel(c apiClient, session string, seq int) string {
+	c.t.Helper()
+	res := c.call("/api/v1/create_model", map[string]any{"session_id": session, "model_seq_id": seq, "base_model": testBase,
+		"lora_config": map[string]any{"rank": 8}, "type": "create_model"})
+	return res["model_id"].(string)
+}
+
+func tensor(data []float64, dtype string) map[string]any {
+	return map[string]any{"data": data, "dtype": dtype, "shape": []int{len(data)}}
+}
+
+// datum builds the Tinker datum of a trajectory: position i predicts token
+// i+1; the policy's tokens get weight 1, advantage adv and their sampling
+// logprob plus lpShift; the rest get zeros.
+func datum(tr trajectory, adv, lpShift float64) map[string]any {
+	n := len(tr.ids) - 1
+	target, weights, lps, advs := make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n)
+	for i := 0; i < n; i++ {
+		target[i] = float64(tr.ids[i+1])
+		if tr.policy[i+1] {
+			weights[i], advs[i] = 1, adv
+			lps[i] = float64(float32(tr.lps[i+1] + lpShift))
+		}
+	}
+	return map[string]any{
+		"model_input": map[string]any{"chunks": []map[string]any{{"type": "encoded_text", "tokens": tr.ids[:n]}}},
+		"loss_fn_inputs": map[string]any{"target_tokens": tensor(target, "int64"), "weights": tensor(weights, "float32"),
+			"logprobs": tensor(lps, "float32"), "advantages": tensor(advs, "float32")},
+	}
+}
+
+func fbBody(model string, seq int, lossFn string, cfg map[string]float64, data ...map[string]any) map[string]any {
+	in := map[string]any{"data": data, "loss_fn": lossFn}
+	if cfg != nil {
+		in["loss_fn_config"] = cfg
+	}
+	return map[string]any{"model_id": model, "seq_id": seq, "forward_backward_input": in, "type": "forward_backward"}
+}
+
+func optimBody(model string, seq int, lr float64) map[string]any {
+	return map[string]any{"model_id": model, "seq_id": seq, "type": "optim_step",
+		"adam_params": map[string]any{"learning_rate": lr, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": 0}}
+}
+
+// trainTrajectory samples a trajectory of a HotpotQA question that
+// searches, reads the real retriever's passages and answers.
+func trainTrajectory(t *testing.T, f *fixture, qi int) trajectory {
+	t.Helper()
+	docs := bm25Docs(t)
+	for seed := uint64(0); seed < 200; seed++ {
+		tr := rollout(f.model, InitialParams(), f.hotpot[qi].Q, "", trainSampling(), rand.New(rand.NewPCG(seed, 5)), 4, docs)
+		if len(tr.queries) >= 1 && tr.answered {
+			return tr
+		}
+	}
+	t.Fatal("no searching trajectory in 200 seeds")
+	return trajectory{}
+}
+
+// policyLogLik is the trajectory's log-likelihood over its policy tokens.
+func policyLogLik(m *Model, params Params, tr trajectory) float64 {
+	lps := m.Score(params, tr.ids)
+	s := 0.0
+	for _, p := range tr.policyPositions() {
+		s += lps[p]
+	}
+	return s
+}
+
+func metric(t *testing.T, res map[string]any, name string) float64 {
+	t.Helper()
+	ms, ok := res["metrics"].(map[string]any)
+	if !ok {
+		t.Fatalf("no metrics in %v", res)
+	}
+	v, ok := ms[name].(float64)
+	if !ok {
+		t.Fatalf("no metric %s in %v", name, ms)
+	}
+	return v
+}
+
+// TestTrainerGradientStepsChangeLikelihood trains fresh models over HTTP
+// with one forward_backward and one optim_step on a sampled trajectory and
+// checks that a positive advantage makes it more likely and a negative one
+// less likely, for the importance-sampling and PPO losses (and that cross
+// entropy makes it more likely).
+func TestTrainerGradientStepsChangeLikelihood(t *testing.T) {
+	f := getFixture(t)
+	ts, c, _ := newTrainer(t, f)
+	session := createSession(c)
+	tr := trainTrajectory(t, f, 7)
+	before := policyLogLik(f.model, InitialParams(), tr)
+	npol := len(tr.policyPositions())
+	for k, tc := range []struct {
+		loss string
+		adv  float64
+	}{{"importance_sampling", 1}, {"importance_sampling", -1}, {"ppo", 1}, {"ppo", -1}, {"cross_entropy", 0}} {
+		name := fmt.Sprintf("%s/adv=%v", tc.loss, tc.adv)
+		mid := createModel(c, session, k)
+		d := datum(tr, tc.adv, 0)
+		if tc.loss == "cross_entropy" {
+			d["loss_fn_inputs"] = map[string]any{"target_tokens": d["loss_fn_inputs"].(map[string]any)["target_tokens"],
+				"weights": d["loss_fn_inputs"].(map[string]any)["weights"]}
+		}
+		res := c.call("/api/v1/forward_backward", fbBody(mid, 1, tc.loss, nil, d))
+		// The returned logprobs are the model's, at the weighted positions.
+		outs := res["loss_fn_outputs"].([]any)
+		lpOut := outs[0].(map[string]any)["logprobs"].(map[string]any)["data"].([]any)
+		score := f.model.Score(InitialParams(), tr.ids)
+		for _, p := range tr.policyPositions() {
+			if got := lpOut[p-1].(float64); math.Abs(got-score[p]) > 1e-5*(1+math.Abs(score[p])) {
+				t.Errorf("%s: returned logprob at %d = %v, Score %v", name, p-1, got, score[p])
+			}
+		}
+		if got := metric(t, res, "clipped:sum"); got != 0 {
+			t.Errorf("%s: %v tokens clipped with on-policy logprobs", name, got)
+		}
+		if got := metric(t, res, "tokens:sum"); got != float64(npol) {
+			t.Errorf("%s: tokens:sum %v, want %d", name, got, npol)
+		}
+		if tc.loss != "cross_entropy" {
+			// On policy, ratio 1 and weights normalised to 1: loss = -A.
+			if got := metric(t, res, "loss:sum"); math.Abs(got+tc.adv) > 1e-4 {
+				t.Errorf("%s: loss:sum %v, want %v", name, got, -tc.adv)
+			}
+		}
+		if p, _ := ts.ModelParams(mid); !slices.Equal(p, InitialParams()) {
+			t.Errorf("%s: forward_backward changed the parameters", name)
+		}
+		res = c.call("/api/v1/optim_step", optimBody(mid, 2, 0.02))
+		if g := metric(t, res, "grad_norm"); g <= 0 {
+			t.Errorf("%s: grad_norm %v", name, g)
+		}
+		p, ok := ts.ModelParams(mid)
+		if !ok {
+			t.Fatalf("%s: no model %s", name, mid)
+		}
+		after := policyLogLik(f.model, p, tr)
+		t.Logf("%s: log-likelihood %.4f -> %.4f", name, before, after)
+		switch {
+		case tc.adv >= 0 && after <= before+1e-6:
+			t.Errorf("%s: trajectory log-likelihood %.6f -> %.6f, want an increase", name, before, after)
+		case tc.adv < 0 && after >= before-1e-6:
+			t.Errorf("%s: trajectory log-likelihood %.6f -> %.6f, want a decrease", name, before, after)
+		}
+	}
+}
+
+// TestTrainerPPOClips checks that PPO clips the tokens whose importance
+// ratio is outside the clip range in the advantage's direction (so they
+// contribute no gradient), honours loss_fn_config, and that the
+// importance-sampling loss does not clip.
+func TestTrainerPPOClips(t *testing.T) {
+	f := getFixture(t)
+	ts, c, _ := newTrainer(t, f)
+	session := createSession(c)
+	tr := trainTrajectory(t, f, 12)
+	npol := float64(len(tr.policyPositions()))
+	for k, tc := range []struct {
+		loss       string
+		adv, shift float64
+		cfg        map[string]float64
+		clipped    float64
+	}{
+		{"ppo", 1, -1, nil, npol},  // ratio e > 1.2 with A > 0
+		{"ppo", -1, 1, nil, npol},  // ratio 1/e < 0.8 with A < 0
+		{"ppo", -1, -1, nil, 0},    // ratio e with A < 0: not clipped
+		{"ppo", 1, -1, map[string]float64{"clip_low_threshold": 0.1, "clip_high_threshold": 10}, 0},
+		{"importance_sampling", 1, -1, nil, 0},
+	} {
+		name := fmt.Sprintf("%s adv=%v shift=%v cfg=%v", tc.loss, tc.adv, tc.shift, tc.cfg)
+		mid := createModel(c, session, k)
+		res := c.call("/api/v1/forward_backward", fbBody(mid, 1, tc.loss, tc.cfg, datum(tr, tc.adv, tc.shift)))
+		if got := metric(t, res, "clipped:sum"); got != tc.clipped {
+			t.Errorf("%s: clipped:sum %v, want %v", name, got, tc.clipped)
+		}
+		c.call("/api/v1/optim_step", optimBody(mid, 2, 0.02))
+		p, _ := ts.ModelParams(mid)
+		if changed := !slices.Equal(p, InitialParams()); changed != (tc.clipped == 0) {
+			t.Errorf("%s: parameters changed = %v, want %v", name, changed, tc.clipped == 0)
+		}
+	}
+}
+
+// TestTrainerSeqIDs checks the seq_id rules: a retry with the same body
+// gets the same request, the same seq_id with another body is a conflict,
+// a skipped seq_id is refused, and a retried step is not applied twice.
+func TestTrainerSeqIDs(t *testing.T) {
+	f := getFixture(t)
+	ts, c, _ := newTrainer(t, f)
+	session := createSession(c)
+	mid := createModel(c, session, 0)
+	tr := trainTrajectory(t, f, 3)
+	body := fbBody(mid, 1, "importance_sampling", nil, datum(tr, 1, 0))
+	st, a := c.post("/api/v1/forward_backward", body)
+	if st != http.StatusOK {
+		t.Fatalf("forward_backward: %d %v", st, a)
+	}
+	st, b := c.post("/api/v1/forward_backward", body)
+	if st != http.StatusOK || b["request_id"] != a["request_id"] {
+		t.Errorf("retry with the same body: %d %v, want the request %v", st, b, a["request_id"])
+	}
+	if st, body := c.post("/api/v1/forward_backward", fbBody(mid, 1, "importance_sampling", nil, datum(tr, 2, 0))); st != http.StatusConflict {
+		t.Errorf("seq_id 1 reused with another body: %d %v, want 409", st, body)
+	}
+	if st, body := c.post("/api/v1/optim_step", optimBody(mid, 3, 0.01)); st != http.StatusBadRequest {
+		t.Errorf("seq_id 3 after 1: %d %v, want 400", st, body)
+	}
+	if st, _ := c.result(a["request_id"].(string)); st != http.StatusOK {
+		t.Fatalf("forward_backward result: %d", st)
+	}
+	st, o1 := c.post("/api/v1/optim_step", optimBody(mid, 2, 0.01))
+	if st != http.StatusOK {
+		t.Fatalf("optim_step seq 2: %d %v", st, o1)
+	}
+	c.result(o1["request_id"].(string))
+	p1, _ := ts.ModelParams(mid)
+	st, o2 := c.post("/api/v1/optim_step", optimBody(mid, 2, 0.01))
+	if st != http.StatusOK || o2["request_id"] != o1["request_id"] {
+		t.Errorf("optim_step retry: %d %v, want request %v", st, o2, o1["request_id"])
+	}
+	c.result(o2["request_id"].(string))
+	if p2, _ := ts.ModelParams(mid); !slices.Equal(p1, p2) {
+		t.Errorf("a retried optim_step was applied twice: %v -> %v", p1, p2)
+	}
+	if slices.Equal(p1, InitialParams()) {
+		t.Errorf("optim_step did not change the parameters")
+	}
+	// Other models have their own sequence.
+	mid2 := createModel(c, session, 1)
+	if st, body := c.post("/api/v1/optim_step", optimBody(mid2, 1, 0.01)); st != http.StatusOK {
+		t.Errorf("seq_id 1 on a second model: %d %v", st, body)
+	}
+}
+
+// TestTrainerRejectsBadRequests checks the trainer's validation.
+func TestTrainerRejectsBadRequests(t *testing.T) {
+	f := getFixture(t)
+	_, c, _ := newTrainer(t, f)
+	session := createSession(c)
+	mid := createModel(c, session, 0)
+	tr := trainTrajectory(t, f, 3)
+	if st, body := c.get("/api/v1/healthz"); st != 200 || body["status"] != "ok" {
+		t.Errorf("healthz: %d %v", st, body)
+	}
+	if st, body := c.get("/api/v1/get_server_capabilities"); st != 200 || !strings.Contains(fmt.Sprint(body), testBase) {
+		t.Errorf("capabilities: %d %v", st, body)
+	}
+	if st, _ := c.post("/api/v1/session_heartbeat", map[string]any{"session_id": session, "type": "session_heartbeat"}); st != 200 {
+		t.Errorf("heartbeat: %d", st)
+	}
+	if st, _ := c.post("/api/v1/session_heartbeat", map[string]any{"session_id": "nope", "type": "session_heartbeat"}); st != 404 {
+		t.Errorf("heartbeat of an unknown session: %d, want 404", st)
+	}
+	bad := func(name string, d map[string]any, mut func(map[string]any)) map[string]any {
+		raw, _ := json.Marshal(d)
+		var cp map[string]any
+		_ = json.Unmarshal(raw, &cp)
+		mut(cp)
+		return cp
+	}
+	d := datum(tr, 1, 0)
+	inputs := func(m map[string]any) map[string]any { return m["loss_fn_inputs"].(map[string]any) }
+	cases := []struct {
+		name string
+		path string
+		body any
+		want int
+	}{
+		{"unknown field", "/api/v1/forward_backward", func() any {
+			b := fbBody(mid, 1, "ppo", nil, d)
+			b["extra"] = 1
+			return b
+		}(), 422},
+		{"unknown loss", "/api/v1/forward_backward", fbBody(mid, 1, "dpo", nil, d), 400},
+		{"short tensor", "/api/v1/forward_backward", fbBody(mid, 1, "ppo", nil, bad("short", d, func(m map[string]any) {
+			inputs(m)["weights"] = tensor([]float64{1}, "float32")
+		})), 400},
+		{"wrong dtype", "/api/v1/forward_backward", fbBody(mid, 1, "ppo", nil, bad("dtype", d, func(m map[string]any) {
+			w := inputs(m)["weights"].(map[string]any)
+			w["dtype"] = "int64"
+		})), 400},
+		{"missing advantages", "/api/v1/forward_backward", fbBody(mid, 1, "ppo", nil, bad("adv", d, func(m map[string]any) {
+			delete(inputs(m), "advantages")
+		})), 400},
+		{"unknown input", "/api/v1/forward_backward", fbBody(mid, 1, "ppo", nil, bad("extra", d, func(m map[string]any) {
+			inputs(m)["mask"] = inputs(m)["weights"]
+		})), 400},
+		{"unknown model", "/api/v1/forward_backward", fbBody("sim-model-999", 1, "ppo", nil, d), 404},
+		{"bad adam", "/api/v1/optim_step", optimBody(mid, 1, 0), 400},
+		{"bad name", "/api/v1/save_weights_for_sampler", map[string]any{"model_id": mid, "path": "../x", "seq_id": 1, "type": "save_weights_for_sampler"}, 400},
+		{"bad base model", "/api/v1/create_model", map[string]any{"session_id": session, "model_seq_id": 9, "base_model": "other",
+			"lora_config": map[string]any{"rank": 8}, "type": "create_model"}, 400},
+		{"rank 0", "/api/v1/create_model", map[string]any{"session_id": session, "model_seq_id": 9, "base_model": testBase,
+			"lora_config": map[string]any{"rank": 0}, "type": "create_model"}, 400},
+		{"unknown session", "/api/v1/create_model", map[string]any{"session_id": "x", "model_seq_id": 9, "base_model": testBase,
+			"lora_config": map[string]any{"rank": 8}, "type": "create_model"}, 404},
+		{"unknown future", "/api/v1/retrieve_future", map[string]any{"request_id": "nope"}, 404},
+	}
+	for _, tc := range cases {
+		if st, body := c.post(tc.path, tc.body); st != tc.want {
+			t.Errorf("%s: status %d %v, want %d", tc.name, st, body, tc.want)
+		} else if body["detail"] == nil {
+			t.Errorf("%s: error body without detail: %v", tc.name, body)
+		}
+	}
+	// A datum whose targets are not the next input tokens fails in the
+	// worker, through the future.
+	wrong := bad("target", d, func(m map[string]any) {
+		tt := inputs(m)["target_tokens"].(map[string]any)["data"].([]any)
+		tt[0] = float64(tr.ids[0])
+	})
+	st, acc := c.post("/api/v1/forward_backward", fbBody(mid, 1, "ppo", nil, wrong))
+	if st != http.StatusOK {
+		t.Fatalf("forward_backward: %d %v", st, acc)
+	}
+	if st, body := c.result(acc["request_id"].(string)); st != http.StatusBadRequest || body["detail"] == nil {
+		t.Errorf("non-next-token targets: %d %v, want 400 with detail", st, body)
+	}
+}
+
+// unpackArchive extracts a sampler-weights archive into dir.
+func unpackArchive(t *testing.T, path, dir string) []string {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gz, err := gzip.NewReader(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(gz)
+	var names []string
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Typeflag != tar.TypeReg || strings.Contains(h.Name, "..") || filepath.IsAbs(h.Name) {
+			t.Fatalf("unexpected archive entry %q (type %c)", h.Name, h.Typeflag)
+		}
+		b, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, h.Name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, h.Name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// promptLogprobs scores ids with a policy server the way the orchestrator
+// does: the sequence as the prompt, max_tokens 1, prompt_logprobs 0.
+func promptLogprobs(t *testing.T, c apiClient, model string, ids []int) (int, []float64) {
+	t.Helper()
+	st, body := c.post("/v1/completions", map[string]any{"model": model, "prompt": ids, "max_tokens": 1, "temperature": 0,
+		"prompt_logprobs": 0})
+	if st != http.StatusOK {
+		return st, nil
+	}
+	pl := body["choices"].([]any)[0].(map[string]any)["prompt_logprobs"].([]any)
+	if len(pl) != len(ids) || pl[0] != nil {
+		t.Fatalf("prompt_logprobs: %d entries (first %v) for %d tokens", len(pl), pl[0], len(ids))
+	}
+	out := make([]float64, len(ids))
+	for i := 1; i < len(ids); i++ {
+		e := pl[i].(map[string]any)[fmt.Sprint(ids[i])].(map[string]any)
+		out[i] = e["logprob"].(float64)
+	}
+	return st, out
+}
+
+// TestSaveWeightsLoadIntoPolicy trains a step, saves sampler weights,
+// unpacks the archive, hot-loads it into a policy server as a LoRA adapter
+// and checks that completions under the adapter's name use the trained
+// parameters.
+func TestSaveWeightsLoadIntoPolicy(t *testing.T) {
+	f := getFixture(t)
+	ts, c, ckpt := newTrainer(t, f)
+	session := createSession(c)
+	mid := createModel(c, session, 0)
+	tr := trainTrajectory(t, f, 7)
+	c.call("/api/v1/forward_backward", fbBody(mid, 1, "importance_sampling", nil, datum(tr, 1, 0)))
+	c.call("/api/v1/optim_step", optimBody(mid, 2, 0.05))
+	res := c.call("/api/v1/save_weights_for_sampler", map[string]any{"model_id": mid, "path": "step_1", "seq_id": 3, "type": "save_weights_for_sampler"})
+	if want := "tinker://" + mid + "/sampler_weights/step_1"; res["path"] != want {
+		t.Errorf("save path %v, want %s", res["path"], want)
+	}
+	archive := filepath.Join(ckpt, mid, "sampler_weights", "step_1.tar.gz")
+	dir := filepath.Join(t.TempDir(), "step_1")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if names := unpackArchive(t, archive, dir); !slices.Equal(names, []string{"adapter_config.json", "adapter_model.safetensors"}) {
+		t.Errorf("archive holds %v", names)
+	}
+	var cfg map[string]any
+	raw, _ := os.ReadFile(filepath.Join(dir, "adapter_config.json"))
+	if err := json.Unmarshal(raw, &cfg); err != nil || cfg["peft_type"] != "LORA" || cfg["base_model_name_or_path"] != testBase || cfg["r"] != 8.0 {
+		t.Errorf("adapter_config.json: %v %v", cfg, err)
+	}
+	trained, _ := ts.ModelParams(mid)
+	loaded, err := ReadAdapter(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range trained {
+		if loaded[i] != float64(float32(trained[i])) {
+			t.Errorf("adapter param %s = %v, trained %v", ParamNames[i], loaded[i], trained[i])
+		}
+	}
+
+	ps := NewPolicyServer(f.model, testBase)
+	srv := httptest.NewServer(ps.Handler())
+	t.Cleanup(srv.Close)
+	pc := apiClient{t, srv.URL}
+	st, body := pc.post("/v1/load_lora_adapter", map[string]any{"lora_name": "step_1", "lora_path": dir})
+	if st != http.StatusOK {
+		t.Fatalf("load_lora_adapter: %d %v", st, body)
+	}
+	if st, body := pc.post("/v1/load_lora_adapter", map[string]any{"lora_name": "step_1", "lora_path": dir}); st != http.StatusBadRequest {
+		t.Errorf("loading step_1 twice: %d %v, want 400", st, body)
+	}
+	if st, body := pc.post("/v1/load_lora_adapter", map[string]any{"lora_name": "other", "lora_path": t.TempDir()}); st != http.StatusBadRequest {
+		t.Errorf("loading an empty directory: %d %v, want 400", st, body)
+	}
+	_, models := pc.get("/v1/models")
+	var ids []string
+	for _, m := range models["data"].([]any) {
+		ids = append(ids, m.(map[string]any)["id"].(string))
+	}
+	if !slices.Equal(ids, []string{testBase, "step_1"}) {
+		t.Errorf("/v1/models lists %v", ids)
+	}
+	if p, ok := ps.Params("step_1"); !ok || !slices.Equal(p, loaded) {
+		t.Errorf("served params %v, want %v", p, loaded)
+	}
+
+	_, base := promptLogprobs(t, pc, testBase, tr.ids)
+	_, lora := promptLogprobs(t, pc, "step_1", tr.ids)
+	wantBase, wantLoRA, wantTrained := f.model.Score(InitialParams(), tr.ids), f.model.Score(loaded, tr.ids), f.model.Score(trained, tr.ids)
+	differs := false
+	for i := 1; i < len(tr.ids); i++ {
+		if base[i] != wantBase[i] || lora[i] != wantLoRA[i] {
+			t.Fatalf("position %d: served %v / %v, Score %v / %v", i, base[i], lora[i], wantBase[i], wantLoRA[i])
+		}
+		if math.Abs(lora[i]-wantTrained[i]) > 1e-5*(1+math.Abs(wantTrained[i])) {
+			t.Errorf("position %d: adapter logprob %v, trained model's %v", i, lora[i], wantTrained[i])
+		}
+		if math.Abs(lora[i]-base[i]) > 1e-4 {
+			differs = true
+		}
+	}
+	if !differs {
+		t.Error("the adapter scores the trajectory like the base model")
+	}
+	if st, _ := promptLogprobs(t, pc, "nope", tr.ids); st != http.StatusNotFound {
+		t.Errorf("unknown model: %d, want 404", st)
+	}
+	if st, body := pc.post("/v1/unload_lora_adapter", map[string]any{"lora_name": testBase}); st != http.StatusNotFound {
+		t.Errorf("unloading the base model: %d %v, want 404", st, body)
+	}
+	if st, body := pc.post("/v1/unload_lora_adapter", map[string]any{"lora_name": "step_1"}); st != http.StatusOK {
+		t.Errorf("unload: %d %v", st, body)
+	}
+	if st, _ := promptLogprobs(t, pc, "step_1", tr.ids); st != http.StatusNotFound {
+		t.Errorf("unloaded adapter: %d, want 404", st)
+	}
+}
