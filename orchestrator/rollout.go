@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -293,9 +294,14 @@ func searchTokenMask(c *policy.Completion, kind string, start, end int) []bool {
 }
 
 // score sets the trajectory's reward (exact match) and F1 from its last
-// answer.
+// answer. Only the policy's own text is searched: the invalid-action text
+// the environment appends holds an "<answer> and </answer>" of its own.
 func (t *Trajectory) score() {
-	t.Answer, t.Answered = format.ExtractAnswer(t.Response)
+	var own strings.Builder
+	for _, tr := range t.Turns {
+		own.WriteString(tr.Text)
+	}
+	t.Answer, t.Answered = format.ExtractAnswer(own.String())
 	if !t.Answered {
 		t.Reward, t.F1 = 0, 0
 		return

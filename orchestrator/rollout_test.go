@@ -379,8 +379,9 @@ func TestRolloutLimits(t *testing.T) {
 		t.Errorf("finish %q after %d requests, %d turns", tr.Finish, len(p.reqs), len(tr.Turns))
 	}
 	tr.score()
-	if tr.Answered || tr.Reward != 0 {
-		t.Errorf("unanswered trajectory scored %v", tr.Reward)
+	// The invalid-action text's own "<answer> and </answer>" is not an answer.
+	if tr.Answered || tr.Answer != "" || tr.Reward != 0 {
+		t.Errorf("unanswered trajectory: answered %v, answer %q, reward %v", tr.Answered, tr.Answer, tr.Reward)
 	}
 
 	// The context budget: max_tokens shrinks to what is left, then stops.

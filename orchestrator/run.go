@@ -8,14 +8,13 @@ package orchestrator
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -374,6 +373,12 @@ func (ru *run) step(ctx context.Context, step int) (*results.StepRecord, error) 
 				opdMu.Unlock()
 			}
 			for _, t := range g.trajs {
+				if !slices.Contains(t.Policy, true) {
+					// No policy token (the prompt alone filled the context):
+					// nothing to learn, and a zero weight sum would divide by
+					// zero in trainers that normalise per sequence.
+					continue
+				}
 				datums <- keyedDatum{group: t.Group, sample: t.Sample, datum: BuildDatum(t, ru.advantageSign, r.Hindsight.Coef)}
 			}
 			return nil
@@ -671,6 +676,3 @@ func (ru *run) evaluate(ctx context.Context, step int) ([]results.EvalRecord, er
 	fmt.Fprintf(ru.Out, "eval step %d (%s, greedy): average EM %.1f%% over %d datasets, %d questions\n", step, model, 100*avg, len(recs), len(items))
 	return recs, nil
 }
-
-var _ = math.Abs
-var _ = errors.New

@@ -245,3 +245,32 @@ func TestFlippedAdvantageSignMakesPolicyWorse(t *testing.T) {
 		t.Errorf("flipped sign: late reward %.3f (early %.3f, right sign late %.3f)", lateReward[-1], earlyReward, lateReward[1])
 	}
 }
+
+// Every loss form, broadcast and teacher runs end to end, and the OPD term
+// behaves as its form says.
+func TestHindsightAblationsRun(t *testing.T) {
+	for _, sets := range [][]string{
+		{"hindsight.loss=reverse_kl", "hindsight.broadcast=response", "hindsight.teacher=initial"},
+		{"hindsight.loss=clamp", "hindsight.broadcast=trajectory", "hindsight.teacher=self"},
+		{"hindsight.loss=none", "hindsight.broadcast=search"},
+		{"hindsight.redact_gold=false", "trainer.loss=ppo"},
+	} {
+		t.Run(strings.Join(sets, ","), func(t *testing.T) {
+			r := testRecipe(t, "", append(sets, "train.steps=1", "train.batch_size=6", "eval.datasets.nq=", "eval.datasets.hotpotqa=")...)
+			sum, _ := runRecipe(t, r, 1)
+			s := sum.Steps[0]
+			if s.Failed > 0 && s.Critiques == 0 {
+				t.Fatalf("%d failed trajectories, no critique", s.Failed)
+			}
+			if r.Hindsight.Loss == "none" && s.OPDTokens != 0 {
+				t.Errorf("loss none gave %d OPD tokens", s.OPDTokens)
+			}
+			if r.Hindsight.Loss == "clamp" && s.OPDMean < 0 {
+				t.Errorf("clamp gave a negative mean OPD term %v", s.OPDMean)
+			}
+			if r.Hindsight.Loss == "reverse_kl" && s.OPDTokens == 0 {
+				t.Errorf("reverse_kl over whole responses gave no OPD token")
+			}
+		})
+	}
+}

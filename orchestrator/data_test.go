@@ -1,0 +1,130 @@
+package orchestrator
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func writeDataFile(t *testing.T, name, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestLoadQuestions(t *testing.T) {
+	p := writeDataFile(t, "nq.jsonl", `{"id": "train_0", "question": "who wrote hamlet", "golden_answers": ["Shakespeare", " ", "William Shakespeare"]}
+
+{"id": 17, "question": "capital of france?", "golden_answers": ["Paris"], "dataset": "custom"}
+{"question": "no id", "golden_answers": ["x"], "extra": {"ignored": true}}
+{"id": null, "question": "null id", "golden_answers": ["y"]}
+{"id": "a\"b", "question": "escaped id", "golden_answers": ["z"]}
+`)
+	qs, err := LoadQuestions(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Question{
+		{ID: "train_0", Question: "who wrote hamlet", Golds: []string{"Shakespeare", "William Shakespeare"}, Dataset: "nq"},
+		{ID: "17", Question: "capital of france?", Golds: []string{"Paris"}, Dataset: "custom"},
+		{ID: "nq-4", Question: "no id", Golds: []string{"x"}, Dataset: "nq"},
+		{ID: "nq-5", Question: "null id", Golds: []string{"y"}, Dataset: "nq"},
+		{ID: `a"b`, Question: "escaped id", Golds: []string{"z"}, Dataset: "nq"},
+	}
+	if !reflect.DeepEqual(qs, want) {
+		t.Errorf("LoadQuestions:\n got %+v\nwant %+v", qs, want)
+	}
+}
+
+func TestLoadQuestionsShippedData(t *testing.T) {
+	ents, err := filepath.Glob("../recipes/data/qa/*.jsonl")
+	if err != nil || len(ents) == 0 {
+		t.Skipf("no shipped data: %v", err)
+	}
+	for _, f := range ents {
+		qs, err := LoadQuestions(f)
+		if err != nil {
+			t.Errorf("%s: %v", f, err)
+			continue
+		}
+		ids := map[string]bool{}
+		for _, q := range qs {
+			if ids[q.ID] {
+				t.Errorf("%s: duplicate id %q", f, q.ID)
+			}
+			ids[q.ID] = true
+		}
+	}
+}
+
+func TestLoadQuestionsErrors(t *testing.T) {
+	cases := []struct {
+		name, body, want string
+	}{
+		{"not json", "{\"question\": \"q\", \"golden_answers\": [\"a\"]}\nnot json\n", ":2: not a JSON object"},
+		{"array", "[1, 2]\n", ":1: not a JSON object"},
+		{"truncated", "{\"question\": \"q\", \"golden_answers\": [\"a\"]}\n\n{\"question\": \"q\"\n", ":3: not a JSON object"},
+		{"no question", "{\"id\": \"1\", \"golden_answers\": [\"a\"]}\n", `:1: no "question"`},
+		{"blank question", "{\"question\": \"  \", \"golden_answers\": [\"a\"]}\n", `:1: no "question"`},
+		{"null question", "{\"question\": null, \"golden_answers\": [\"a\"]}\n", `:1: no "question"`},
+		{"no golds", "{\"question\": \"q\", \"golden_answers\": [\"a\"]}\n{\"question\": \"q\"}\n", `:2: no gold answer in "golden_answers"`},
+		{"empty golds", "{\"question\": \"q\", \"golden_answers\": []}\n", `:1: no gold answer`},
+		{"blank golds", "{\"question\": \"q\", \"golden_answers\": [\"\", \" \"]}\n", `:1: no gold answer`},
+		{"golds not strings", "{\"question\": \"q\", \"golden_answers\": [1]}\n", ":1: not a JSON object"},
+		{"empty file", "", ": no questions"},
+		{"only blank lines", "\n  \n\n", ": no questions"},
+	}
+	for _, c := range cases {
+		p := writeDataFile(t, "d.jsonl", c.body)
+		_, err := LoadQuestions(p)
+		if err == nil || !strings.Contains(err.Error(), p+c.want) {
+			t.Errorf("%s: LoadQuestions error %v, want it to contain %q", c.name, err, p+c.want)
+		}
+	}
+	missing := filepath.Join(t.TempDir(), "missing.jsonl")
+	if _, err := LoadQuestions(missing); err == nil || !strings.Contains(err.Error(), missing) {
+		t.Errorf("missing file: %v", err)
+	}
+	// A line past the scanner's limit names its line.
+	p := writeDataFile(t, "big.jsonl", "{\"question\": \"q\", \"golden_answers\": [\"a\"]}\n{\"question\": \""+strings.Repeat("x", 17<<20)+"\"}\n")
+	if _, err := LoadQuestions(p); err == nil || !strings.Contains(err.Error(), p+":2:") {
+		t.Errorf("over-long line: %v", err)
+	}
+}
+
+func TestLoadCorpus(t *testing.T) {
+	p := writeDataFile(t, "c.jsonl", "{\"id\": \"1\", \"contents\": \"\\\"Paris\\\"\\nCapital of France.\"}\n\n{\"id\": \"2\", \"contents\": \"\"}\n")
+	got, err := LoadCorpus(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"\"Paris\"\nCapital of France.", ""}; !reflect.DeepEqual(got, want) {
+		t.Errorf("LoadCorpus = %q, want %q", got, want)
+	}
+
+	cases := []struct{ body, want string }{
+		{"{\"contents\": \"a\"}\n{bad\n", ":2: not a JSON object"},
+		{"{\"id\": \"1\"}\n", `:1: no "contents"`},
+		{"{\"contents\": null}\n", `:1: no "contents"`},
+		{"{\"contents\": 5}\n", ":1: not a JSON object"},
+	}
+	for _, c := range cases {
+		p := writeDataFile(t, "c.jsonl", c.body)
+		_, err := LoadCorpus(p)
+		if err == nil || !strings.Contains(err.Error(), p+c.want) {
+			t.Errorf("LoadCorpus(%q) error %v, want %q", c.body, err, p+c.want)
+		}
+	}
+	missing := filepath.Join(t.TempDir(), "none.jsonl")
+	if _, err := LoadCorpus(missing); err == nil || !strings.HasPrefix(err.Error(), "corpus: ") || !strings.Contains(err.Error(), missing) {
+		t.Errorf("missing corpus: %v", err)
+	}
+	if got, err := LoadCorpus(writeDataFile(t, "e.jsonl", "")); err != nil || len(got) != 0 {
+		t.Errorf("empty corpus = %v, %v", got, err)
+	}
+}
