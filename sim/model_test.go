@@ -226,7 +226,7 @@ func TestTopKTopP(t *testing.T) {
 		return 0
 	})
 	top2 := ids[:2]
-	for i := 0; i < 500; i++ {
+	for i := 0; i < draws()/40; i++ {
 		rng := rand.New(rand.NewPCG(uint64(i), 7))
 		g := f.model.Generate(params, query, Sampling{Temperature: 1, TopK: 2, MaxTokens: 1}, rng)
 		if !slices.Contains(top2, g.IDs[0]) {
@@ -287,7 +287,7 @@ func TestScoreAnySequence(t *testing.T) {
 		"random ids": randomIDs,
 		"foreign text": tk.Encode(promptText(q, "") + "<think> Let me think about it, 日本語 ✓. </think>\n<search> something nobody would search </search>" +
 			format.InfoBlock(f.corpus[40:43]) + "<answer> a made-up answer </answer><|im_end|>"),
-		"no chat template": tk.Encode(format.UserPrompt(q, "") + "<search> " + q + " </search><answer> x </answer>"),
+		"no chat template":      tk.Encode(format.UserPrompt(q, "") + "<search> " + q + " </search><answer> x </answer>"),
 		"two assistant headers": tk.Encode(promptText(q, "") + "<answer> yes </answer>" + assistantHeader + "<answer> no </answer>"),
 		"specials only":         {0, 1, 2, 1, 2, 0, 0},
 		"one token":             {5},
@@ -454,7 +454,10 @@ func TestLogProbGradFiniteDifferences(t *testing.T) {
 	for k, c := range []struct {
 		qi, s, a int
 		hint     string
-	}{{2, 0, 0, ""}, {7, 1, 3, ""}, {12, 2, 5, "Hint: Search for \"Reading Post\" first.\n"}, {30, 3, 1, ""}} {
+	}{{2, 0, 0, ""}, {12, 2, 5, "Hint: Search for \"Reading Post\" first.\n"}, {7, 1, 3, ""}, {30, 3, 1, ""}} {
+		if k >= 2 && (raceEnabled || testing.Short()) {
+			break
+		}
 		params := randomParams(rng, 1)
 		if k == 0 {
 			params = InitialParams()
@@ -475,9 +478,13 @@ func TestLogProbGradFiniteDifferences(t *testing.T) {
 		score := m.Score(params, seq)
 		total := make([]float64, NumParams)
 		coefs := make([]float64, len(pos))
+		// Per-position gradients through one scorer (LogProbGrad's own
+		// path, without rebuilding the turns for every position); the public
+		// call is checked on their weighted sum below.
+		s := m.scorer(params, seq)
 		for n, i := range pos {
 			grad := make([]float64, NumParams)
-			lp := m.LogProbGrad(params, seq, []int{i}, []float64{1}, grad)
+			lp := []float64{s.logProb(i, grad, 1)}
 			if lp[0] != score[i] {
 				t.Errorf("case %d position %d: LogProbGrad logprob %v, Score %v", k, i, lp[0], score[i])
 			}
@@ -495,7 +502,12 @@ func TestLogProbGradFiniteDifferences(t *testing.T) {
 		}
 		// The weighted call is the weighted sum of the single ones.
 		grad := make([]float64, NumParams)
-		m.LogProbGrad(params, seq, pos, coefs, grad)
+		lps := m.LogProbGrad(params, seq, pos, coefs, grad)
+		for n, i := range pos {
+			if lps[n] != score[i] {
+				t.Errorf("case %d position %d: LogProbGrad logprob %v, Score %v", k, i, lps[n], score[i])
+			}
+		}
 		for j := range grad {
 			if math.Abs(grad[j]-total[j]) > 1e-9*(1+math.Abs(total[j])) {
 				t.Errorf("case %d param %s: weighted gradient %v, sum of gradients %v", k, ParamNames[j], grad[j], total[j])
@@ -511,4 +523,26 @@ func TestLogProbGradFiniteDifferences(t *testing.T) {
 	if n < int(NumParams)-3 {
 		t.Errorf("only %d of %d parameters have a non-zero gradient at the checked positions: %v", n, NumParams, nonzero)
 	}
+}
+
+// FuzzModelScore checks that Score never panics and gives a finite
+// logprob at every position, for any text after a real prompt and for any
+// token ids.
+func FuzzModelScore(f *testing.F) {
+	f.Add("<think> I need more information. </think>\n<search> Lavatera </search>", []byte{1, 2, 3})
+	f.Add(thoughtAnswer+"<answer> Oplismenus </answer><|im_end|>", []byte{})
+	f.Add("\n\n<information>Doc 1(Title: \"Lavatera\") x</information>\n\n<|im_start|>assistant\n", []byte{255, 0, 255, 0})
+	f.Add(InvalidActionText+"<search>", []byte("\x00\x01\x02\x03\x04\x05"))
+	f.Fuzz(func(t *testing.T, text string, raw []byte) {
+		fx := getFixture(t)
+		ids := fx.tk.Encode(promptText(fx.hotpot[0].Q, "") + text)
+		for i := 0; i+1 < len(raw); i += 2 {
+			ids = append(ids, (int(raw[i])<<8|int(raw[i+1]))%fx.tk.VocabSize())
+		}
+		for i, lp := range fx.model.Score(InitialParams(), ids) {
+			if !finite(lp) || lp > 1e-12 {
+				t.Fatalf("position %d: logprob %v", i, lp)
+			}
+		}
+	})
 }

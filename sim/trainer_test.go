@@ -287,9 +287,9 @@ func TestTrainerPPOClips(t *testing.T) {
 		cfg        map[string]float64
 		clipped    float64
 	}{
-		{"ppo", 1, -1, nil, npol},  // ratio e > 1.2 with A > 0
-		{"ppo", -1, 1, nil, npol},  // ratio 1/e < 0.8 with A < 0
-		{"ppo", -1, -1, nil, 0},    // ratio e with A < 0: not clipped
+		{"ppo", 1, -1, nil, npol}, // ratio e > 1.2 with A > 0
+		{"ppo", -1, 1, nil, npol}, // ratio 1/e < 0.8 with A < 0
+		{"ppo", -1, -1, nil, 0},   // ratio e with A < 0: not clipped
 		{"ppo", 1, -1, map[string]float64{"clip_low_threshold": 0.1, "clip_high_threshold": 10}, 0},
 		{"importance_sampling", 1, -1, nil, 0},
 	} {
@@ -303,6 +303,37 @@ func TestTrainerPPOClips(t *testing.T) {
 		p, _ := ts.ModelParams(mid)
 		if changed := !slices.Equal(p, InitialParams()); changed != (tc.clipped == 0) {
 			t.Errorf("%s: parameters changed = %v, want %v", name, changed, tc.clipped == 0)
+		}
+	}
+}
+
+// TestTrainerImportanceRatio checks that the importance-sampling loss
+// weights each token's gradient by its ratio: one batch holds a trajectory
+// twice, once with advantage +1 and ratio e^3 (sampled with logprobs 3
+// lower) and once with advantage -1 on policy. The ratio-weighted gradient
+// is (e^3 - 1) times that of the trajectory's log-likelihood, so it becomes
+// more likely; without the ratio the two would cancel. PPO clips the first
+// datum (ratio > 1.2 with A > 0), so under PPO it becomes less likely.
+func TestTrainerImportanceRatio(t *testing.T) {
+	f := getFixture(t)
+	ts, c, _ := newTrainer(t, f)
+	session := createSession(c)
+	tr := trainTrajectory(t, f, 7)
+	before := policyLogLik(f.model, InitialParams(), tr)
+	for k, tc := range []struct {
+		loss string
+		up   bool
+	}{{"importance_sampling", true}, {"ppo", false}} {
+		mid := createModel(c, session, k)
+		c.call("/api/v1/forward_backward", fbBody(mid, 1, tc.loss, nil, datum(tr, 1, -3), datum(tr, -1, 0)))
+		res := c.call("/api/v1/optim_step", optimBody(mid, 2, 0.02))
+		if d := metric(t, res, "datums"); d != 2 {
+			t.Errorf("%s: optim_step used %v datums, want 2", tc.loss, d)
+		}
+		p, _ := ts.ModelParams(mid)
+		after := policyLogLik(f.model, p, tr)
+		if up := after > before+1e-6; up != tc.up || math.Abs(after-before) < 1e-6 {
+			t.Errorf("%s: log-likelihood %.6f -> %.6f, want it to go %s", tc.loss, before, after, map[bool]string{true: "up", false: "down"}[tc.up])
 		}
 	}
 }
@@ -350,6 +381,15 @@ func TestTrainerSeqIDs(t *testing.T) {
 	}
 	if slices.Equal(p1, InitialParams()) {
 		t.Errorf("optim_step did not change the parameters")
+	}
+	// An optim_step with no forward_backward since the last one has no
+	// gradients to apply.
+	res := c.call("/api/v1/optim_step", optimBody(mid, 3, 0.01))
+	if d := metric(t, res, "datums"); d != 0 {
+		t.Errorf("optim_step after optim_step used %v datums, want 0", d)
+	}
+	if p3, _ := ts.ModelParams(mid); !slices.Equal(p1, p3) {
+		t.Errorf("an optim_step without gradients changed the parameters: %v -> %v", p1, p3)
 	}
 	// Other models have their own sequence.
 	mid2 := createModel(c, session, 1)

@@ -1,0 +1,154 @@
+package sim
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/hindsearch/hindsearch/orchestrator/format"
+)
+
+func judgeRequest(t *testing.T, url, key string, body any) (int, map[string]any, http.Header) {
+	t.Helper()
+	raw, _ := json.Marshal(body)
+	req, _ := http.NewRequest("POST", url+"/v1/chat/completions", bytes.NewReader(raw))
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var out map[string]any
+	_ = json.Unmarshal(b, &out)
+	return resp.StatusCode, out, resp.Header
+}
+
+// TestJudgeAuthAndProtocol checks the bearer key, the OpenAI chat shapes,
+// the labels and the request validation of the simulated judge.
+func TestJudgeAuthAndProtocol(t *testing.T) {
+	f := getFixture(t)
+	js := NewJudgeServer("judge-model", "s3cret", f.corpus[:200])
+	srv := httptest.NewServer(js.Handler())
+	t.Cleanup(srv.Close)
+	q := f.hotpot[0]
+	body := map[string]any{"model": "judge-model", "max_tokens": 300, "temperature": 0, "seed": 1,
+		"messages": []map[string]string{{"role": "user", "content": judgePrompt(q.Q, q.Answers, thoughtAnswer+"<answer> Lavatera </answer>")}}}
+	for _, key := range []string{"", "wrong", "S3CRET"} {
+		st, out, h := judgeRequest(t, srv.URL, key, body)
+		if st != http.StatusUnauthorized || h.Get(SimulatorHeader) != "true" || out["error"] == nil {
+			t.Errorf("key %q: %d %v", key, st, out)
+		}
+	}
+	st, out, h := judgeRequest(t, srv.URL, "s3cret", body)
+	if st != 200 || h.Get(SimulatorHeader) != "true" || out["system_fingerprint"] != Fingerprint || out["object"] != "chat.completion" {
+		t.Fatalf("judge: %d %v", st, out)
+	}
+	msg := out["choices"].([]any)[0].(map[string]any)["message"].(map[string]any)
+	content := msg["content"].(string)
+	if msg["role"] != "assistant" || quoted(content) == "" {
+		t.Errorf("critique %q", content)
+	}
+	// max_tokens cuts the critique.
+	short := map[string]any{"model": "judge-model", "max_tokens": 3, "messages": body["messages"]}
+	if _, out, _ := judgeRequest(t, srv.URL, "s3cret", short); len(out["choices"].([]any)[0].(map[string]any)["message"].(map[string]any)["content"].(string)) > 12 {
+		t.Errorf("max_tokens 3 did not cut the critique: %v", out)
+	}
+	for name, b := range map[string]map[string]any{
+		"unknown model": {"model": "other", "messages": body["messages"]},
+		"no messages":   {"model": "judge-model", "messages": []any{}},
+		"unknown field": {"model": "judge-model", "messages": body["messages"], "top_q": 1},
+	} {
+		st, out, h := judgeRequest(t, srv.URL, "s3cret", b)
+		if st < 400 || h.Get(SimulatorHeader) != "true" || out["error"] == nil {
+			t.Errorf("%s: %d %v", name, st, out)
+		}
+	}
+	// /v1/models and /health need no key.
+	resp, err := http.Get(srv.URL + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !bytes.Contains(b, []byte(`"judge-model"`)) || !bytes.Contains(b, []byte(Fingerprint)) {
+		t.Errorf("/v1/models: %d %s", resp.StatusCode, b)
+	}
+	// Without a configured key, none is needed.
+	open := httptest.NewServer(NewJudgeServer("judge-model", "", nil).Handler())
+	t.Cleanup(open.Close)
+	if st, out, _ := judgeRequest(t, open.URL, "", body); st != 200 {
+		t.Errorf("no key configured: %d %v", st, out)
+	}
+}
+
+// TestJudgeCritiqueCases checks what the judge says for each kind of
+// trajectory.
+func TestJudgeCritiqueCases(t *testing.T) {
+	f := getFixture(t)
+	js := NewJudgeServer("judge", "", f.corpus)
+	q := f.hotpot[2] // Frank Lowy; the bid's passage does not name him in its title
+	noSearch := thoughtAnswer + "<answer> unknown </answer>"
+	c := js.Critique(judgePrompt(q.Q, q.Answers, noSearch))
+	title := quoted(c)
+	if !strings.Contains(c, "without searching") || title == "" {
+		t.Fatalf("no-search critique %q", c)
+	}
+	// It names a passage to search for, not the answer.
+	if strings.Contains(format.Normalize(c), format.Normalize(q.Answers[0])) {
+		t.Errorf("critique %q states the gold answer %q", c, q.Answers[0])
+	}
+	found := false
+	for _, p := range f.corpus {
+		if strings.HasPrefix(p, "\""+title+"\"\n") && containsGold(p, q.Answers) {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("the critique's title %q is not a passage holding %v", title, q.Answers)
+	}
+	// Searched, but missed the passage.
+	missed := thoughtSearch + "<search> FIFA </search>" + format.InfoBlock(f.corpus[100:103]) + noSearch
+	if c := js.Critique(judgePrompt(q.Q, q.Answers, missed)); !strings.Contains(c, "missed") || quoted(c) != title {
+		t.Errorf("missed critique %q", c)
+	}
+	// Retrieved the right passage, answered wrongly.
+	var gold string
+	for _, p := range f.corpus {
+		if strings.HasPrefix(p, "\""+title+"\"\n") {
+			gold = p
+		}
+	}
+	read := thoughtSearch + "<search> x </search>" + format.InfoBlock([]string{gold}) + noSearch
+	if c := js.Critique(judgePrompt(q.Q, q.Answers, read)); !strings.Contains(c, "retrieved the right passage") {
+		t.Errorf("retrieved critique %q", c)
+	}
+	// No gold: a question entity not searched yet, then a generic line.
+	c = js.Critique(judgePrompt(q.Q, nil, noSearch))
+	ent := quoted(c)
+	if ent == "" || !strings.Contains(q.Q, ent) {
+		t.Errorf("no-gold critique %q does not quote a question entity", c)
+	}
+	searchedAll := ""
+	for _, e := range entities(format.NormalizeQuestion(q.Q), true) {
+		searchedAll += "<search> " + e + " </search>"
+	}
+	if c := js.Critique(judgePrompt(q.Q, nil, searchedAll)); quoted(c) != "" {
+		t.Errorf("every entity searched: critique %q still quotes one", c)
+	}
+	if c := js.Critique("no question here"); !strings.Contains(c, "cannot find the question") {
+		t.Errorf("critique without a question: %q", c)
+	}
+	// Yes/no gold answers give no passage to look for.
+	yn := f.hotpot[3]
+	if c := js.Critique(judgePrompt(yn.Q, yn.Answers, noSearch)); strings.Contains(c, "first and answer from that passage") {
+		t.Errorf("yes/no question: critique %q", c)
+	}
+}

@@ -1,0 +1,383 @@
+package sim
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/hindsearch/hindsearch/orchestrator/format"
+)
+
+// newPolicy starts a simulated policy server over httptest.
+func newPolicy(t *testing.T, f *fixture) (*PolicyServer, apiClient) {
+	t.Helper()
+	ps := NewPolicyServer(f.model, testBase)
+	srv := httptest.NewServer(ps.Handler())
+	t.Cleanup(srv.Close)
+	return ps, apiClient{t, srv.URL}
+}
+
+// completion is the decoded part of a completions answer the tests read.
+type completion struct {
+	Model             string `json:"model"`
+	SystemFingerprint string `json:"system_fingerprint"`
+	Choices           []struct {
+		Index        int     `json:"index"`
+		Text         string  `json:"text"`
+		FinishReason string  `json:"finish_reason"`
+		StopReason   *string `json:"stop_reason"`
+		TokenIDs     []int   `json:"token_ids"`
+		PromptIDs    []int   `json:"prompt_token_ids"`
+		Logprobs     *struct {
+			Tokens        []string             `json:"tokens"`
+			TokenLogprobs []float64            `json:"token_logprobs"`
+			TopLogprobs   []map[string]float64 `json:"top_logprobs"`
+			TextOffset    []int                `json:"text_offset"`
+		} `json:"logprobs"`
+	} `json:"choices"`
+	Usage struct {
+		PromptTokens     int `json:"prompt_tokens"`
+		CompletionTokens int `json:"completion_tokens"`
+		TotalTokens      int `json:"total_tokens"`
+	} `json:"usage"`
+}
+
+func complete(t *testing.T, c apiClient, req map[string]any) completion {
+	t.Helper()
+	if _, ok := req["model"]; !ok {
+		req["model"] = testBase
+	}
+	raw, _ := json.Marshal(req)
+	resp, err := http.Post(c.base+"/v1/completions", "application/json", bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("completions: %d %s", resp.StatusCode, b)
+	}
+	if resp.Header.Get(SimulatorHeader) != "true" {
+		t.Errorf("completions: no %s header", SimulatorHeader)
+	}
+	var out completion
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.SystemFingerprint != Fingerprint {
+		t.Errorf("system_fingerprint %q, want %q", out.SystemFingerprint, Fingerprint)
+	}
+	return out
+}
+
+// TestPolicyCompletionsFields checks the vLLM request fields the
+// orchestrator uses.
+func TestPolicyCompletionsFields(t *testing.T) {
+	f := getFixture(t)
+	_, c := newPolicy(t, f)
+	prompt := promptText(f.hotpot[2].Q, "")
+	ids := f.tk.Encode(prompt)
+
+	// max_tokens defaults to 16 (a turn is longer).
+	out := complete(t, c, map[string]any{"prompt": prompt, "seed": 1})
+	if ch := out.Choices[0]; out.Usage.CompletionTokens != 16 || ch.FinishReason != "length" || ch.Logprobs != nil {
+		t.Errorf("default max_tokens: %d tokens, finish %q, logprobs %v", out.Usage.CompletionTokens, ch.FinishReason, ch.Logprobs)
+	}
+	if out.Usage.PromptTokens != len(ids) || out.Usage.TotalTokens != len(ids)+16 {
+		t.Errorf("usage %+v, prompt has %d tokens", out.Usage, len(ids))
+	}
+	// A string prompt and its token ids give the same answer for a seed.
+	byIDs := complete(t, c, map[string]any{"prompt": ids, "seed": 1})
+	if byIDs.Choices[0].Text != out.Choices[0].Text {
+		t.Errorf("prompt as ids: %q, as text: %q", byIDs.Choices[0].Text, out.Choices[0].Text)
+	}
+
+	base := func() map[string]any {
+		return map[string]any{"prompt": ids, "max_tokens": 500, "temperature": 1.0, "top_p": 1.0, "top_k": -1, "seed": 7,
+			"stop": format.StopStrings, "logprobs": 0, "return_token_ids": true, "include_stop_str_in_output": true}
+	}
+	// n > 1: n choices, indexed, usage summed; the same seed repeats.
+	req := base()
+	req["n"] = 6
+	many := complete(t, c, req)
+	if len(many.Choices) != 6 {
+		t.Fatalf("n=6: %d choices", len(many.Choices))
+	}
+	total, texts := 0, map[string]bool{}
+	for i, ch := range many.Choices {
+		if ch.Index != i {
+			t.Errorf("choice %d has index %d", i, ch.Index)
+		}
+		total += len(ch.TokenIDs)
+		texts[ch.Text] = true
+		if !slices.Equal(ch.PromptIDs, ids) {
+			t.Errorf("prompt_token_ids differ from the prompt")
+		}
+	}
+	if total != many.Usage.CompletionTokens {
+		t.Errorf("usage.completion_tokens %d, choices hold %d", many.Usage.CompletionTokens, total)
+	}
+	if len(texts) < 2 {
+		t.Errorf("n=6 gave one text 6 times: %v", texts)
+	}
+	again := complete(t, c, req)
+	for i := range many.Choices {
+		if again.Choices[i].Text != many.Choices[i].Text {
+			t.Errorf("seed 7 choice %d: %q then %q", i, many.Choices[i].Text, again.Choices[i].Text)
+		}
+	}
+
+	for _, ch := range many.Choices {
+		lp := ch.Logprobs
+		if lp == nil || len(lp.Tokens) != len(ch.TokenIDs) || len(lp.TokenLogprobs) != len(ch.TokenIDs) || len(lp.TextOffset) != len(ch.TokenIDs) {
+			t.Fatalf("logprobs %+v for %d tokens", lp, len(ch.TokenIDs))
+		}
+		// text_offset indexes each token's text in the choice's text.
+		for j, id := range ch.TokenIDs {
+			piece := f.tk.Piece(id)
+			if lp.Tokens[j] != piece || !strings.HasPrefix(ch.Text[lp.TextOffset[j]:], piece) {
+				t.Errorf("token %d %q at offset %d of %q", j, lp.Tokens[j], lp.TextOffset[j], ch.Text)
+			}
+			if lp.TopLogprobs[j][piece] != lp.TokenLogprobs[j] {
+				t.Errorf("top_logprobs %v, token logprob %v", lp.TopLogprobs[j], lp.TokenLogprobs[j])
+			}
+		}
+		if ch.FinishReason != "stop" || ch.StopReason == nil || !strings.HasSuffix(ch.Text, *ch.StopReason) {
+			t.Errorf("finish %q stop %v text %q", ch.FinishReason, ch.StopReason, ch.Text)
+		}
+		// The reported logprobs are the model's, token by token.
+		score := f.model.Score(InitialParams(), concat(ids, ch.TokenIDs))
+		for j := range ch.TokenIDs {
+			if math.Abs(score[len(ids)+j]-lp.TokenLogprobs[j]) > 1e-9 {
+				t.Errorf("token %d: reported %v, Score %v", j, lp.TokenLogprobs[j], score[len(ids)+j])
+			}
+		}
+	}
+
+	// return_tokens_as_token_ids.
+	req = base()
+	req["return_tokens_as_token_ids"] = true
+	asIDs := complete(t, c, req).Choices[0]
+	for j, tok := range asIDs.Logprobs.Tokens {
+		if tok != "token_id:"+strconv.Itoa(asIDs.TokenIDs[j]) {
+			t.Errorf("token %d: %q, want token_id:%d", j, tok, asIDs.TokenIDs[j])
+		}
+		if _, ok := asIDs.Logprobs.TopLogprobs[j][tok]; !ok {
+			t.Errorf("top_logprobs %v lacks %q", asIDs.Logprobs.TopLogprobs[j], tok)
+		}
+	}
+
+	// include_stop_str_in_output false trims the stop string.
+	req = base()
+	req["include_stop_str_in_output"] = false
+	trimmed := complete(t, c, req).Choices[0]
+	full := complete(t, c, base()).Choices[0]
+	if trimmed.StopReason == nil || full.StopReason == nil || *trimmed.StopReason != *full.StopReason {
+		t.Fatalf("stop reasons %v / %v", trimmed.StopReason, full.StopReason)
+	}
+	if strings.Contains(trimmed.Text, *trimmed.StopReason) || trimmed.Text+*full.StopReason != full.Text {
+		t.Errorf("trimmed %q, full %q", trimmed.Text, full.Text)
+	}
+	if !slices.Equal(trimmed.TokenIDs, full.TokenIDs) {
+		t.Errorf("trimming changed the token ids")
+	}
+
+	// Prompt logprobs: first entry null, then the model's scores.
+	_, pl := promptLogprobs(t, c, testBase, ids)
+	score := f.model.Score(InitialParams(), ids)
+	for i := 1; i < len(ids); i++ {
+		if pl[i] != score[i] {
+			t.Fatalf("prompt logprob %d: %v, Score %v", i, pl[i], score[i])
+		}
+	}
+
+	// Greedy through the server: the same for every seed.
+	g1 := complete(t, c, map[string]any{"prompt": ids, "max_tokens": 200, "temperature": 0, "seed": 1, "stop": format.StopStrings})
+	g2 := complete(t, c, map[string]any{"prompt": ids, "max_tokens": 200, "temperature": 0, "seed": 2, "stop": format.StopStrings})
+	if g1.Choices[0].Text != g2.Choices[0].Text {
+		t.Errorf("greedy: %q vs %q", g1.Choices[0].Text, g2.Choices[0].Text)
+	}
+}
+
+// TestPolicyRejects checks the policy server's request validation.
+func TestPolicyRejects(t *testing.T) {
+	f := getFixture(t)
+	_, c := newPolicy(t, f)
+	for _, tc := range []struct {
+		name string
+		body map[string]any
+		want int
+	}{
+		{"unknown field", map[string]any{"model": testBase, "prompt": "x", "frequency_penalty_typo": 1}, 400},
+		{"unknown model", map[string]any{"model": "nope", "prompt": "x"}, 404},
+		{"empty prompt", map[string]any{"model": testBase, "prompt": ""}, 400},
+		{"empty id list", map[string]any{"model": testBase, "prompt": []int{}}, 400},
+		{"id out of range", map[string]any{"model": testBase, "prompt": []int{1, f.tk.VocabSize()}}, 400},
+		{"negative id", map[string]any{"model": testBase, "prompt": []int{-1}}, 400},
+		{"max_tokens 0", map[string]any{"model": testBase, "prompt": "x", "max_tokens": 0}, 400},
+		{"n 0", map[string]any{"model": testBase, "prompt": "x", "n": 0}, 400},
+		{"n 65", map[string]any{"model": testBase, "prompt": "x", "n": 65}, 400},
+		{"prompt object", map[string]any{"model": testBase, "prompt": map[string]any{}}, 400},
+	} {
+		st, body := c.post("/v1/completions", tc.body)
+		if st != tc.want {
+			t.Errorf("%s: %d %v, want %d", tc.name, st, body, tc.want)
+		}
+		if e, ok := body["error"].(map[string]any); !ok || e["message"] == "" {
+			t.Errorf("%s: not an OpenAI error body: %v", tc.name, body)
+		}
+	}
+	// A one-string stop is accepted, as in the OpenAI API.
+	if st, body := c.post("/v1/completions", map[string]any{"model": testBase, "prompt": "x", "stop": "</search>"}); st != 200 {
+		t.Errorf("stop as a string: %d %v", st, body)
+	}
+}
+
+// TestPolicyTokenizeDetokenize checks /tokenize (with and without the chat
+// template) and /detokenize.
+func TestPolicyTokenizeDetokenize(t *testing.T) {
+	f := getFixture(t)
+	_, c := newPolicy(t, f)
+	user := format.UserPrompt(f.hotpot[0].Q, "")
+	tokens := func(body map[string]any) []int {
+		t.Helper()
+		st, out := c.post("/tokenize", body)
+		if st != 200 {
+			t.Fatalf("tokenize %v: %d %v", body, st, out)
+		}
+		var ids []int
+		for _, v := range out["tokens"].([]any) {
+			ids = append(ids, int(v.(float64)))
+		}
+		if out["count"].(float64) != float64(len(ids)) || out["max_model_len"].(float64) <= 0 {
+			t.Errorf("tokenize: count %v max_model_len %v for %d tokens", out["count"], out["max_model_len"], len(ids))
+		}
+		return ids
+	}
+	msgs := []map[string]string{{"role": "user", "content": user}}
+	chat := tokens(map[string]any{"model": testBase, "messages": msgs, "add_generation_prompt": true})
+	want := "<|im_start|>system\n" + SystemPrompt + "<|im_end|>\n<|im_start|>user\n" + user + "<|im_end|>\n<|im_start|>assistant\n"
+	if got, _ := f.tk.Decode(chat); got != want {
+		t.Errorf("chat tokenize decodes to %q, want %q", got, want)
+	}
+	if !slices.Equal(chat, f.tk.Encode(want)) {
+		t.Error("chat tokens differ from Encode of the template")
+	}
+	if noGen := tokens(map[string]any{"model": testBase, "messages": msgs, "add_generation_prompt": false}); !slices.Equal(noGen, f.tk.Encode(strings.TrimSuffix(want, "<|im_start|>assistant\n"))) {
+		t.Error("add_generation_prompt false still adds the assistant header")
+	}
+	plain := tokens(map[string]any{"model": testBase, "prompt": user, "add_special_tokens": true})
+	if !slices.Equal(plain, f.tk.Encode(user)) {
+		t.Error("plain prompt tokens differ from Encode")
+	}
+	if s, _ := f.tk.Decode(plain); strings.Contains(s, TokIMStart) {
+		t.Error("plain prompt got a chat template")
+	}
+	if st, _ := c.post("/tokenize", map[string]any{"model": testBase, "prompt": "x", "messages": msgs}); st != 400 {
+		t.Errorf("prompt and messages: %d, want 400", st)
+	}
+	if st, _ := c.post("/tokenize", map[string]any{"model": testBase}); st != 400 {
+		t.Errorf("neither prompt nor messages: %d, want 400", st)
+	}
+	if st, _ := c.post("/tokenize", map[string]any{"model": "nope", "prompt": "x"}); st != 404 {
+		t.Errorf("unknown model: %d, want 404", st)
+	}
+	if st, _ := c.post("/tokenize", map[string]any{"model": testBase, "prompt": "x", "bogus": 1}); st != 400 {
+		t.Errorf("unknown field: %d, want 400", st)
+	}
+	st, out := c.post("/detokenize", map[string]any{"model": testBase, "tokens": chat})
+	if st != 200 || out["prompt"] != want {
+		t.Errorf("detokenize: %d %v", st, out)
+	}
+	if st, _ := c.post("/detokenize", map[string]any{"model": testBase, "tokens": []int{f.tk.VocabSize()}}); st != 400 {
+		t.Errorf("detokenize out of range: %d, want 400", st)
+	}
+}
+
+// TestPolicyLabelled checks that every answer of the policy server,
+// errors and unknown routes included, carries the simulator header, and
+// that bodies with a fingerprint name the simulator.
+func TestPolicyLabelled(t *testing.T) {
+	f := getFixture(t)
+	_, c := newPolicy(t, f)
+	for _, r := range []struct{ method, path, body string }{
+		{"GET", "/health", ""}, {"GET", "/v1/models", ""}, {"GET", "/metrics", ""}, {"GET", "/nope", ""},
+		{"POST", "/v1/completions", `{"model":"` + testBase + `","prompt":"x","max_tokens":2}`},
+		{"POST", "/v1/completions", `{`}, {"POST", "/tokenize", `{"prompt":"x"}`},
+		{"POST", "/v1/load_lora_adapter", `{"lora_name":"a","lora_path":"/nonexistent"}`},
+		{"POST", "/v1/unload_lora_adapter", `{"lora_name":"a"}`},
+	} {
+		req, _ := http.NewRequest(r.method, c.base+r.path, strings.NewReader(r.body))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.Header.Get(SimulatorHeader) != "true" {
+			t.Errorf("%s %s (%d): no %s header", r.method, r.path, resp.StatusCode, SimulatorHeader)
+		}
+		if bytes.Contains(b, []byte("fingerprint")) || bytes.Contains(b, []byte("owned_by")) {
+			if !bytes.Contains(b, []byte(Fingerprint)) {
+				t.Errorf("%s %s: body without %q: %s", r.method, r.path, Fingerprint, b)
+			}
+		}
+		switch r.path {
+		case "/health":
+			if resp.StatusCode != 200 || len(b) != 0 {
+				t.Errorf("/health: %d %q", resp.StatusCode, b)
+			}
+		case "/metrics":
+			if !bytes.Contains(b, []byte("vllm:num_requests_running")) {
+				t.Errorf("/metrics: %s", b)
+			}
+		case "/v1/models":
+			var m struct {
+				Object string `json:"object"`
+				Data   []struct {
+					ID      string `json:"id"`
+					OwnedBy string `json:"owned_by"`
+				} `json:"data"`
+			}
+			if err := json.Unmarshal(b, &m); err != nil || m.Object != "list" || len(m.Data) != 1 || m.Data[0].ID != testBase || m.Data[0].OwnedBy != Fingerprint {
+				t.Errorf("/v1/models: %s", b)
+			}
+		}
+	}
+}
+
+// TestPolicyConcurrent runs requests in parallel (for -race).
+func TestPolicyConcurrent(t *testing.T) {
+	f := getFixture(t)
+	_, c := newPolicy(t, f)
+	ids := f.tk.Encode(promptText(f.hotpot[1].Q, ""))
+	errs := make(chan error, 8)
+	for i := 0; i < 8; i++ {
+		go func() {
+			raw, _ := json.Marshal(map[string]any{"model": testBase, "prompt": ids, "max_tokens": 100, "n": 2, "seed": i,
+				"stop": format.StopStrings, "logprobs": 1, "prompt_logprobs": 0})
+			resp, err := http.Post(c.base+"/v1/completions", "application/json", bytes.NewReader(raw))
+			if err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					err = fmt.Errorf("status %d", resp.StatusCode)
+				}
+			}
+			errs <- err
+		}()
+	}
+	for i := 0; i < 8; i++ {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}
