@@ -41,15 +41,15 @@ func testRecipe(t *testing.T, body string, sets ...string) *recipes.Recipe {
 seed: 3
 policy: {urls: [embedded], model: sim/base, concurrency: 8}
 judge: {url: embedded, model: sim/judge}
-retriever: {url: embedded, corpus: %[1]s/corpus/passages.jsonl, topk: 3, index_dir: %[2]s}
+retriever: {url: embedded, corpus: '%[1]s/corpus/passages.jsonl', topk: 3, index_dir: '%[2]s'}
 trainer: {url: embedded, base_model: sim/base, lora_rank: 4, learning_rate: 0.3, chunk_size: 8}
-train: {steps: 2, batch_size: 4, group_size: 4, data: [%[1]s/qa/hotpotqa.jsonl]}
+train: {steps: 2, batch_size: 4, group_size: 4, data: ['%[1]s/qa/hotpotqa.jsonl']}
 rollout: {max_turns: 3}
 eval:
   every: 2
   per_dataset: 4
-  datasets: {hotpotqa: %[1]s/qa/hotpotqa.jsonl, nq: %[1]s/qa/nq.jsonl}
-output: {dir: %[3]s/run, trajectories: 6}
+  datasets: {hotpotqa: '%[1]s/qa/hotpotqa.jsonl', nq: '%[1]s/qa/nq.jsonl'}
+output: {dir: '%[3]s/run', trajectories: 6}
 %[4]s`, dataDir, indexDir, dir, body)
 	path := filepath.Join(dir, "recipe.yaml")
 	if err := os.WriteFile(path, []byte(y), 0o644); err != nil {
