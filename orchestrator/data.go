@@ -21,10 +21,21 @@ type Question struct {
 	Dataset string `json:"dataset"`
 }
 
-// LoadQuestions reads a FlashRAG JSONL file ({"id", "question",
+// LoadQuestions reads a question file, choosing the format by extension: a
+// ".parquet" file is read as Search-R1 parquet (see loadSearchR1Parquet),
+// anything else as FlashRAG JSONL (see loadJSONL). Errors name the file and
+// the line or row.
+func LoadQuestions(path string) ([]Question, error) {
+	if strings.EqualFold(filepath.Ext(path), ".parquet") {
+		return loadSearchR1Parquet(path)
+	}
+	return loadJSONL(path)
+}
+
+// loadJSONL reads a FlashRAG JSONL file ({"id", "question",
 // "golden_answers"} per line). Errors name the file and line. The dataset
 // name defaults to the file name without extension.
-func LoadQuestions(path string) ([]Question, error) {
+func loadJSONL(path string) ([]Question, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("dataset: %w", err)

@@ -28,6 +28,7 @@ import (
 	"github.com/hindsearch/hindsearch/clients/policy"
 	"github.com/hindsearch/hindsearch/clients/retriever"
 	"github.com/hindsearch/hindsearch/clients/trainer"
+	"github.com/hindsearch/hindsearch/orchestrator/format"
 	"github.com/hindsearch/hindsearch/recipes"
 	"github.com/hindsearch/hindsearch/results"
 )
@@ -89,6 +90,7 @@ type run struct {
 	evalSet map[string][]Question
 	roller  *roller
 	hinter  *hinter
+	ev      *evaluator
 	sync    *loraSync
 	modelID string
 	adapter string // policy model name currently served ("" = base)
@@ -153,7 +155,7 @@ func (rn *Runner) claim(dir *results.RunDir) error {
 		return fmt.Errorf("output.dir %s already holds a run (%s): pass --overwrite to replace it, or choose another directory with --set output.dir=DIR",
 			dir.Path, strings.Join(found, ", "))
 	}
-	for _, n := range append(names, "trajectories") {
+	for _, n := range append(names, "trajectories", "questions", "adapters", "checkpoints") {
 		if err := os.RemoveAll(filepath.Join(dir.Path, n)); err != nil {
 			return fmt.Errorf("overwrite %s: %w", dir.Path, err)
 		}
@@ -170,29 +172,20 @@ func (ru *run) load() error {
 		}
 		ru.train = append(ru.train, qs...)
 	}
-	ru.evalSet = map[string][]Question{}
-	for name, f := range r.Eval.Datasets {
-		qs, err := LoadQuestions(f)
-		if err != nil {
-			return fmt.Errorf("eval.datasets.%s: %w", name, err)
-		}
-		if r.Eval.PerDataset > 0 && len(qs) > r.Eval.PerDataset {
-			qs = qs[:r.Eval.PerDataset]
-		}
-		for i := range qs {
-			qs[i].Dataset = name
-		}
-		ru.evalSet[name] = qs
+	sets, err := loadEvalSets(r)
+	if err != nil {
+		return err
 	}
+	ru.evalSet = sets
 	tmpl, err := ParseJudgePrompt(r.Hindsight.Prompt)
 	if err != nil {
 		return err
 	}
 	clock := newPhaseClock()
-	ru.roller = &roller{reps: newReplicas(ru.Deps.Policies), retriever: ru.Deps.Retriever, topk: r.Retriever.TopK,
-		maxTurns: r.Rollout.MaxTurns, maxTurn: r.Rollout.MaxTurnTokens, maxObs: r.Rollout.MaxObsTokens,
-		maxCtx: r.Rollout.MaxContextTokens, baseModel: r.Policy.Model, phases: clock}
+	ru.roller = newRoller(r, ru.Deps, clock)
 	ru.hinter = newHinter(r, ru.Deps.Judge, tmpl, clock)
+	ru.ev = &evaluator{roller: ru.roller, datasets: ru.evalSet, concurrency: r.Policy.Concurrency * len(ru.Deps.Policies),
+		seed: r.Seed, out: ru.Out}
 	ru.sync = &loraSync{checkpointsDir: r.Trainer.CheckpointsDir, dir: r.Sync.Dir, keep: max(r.Sync.Keep, 1)}
 	return nil
 }
@@ -225,7 +218,7 @@ func (ru *run) loop(ctx context.Context) (*Summary, error) {
 	}
 	sum := &Summary{Dir: ru.dir.Path}
 	if len(ru.evalSet) > 0 {
-		recs, err := ru.evaluate(ctx, 0)
+		recs, err := ru.evaluate(ctx, 0, format.StrategySearch)
 		if err != nil {
 			return nil, err
 		}
@@ -238,7 +231,7 @@ func (ru *run) loop(ctx context.Context) (*Summary, error) {
 		}
 		if len(ru.evalSet) > 0 && (step%r.Eval.Every == 0 || step == r.Train.Steps) {
 			t0 := time.Now()
-			recs, err := ru.evaluate(ctx, step)
+			recs, err := ru.evaluate(ctx, step, format.StrategySearch)
 			if err != nil {
 				return sum, err
 			}
@@ -609,70 +602,32 @@ func (ru *run) keepTrajectories(step int, all []*Trajectory) error {
 	return ru.dir.WriteFileAtomic(filepath.Join("trajectories", fmt.Sprintf("step-%04d.jsonl", step)), []byte(b.String()))
 }
 
-// evaluate runs greedy search-agent evaluation on every eval dataset and
-// appends the records to eval.jsonl.
-func (ru *run) evaluate(ctx context.Context, step int) ([]results.EvalRecord, error) {
-	model := ru.model()
-	names := make([]string, 0, len(ru.evalSet))
-	for n := range ru.evalSet {
-		names = append(names, n)
+// evaluate runs one greedy evaluation of the current model and appends its
+// records to eval.jsonl and questions/.
+func (ru *run) evaluate(ctx context.Context, step int, strategy string) ([]results.EvalRecord, error) {
+	recs, qrecs, err := ru.ev.evaluate(ctx, step, strategy, ru.model())
+	if err != nil {
+		return nil, err
 	}
-	sort.Strings(names)
-	type item struct {
-		ds string
-		t  *Trajectory
+	return recs, recordEval(ru.dir, step, strategy, recs, qrecs)
+}
+
+// recordEval appends an evaluation's records to the run directory.
+func recordEval(dir *results.RunDir, step int, strategy string, recs []results.EvalRecord, qrecs []results.QuestionRecord) error {
+	if err := dir.WriteQuestions(step, strategy, qrecs); err != nil {
+		return fmt.Errorf("record evaluation: %w", err)
 	}
-	var items []item
-	for _, n := range names {
-		for i, q := range ru.evalSet[n] {
-			items = append(items, item{n, &Trajectory{ID: fmt.Sprintf("eval-%s-%d", n, i), Step: step, Question: q}})
-		}
-	}
-	greedy := sampling{temperature: 0, topP: 1, topK: -1}
-	p := pool.New().WithContext(ctx).WithCancelOnError().WithFirstError().WithMaxGoroutines(max(ru.r.Policy.Concurrency*len(ru.Deps.Policies), 1))
-	for _, it := range items {
-		p.Go(func(ctx context.Context) error {
-			ids, err := ru.roller.promptIDs(ctx, it.t.Question.Question, "")
-			if err != nil {
-				return err
-			}
-			it.t.PromptIDs = ids
-			if err := ru.roller.rollout(ctx, it.t, model, greedy, seedFor(ru.r.Seed, -1)); err != nil {
-				return err
-			}
-			it.t.score()
-			return nil
-		})
-	}
-	if err := p.Wait(); err != nil {
-		return nil, fmt.Errorf("evaluate step %d: %w", step, err)
-	}
-	var recs []results.EvalRecord
-	for _, n := range names {
-		rec := results.EvalRecord{Step: step, Strategy: "search", Dataset: n}
-		for _, it := range items {
-			if it.ds == n {
-				rec.N++
-				rec.EM += it.t.Reward
-				rec.F1 += it.t.F1
-			}
-		}
-		if rec.N > 0 {
-			rec.EM /= float64(rec.N)
-			rec.F1 /= float64(rec.N)
-		}
-		if err := ru.dir.AppendJSONL("eval.jsonl", rec); err != nil {
-			return nil, fmt.Errorf("record evaluation: %w", err)
-		}
-		recs = append(recs, rec)
-	}
-	avg := 0.0
 	for _, rec := range recs {
-		avg += rec.EM
+		if err := dir.AppendJSONL("eval.jsonl", rec); err != nil {
+			return fmt.Errorf("record evaluation: %w", err)
+		}
 	}
-	if len(recs) > 0 {
-		avg /= float64(len(recs))
-	}
-	fmt.Fprintf(ru.Out, "eval step %d (%s, greedy): average EM %.1f%% over %d datasets, %d questions\n", step, model, 100*avg, len(recs), len(items))
-	return recs, nil
+	return nil
+}
+
+// newRoller builds the rollout engine of a recipe over deps.
+func newRoller(r *recipes.Recipe, deps Deps, clock *phaseClock) *roller {
+	return &roller{reps: newReplicas(deps.Policies), retriever: deps.Retriever, topk: r.Retriever.TopK,
+		maxTurns: r.Rollout.MaxTurns, maxTurn: r.Rollout.MaxTurnTokens, maxObs: r.Rollout.MaxObsTokens,
+		maxCtx: r.Rollout.MaxContextTokens, baseModel: r.Policy.Model, phases: clock}
 }

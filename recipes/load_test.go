@@ -289,8 +289,8 @@ func TestYAMLSyntaxError(t *testing.T) {
 
 func TestKeys(t *testing.T) {
 	keys := Keys()
-	if keys[0] != "name" || keys[len(keys)-1] != "sim.epsilon" {
-		t.Errorf("Keys() runs %q..%q, want name..sim.epsilon", keys[0], keys[len(keys)-1])
+	if keys[0] != "name" || keys[len(keys)-1] != "variants" {
+		t.Errorf("Keys() runs %q..%q, want name..variants", keys[0], keys[len(keys)-1])
 	}
 	seen := map[string]string{}
 	for _, k := range keys {

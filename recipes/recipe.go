@@ -29,6 +29,10 @@ type Recipe struct {
 	Output    Output    `mapstructure:"output" yaml:"output"`
 	HTTP      HTTP      `mapstructure:"http" yaml:"http"`
 	Sim       Sim       `mapstructure:"sim" yaml:"sim"`
+	// Variants are named ablations of this recipe, each a list of
+	// "key=value" overrides applied on top of it (after --set), for
+	// orchestrate ablate.
+	Variants map[string][]string `mapstructure:"variants" yaml:"variants"`
 }
 
 // Policy configures the policy servers (vLLM replicas).

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net/url"
 	"os"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -231,6 +232,21 @@ func (r *Recipe) Validate() error {
 
 	unit("sim.epsilon", r.Sim.Epsilon)
 
+	for _, name := range slices.Sorted(maps.Keys(r.Variants)) {
+		key := "variants." + name
+		if !nameRE.MatchString(name) {
+			bad(key, "variant names use letters, digits, '_', '.' and '-' only")
+		}
+		if len(r.Variants[name]) == 0 {
+			bad(key, "a variant needs at least one key=value override")
+		}
+		for i, o := range r.Variants[name] {
+			if why := checkOverride(o); why != "" {
+				bad(fmt.Sprintf("%s[%d]", key, i), "%s", why)
+			}
+		}
+	}
+
 	if len(ps) == 0 {
 		return nil
 	}
@@ -272,4 +288,30 @@ func checkFile(p string) string {
 		return "is a directory"
 	}
 	return ""
+}
+
+// checkOverride says what is wrong with a "key=value" override of a
+// variant ("" when nothing): the key must be a recipe key, or an entry of a
+// map key; variants cannot override variants.
+func checkOverride(o string) string {
+	key, _, ok := strings.Cut(o, "=")
+	key = strings.ToLower(strings.TrimSpace(key))
+	if !ok || key == "" {
+		return fmt.Sprintf("%q: want key=value", o)
+	}
+	if key == "variants" || strings.HasPrefix(key, "variants.") {
+		return fmt.Sprintf("%q: a variant cannot override variants", o)
+	}
+	for _, f := range schema() {
+		if f.typ.Kind() == reflect.Map {
+			if strings.HasPrefix(key, f.key+".") && len(key) > len(f.key)+1 {
+				return ""
+			}
+			continue
+		}
+		if key == f.key {
+			return ""
+		}
+	}
+	return fmt.Sprintf("%q: unknown recipe key %q", o, key)
 }

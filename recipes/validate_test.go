@@ -120,3 +120,15 @@ func TestLoadValidates(t *testing.T) {
 	_, err = Load(f.write(t, "train:\n  data: [qa/none.jsonl]\n"), nil, nil)
 	wantErr(t, err, "train.data[0]: "+filepath.Join(f.dir, "qa/none.jsonl")+": no such file")
 }
+
+func TestValidateVariants(t *testing.T) {
+	f := newFixture(t)
+	r := mustLoad(t, f.write(t, minimal+"variants:\n  no-gold: [hindsight.gold_answer=false]\n  by-map: [eval.datasets.nq=qa/nq.jsonl]\n"), nil, nil)
+	if len(r.Variants) != 2 || r.Variants["no-gold"][0] != "hindsight.gold_answer=false" {
+		t.Fatalf("variants %v", r.Variants)
+	}
+	_, err := Load(f.write(t, minimal+"variants:\n  bad: [trani.steps=3, nokey, variants.x=a]\n  \"sp ace\": [train.steps=2]\n  empty: []\n"), nil, nil)
+	wantErr(t, err, `variants.bad[0]: "trani.steps=3": unknown recipe key "trani.steps"`,
+		`variants.bad[1]: "nokey": want key=value`, `variants.bad[2]: "variants.x=a": a variant cannot override variants`,
+		"variants.empty: a variant needs at least one key=value override", "variants.sp ace: variant names use")
+}

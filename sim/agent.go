@@ -102,6 +102,7 @@ type turnState struct {
 	blocks       [][]doc
 	invalid      int
 	hasAssistant bool
+	canSearch    bool
 }
 
 var (
@@ -141,6 +142,18 @@ func parseState(text string) turnState {
 		st.blocks = append(st.blocks, parseDocs(m[1]))
 	}
 	st.invalid = strings.Count(response, "My previous action is invalid.")
+	// Passages given in the prompt itself (a RAG prompt) are read first.
+	var given [][]doc
+	for _, m := range reInfo.FindAllStringSubmatch(user, -1) {
+		// The Search-R1 instruction names the tags ("between <information>
+		// and </information>"): only blocks that hold passages count.
+		if docs := parseDocs(m[1]); len(docs) > 0 {
+			given = append(given, docs)
+		}
+	}
+	st.blocks = append(given, st.blocks...)
+	// The agent searches only when its prompt offers the search tool.
+	st.canSearch = strings.Contains(user, "<search> query </search>")
 	return st
 }
 
@@ -192,7 +205,10 @@ type featCand struct {
 // buildCandidates makes the candidate turns for a state under params and
 // computes each one's logprob and gradient.
 func buildCandidates(st turnState, params Params, tk *Tokenizer) []candidate {
-	searches := searchFeatures(st)
+	var searches []featCand
+	if st.canSearch {
+		searches = searchFeatures(st)
+	}
 	answers := answerFeatures(st)
 	// Type probability: P(search) = sigmoid(z).
 	phiT := make([]float64, NumParams)
@@ -210,6 +226,9 @@ func buildCandidates(st turnState, params Params, tk *Tokenizer) []candidate {
 	gA := scale(phiT, -sigmoid(z))
 	if len(answers) == 0 {
 		logPS, gS = 0, make([]float64, NumParams)
+	}
+	if len(searches) == 0 {
+		logPA, gA = 0, make([]float64, NumParams)
 	}
 	var out []candidate
 	add := func(fcs []featCand, isSearch bool, logPT float64, gT []float64) {

@@ -220,3 +220,35 @@ func ActionSpan(text string) (kind, content string, start, end int) {
 	}
 	return ActionNone, "", -1, -1
 }
+
+// Evaluation strategies.
+const (
+	// StrategyDirect asks the question alone and answers once.
+	StrategyDirect = "direct"
+	// StrategyRAG retrieves top-k passages with the question and answers
+	// once with them in the prompt.
+	StrategyRAG = "rag"
+	// StrategySearch runs the search agent loop.
+	StrategySearch = "search"
+)
+
+// Strategies lists the evaluation strategies.
+var Strategies = []string{StrategyDirect, StrategyRAG, StrategySearch}
+
+// answerInstruction is the answer-format part shared by the direct and RAG
+// baselines' prompts (no search tool is offered).
+const answerInstruction = "Provide the answer inside <answer> and </answer>, without detailed illustrations. For example, <answer> Beijing </answer>. "
+
+// DirectPrompt is the direct-inference baseline's user message: the
+// question alone, answered in an <answer> tag.
+func DirectPrompt(question string) string {
+	return "Answer the given question. " + answerInstruction + "Question: " + NormalizeQuestion(question) + "\n"
+}
+
+// RAGPrompt is the RAG baseline's user message: the passages retrieved with
+// the question, in the same <information> block the agent sees, then the
+// question.
+func RAGPrompt(question string, contents []string) string {
+	return "Answer the given question using the retrieved passages. " + answerInstruction +
+		strings.TrimSpace(InfoBlock(contents)) + "\n\nQuestion: " + NormalizeQuestion(question) + "\n"
+}

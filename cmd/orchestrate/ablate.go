@@ -1,0 +1,44 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hindsearch/hindsearch/orchestrator"
+	"github.com/hindsearch/hindsearch/results"
+)
+
+func newAblateCmd(e *env) *cobra.Command {
+	var rf recipeFlags
+	var only []string
+	var overwrite bool
+	format := "table"
+	cmd := &cobra.Command{
+		Use:   "ablate RECIPE",
+		Short: "Run a recipe and each of its named variants, then print the comparison table",
+		Long: `Run the base recipe and every variant listed under its variants: key (each a
+list of key=value overrides), one after the other, each into
+<output.dir>/<variant>, then print one row per variant: EM per dataset and
+the average at its last evaluation.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !slices.Contains(results.Formats(), format) {
+				return fmt.Errorf("--format %q: want one of %s", format, strings.Join(results.Formats(), ", "))
+			}
+			vs, err := orchestrator.Variants(args[0], rf.sets, e.environ, only)
+			if err != nil {
+				return err
+			}
+			_, err = orchestrator.Ablate(cmd.Context(), vs, e.environ, overwrite, e.stdout, e.stderr, format)
+			return err
+		},
+	}
+	rf.register(cmd.Flags())
+	cmd.Flags().StringSliceVar(&only, "only", nil, "run only these variants (comma-separated; the base always runs)")
+	cmd.Flags().BoolVar(&overwrite, "overwrite", false, "replace earlier results in the variants' output directories")
+	cmd.Flags().StringVar(&format, "format", format, "table, markdown or csv")
+	return cmd
+}

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hindsearch/hindsearch/orchestrator"
+	"github.com/hindsearch/hindsearch/orchestrator/format"
+)
+
+func newEvalCmd(e *env) *cobra.Command {
+	var rf recipeFlags
+	opt := orchestrator.EvalOptions{Strategy: format.StrategySearch, Step: -1}
+	cmd := &cobra.Command{
+		Use:   "eval RECIPE",
+		Short: "Evaluate a model greedily on the recipe's eval datasets (direct, rag or search)",
+		Long: `Evaluate greedily, with exact match and F1 per dataset, on eval.datasets
+(eval.per_dataset questions each; 0 means whole files):
+
+  direct   the question alone, answered once
+  rag      top-k passages retrieved with the question, answered once
+  search   the search agent loop (Search-R1 format)
+
+--checkpoint names a model the policy servers serve, or the path of an adapter
+directory or sampler archive (.tar.gz) to load on them first (e.g.
+runs/sim/adapters/sim-step0016). Records are appended to output.dir/eval.jsonl
+with the strategy named, and per-question results go to output.dir/questions/.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !slices.Contains(format.Strategies, opt.Strategy) {
+				return fmt.Errorf("--strategy %q: want one of %s", opt.Strategy, strings.Join(format.Strategies, ", "))
+			}
+			r, err := rf.load(e, args[0])
+			if err != nil {
+				return err
+			}
+			if err := orchestrator.ApplyRunDefaults(r); err != nil {
+				return err
+			}
+			deps, emb, err := orchestrator.Connect(cmd.Context(), r, e.environ, e.stderr)
+			if err != nil {
+				return err
+			}
+			defer emb.Close()
+			opt.Out = e.stdout
+			_, err = orchestrator.Evaluate(cmd.Context(), r, deps, opt)
+			return err
+		},
+	}
+	rf.register(cmd.Flags())
+	cmd.Flags().StringVar(&opt.Strategy, "strategy", opt.Strategy, "direct, rag or search")
+	cmd.Flags().StringVar(&opt.Checkpoint, "checkpoint", "", "model name served by the policy servers, or an adapter directory or .tar.gz to load (default: the base model)")
+	cmd.Flags().IntVar(&opt.Step, "step", -1, "training step to record (default: from a -stepNNNN checkpoint name, else 0)")
+	return cmd
+}

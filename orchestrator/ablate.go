@@ -1,0 +1,101 @@
+package orchestrator
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"path/filepath"
+	"slices"
+
+	"github.com/hindsearch/hindsearch/recipes"
+	"github.com/hindsearch/hindsearch/results"
+)
+
+// BaseVariant names the unmodified recipe among an ablation's runs.
+const BaseVariant = "base"
+
+// Variant is one run of an ablation: a name and its resolved recipe.
+type Variant struct {
+	Name   string
+	Recipe *recipes.Recipe
+}
+
+// Variants resolves the base recipe at path and each of its variants (the
+// base's --set overrides first, then the variant's), each with its own
+// output directory <output.dir>/<variant> unless the variant sets
+// output.dir itself. only, when non-empty, selects variants by name (the
+// base always runs). Errors name the variant.
+func Variants(path string, sets, environ, only []string) ([]Variant, error) {
+	base, err := recipes.Load(path, sets, environ)
+	if err != nil {
+		return nil, err
+	}
+	names := slices.Sorted(maps.Keys(base.Variants))
+	for _, o := range only {
+		if o != BaseVariant && !slices.Contains(names, o) {
+			return nil, fmt.Errorf("--only %s: the recipe has no such variant (it has %v)", o, names)
+		}
+	}
+	root := base.Output.Dir
+	out := []Variant{{Name: BaseVariant, Recipe: base}}
+	base.Output.Dir = filepath.Join(root, BaseVariant)
+	for _, name := range names {
+		if len(only) > 0 && !slices.Contains(only, name) {
+			continue
+		}
+		over := base.Variants[name]
+		r, err := recipes.Load(path, append(slices.Clone(sets), over...), environ)
+		if err != nil {
+			return nil, fmt.Errorf("variant %s: %w", name, err)
+		}
+		setsDir := false
+		for _, o := range over {
+			if len(o) >= len("output.dir=") && o[:len("output.dir=")] == "output.dir=" {
+				setsDir = true
+			}
+		}
+		if !setsDir {
+			r.Output.Dir = filepath.Join(root, name)
+		}
+		out = append(out, Variant{Name: name, Recipe: r})
+	}
+	for _, v := range out {
+		if err := ApplyRunDefaults(v.Recipe); err != nil {
+			return nil, fmt.Errorf("variant %s: %w", v.Name, err)
+		}
+	}
+	return out, nil
+}
+
+// Ablate runs every variant in turn against its own embedded or remote
+// servers and prints the comparison of their last evaluations.
+func Ablate(ctx context.Context, vs []Variant, environ []string, overwrite bool, out, log io.Writer, format string) ([]results.RunSummary, error) {
+	var rows []results.RunSummary
+	for i, v := range vs {
+		fmt.Fprintf(out, "\n== variant %d/%d: %s (%s)\n", i+1, len(vs), v.Name, v.Recipe.Switches())
+		deps, emb, err := Connect(ctx, v.Recipe, environ, log)
+		if err != nil {
+			return rows, fmt.Errorf("variant %s: %w", v.Name, err)
+		}
+		_, err = (&Runner{Recipe: v.Recipe, Deps: deps, Out: out, Overwrite: overwrite}).Run(ctx)
+		emb.Close()
+		if err != nil {
+			return rows, fmt.Errorf("variant %s: %w", v.Name, err)
+		}
+		sums, err := results.SummariseRun(v.Recipe.Output.Dir, false)
+		if err != nil {
+			return rows, fmt.Errorf("variant %s: %w", v.Name, err)
+		}
+		for _, s := range sums {
+			s.Name = v.Name
+			rows = append(rows, s)
+		}
+	}
+	fmt.Fprintln(out)
+	caption := "EM (%) at the last evaluation of each variant."
+	for _, v := range vs {
+		caption += fmt.Sprintf("\n  %s: %s", v.Name, v.Recipe.Switches())
+	}
+	return rows, results.CompareTable(out, rows, format, caption)
+}

@@ -1,0 +1,322 @@
+package orchestrator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/sourcegraph/conc/pool"
+
+	"github.com/hindsearch/hindsearch/clients/policy"
+	"github.com/hindsearch/hindsearch/orchestrator/format"
+	"github.com/hindsearch/hindsearch/recipes"
+	"github.com/hindsearch/hindsearch/results"
+)
+
+// evaluator runs greedy evaluation of one model on the eval datasets.
+type evaluator struct {
+	roller      *roller
+	datasets    map[string][]Question
+	concurrency int
+	seed        int64
+	out         io.Writer
+}
+
+// evalItem is one question of an evaluation.
+type evalItem struct {
+	ds string
+	t  *Trajectory
+}
+
+// evaluate runs strategy (direct, rag or search) greedily on every dataset
+// and returns the per-dataset records and the per-question records.
+func (ev *evaluator) evaluate(ctx context.Context, step int, strategy, model string) ([]results.EvalRecord, []results.QuestionRecord, error) {
+	names := make([]string, 0, len(ev.datasets))
+	for n := range ev.datasets {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var items []evalItem
+	for _, n := range names {
+		for i, q := range ev.datasets[n] {
+			items = append(items, evalItem{n, &Trajectory{ID: fmt.Sprintf("eval-%s-%d", n, i), Step: step, Question: q}})
+		}
+	}
+	var done atomic.Int64
+	stopProgress := ev.progress(strategy, len(items), &done)
+	p := pool.New().WithContext(ctx).WithCancelOnError().WithFirstError().WithMaxGoroutines(max(ev.concurrency, 1))
+	for _, it := range items {
+		p.Go(func(ctx context.Context) error {
+			defer done.Add(1)
+			return ev.one(ctx, it.t, strategy, model)
+		})
+	}
+	err := p.Wait()
+	stopProgress()
+	if err != nil {
+		return nil, nil, fmt.Errorf("evaluate %s at step %d: %w", strategy, step, err)
+	}
+	var recs []results.EvalRecord
+	var qrecs []results.QuestionRecord
+	for _, n := range names {
+		rec := results.EvalRecord{Step: step, Strategy: strategy, Dataset: n}
+		for _, it := range items {
+			if it.ds != n {
+				continue
+			}
+			rec.N++
+			rec.EM += it.t.Reward
+			rec.F1 += it.t.F1
+			qrecs = append(qrecs, results.QuestionRecord{Step: step, Strategy: strategy, Dataset: n,
+				ID: it.t.Question.ID, EM: it.t.Reward, F1: it.t.F1, Answer: it.t.Answer})
+		}
+		if rec.N > 0 {
+			rec.EM /= float64(rec.N)
+			rec.F1 /= float64(rec.N)
+		}
+		recs = append(recs, rec)
+	}
+	avg := 0.0
+	for _, rec := range recs {
+		avg += rec.EM
+	}
+	if len(recs) > 0 {
+		avg /= float64(len(recs))
+	}
+	fmt.Fprintf(ev.out, "eval step %d (%s, %s, greedy): average EM %.1f%% over %d datasets, %d questions\n",
+		step, strategy, model, 100*avg, len(recs), len(items))
+	return recs, qrecs, nil
+}
+
+// progress prints a plain progress line every few seconds while an
+// evaluation runs; the returned func stops it.
+func (ev *evaluator) progress(strategy string, total int, done *atomic.Int64) func() {
+	stop := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(5 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				fmt.Fprintf(ev.out, "  eval %s: %d/%d questions\n", strategy, done.Load(), total)
+			}
+		}
+	}()
+	return func() { close(stop); <-finished }
+}
+
+// one answers one question with a strategy and scores it.
+func (ev *evaluator) one(ctx context.Context, t *Trajectory, strategy, model string) error {
+	greedy := sampling{temperature: 0, topP: 1, topK: -1}
+	seed := seedFor(ev.seed, -1)
+	var prompt string
+	switch strategy {
+	case format.StrategySearch:
+		ids, err := ev.roller.promptIDs(ctx, t.Question.Question, "")
+		if err != nil {
+			return err
+		}
+		t.PromptIDs = ids
+		if err := ev.roller.rollout(ctx, t, model, greedy, seed); err != nil {
+			return err
+		}
+		t.score()
+		return nil
+	case format.StrategyDirect:
+		prompt = format.DirectPrompt(t.Question.Question)
+	case format.StrategyRAG:
+		done := ev.roller.phases.start("rollout_retrieve")
+		hits, err := ev.roller.retriever.Retrieve(ctx, []string{t.Question.Question}, ev.roller.topk)
+		done()
+		if err != nil {
+			return fmt.Errorf("question %s: retrieve: %w", t.Question.ID, err)
+		}
+		var contents []string
+		if len(hits) > 0 {
+			for _, h := range hits[0] {
+				contents = append(contents, h.Contents)
+			}
+		}
+		prompt = format.RAGPrompt(t.Question.Question, contents)
+	default:
+		return fmt.Errorf("unknown strategy %q (want one of %v)", strategy, format.Strategies)
+	}
+	// Direct and RAG: one turn, stopped at </answer>.
+	i, p := ev.roller.reps.acquire()
+	ids, err := p.TokenizeChat(ctx, ev.roller.baseModel, []policy.Message{{Role: "user", Content: prompt}}, true)
+	if err == nil {
+		t.PromptIDs = ids
+		var c *policy.Completion
+		c, err = p.Complete(ctx, policy.CompletionRequest{Model: model, Prompt: ids, MaxTokens: ev.roller.maxTurn,
+			Temperature: 0, TopP: 1, TopK: -1, Seed: &seed, Stop: []string{"</answer>"}})
+		if err == nil {
+			t.Model = model
+			t.Tokens, t.Logprobs = c.TokenIDs, c.Logprobs
+			kind, content := format.ParseAction(c.Text)
+			t.Turns = []Turn{{Text: c.Text, Action: kind, Content: content, Finish: c.FinishReason}}
+			t.Finish = c.FinishReason
+		}
+	}
+	ev.roller.reps.release(i)
+	if err != nil {
+		return fmt.Errorf("question %s: %w", t.Question.ID, err)
+	}
+	t.score()
+	return nil
+}
+
+// EvalOptions configure a standalone evaluation.
+type EvalOptions struct {
+	// Strategy is direct, rag or search.
+	Strategy string
+	// Checkpoint is a model name the policy servers serve, or the path of
+	// an adapter directory or sampler archive (.tar.gz) to load on them
+	// first. Empty: the base model.
+	Checkpoint string
+	// Step labels the records; negative: taken from a "-stepNNNN" suffix of
+	// the checkpoint's name, else 0.
+	Step int
+	// Out receives progress and the table.
+	Out io.Writer
+}
+
+var reStepSuffix = regexp.MustCompile(`-step0*(\d+)$`)
+
+// Evaluate runs one greedy evaluation of a model on the recipe's eval
+// datasets, appends the records to the run directory (output.dir) and
+// prints the seven-column table.
+func Evaluate(ctx context.Context, r *recipes.Recipe, deps Deps, opt EvalOptions) ([]results.EvalRecord, error) {
+	if opt.Out == nil {
+		opt.Out = io.Discard
+	}
+	if !slices.Contains(format.Strategies, opt.Strategy) {
+		return nil, fmt.Errorf("--strategy %q: want one of %s", opt.Strategy, strings.Join(format.Strategies, ", "))
+	}
+	sets, err := loadEvalSets(r)
+	if err != nil {
+		return nil, err
+	}
+	if len(sets) == 0 {
+		return nil, errors.New("eval.datasets: no dataset to evaluate on")
+	}
+	dir, err := results.Create(r.Output.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("output.dir: %w", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir.Path, "recipe.yaml")); err != nil {
+		red := r.Redacted()
+		if y, err := red.YAML(); err == nil {
+			if err := dir.WriteFileAtomic("recipe.yaml", y); err != nil {
+				return nil, fmt.Errorf("save recipe: %w", err)
+			}
+		}
+	}
+	model, err := checkpointModel(ctx, r, deps.Policies, opt.Checkpoint)
+	if err != nil {
+		return nil, err
+	}
+	step := opt.Step
+	if step < 0 {
+		step = 0
+		if m := reStepSuffix.FindStringSubmatch(model); m != nil {
+			step, _ = strconv.Atoi(m[1])
+		}
+	}
+	rl := newRoller(r, deps, nil)
+	ev := &evaluator{roller: rl, datasets: sets, concurrency: r.Policy.Concurrency * len(deps.Policies), seed: r.Seed, out: opt.Out}
+	if len(deps.Simulated) > 0 {
+		fmt.Fprintf(opt.Out, "SIMULATED: %s served by the embedded hindsearch simulator, not by language models.\n", strings.Join(deps.Simulated, ", "))
+	}
+	recs, qrecs, err := ev.evaluate(ctx, step, opt.Strategy, model)
+	if err != nil {
+		return nil, err
+	}
+	if err := recordEval(dir, step, opt.Strategy, recs, qrecs); err != nil {
+		return nil, err
+	}
+	caption := fmt.Sprintf("EM (%%) of %s, strategy %s, greedy, step %d. recipe %s", model, opt.Strategy, step, r.Name)
+	if len(deps.Simulated) > 0 {
+		caption += ". SIMULATED (" + strings.Join(deps.Simulated, ", ") + " by the embedded simulator)"
+	}
+	fmt.Fprintln(opt.Out)
+	return recs, results.EvalTable(opt.Out, recs, caption)
+}
+
+// loadEvalSets loads eval.datasets, each cut to eval.per_dataset questions.
+func loadEvalSets(r *recipes.Recipe) (map[string][]Question, error) {
+	sets := map[string][]Question{}
+	for name, f := range r.Eval.Datasets {
+		qs, err := LoadQuestions(f)
+		if err != nil {
+			return nil, fmt.Errorf("eval.datasets.%s: %w", name, err)
+		}
+		if r.Eval.PerDataset > 0 && len(qs) > r.Eval.PerDataset {
+			qs = qs[:r.Eval.PerDataset]
+		}
+		for i := range qs {
+			qs[i].Dataset = name
+		}
+		sets[name] = qs
+	}
+	return sets, nil
+}
+
+// checkpointModel resolves --checkpoint to a model name the policy servers
+// serve, loading an adapter from a path first when given one.
+func checkpointModel(ctx context.Context, r *recipes.Recipe, ps []policy.Policy, ckpt string) (string, error) {
+	if ckpt == "" {
+		return r.Policy.Model, nil
+	}
+	info, err := os.Stat(ckpt)
+	if err != nil {
+		// A model name: every replica must serve it.
+		for _, p := range ps {
+			models, err := p.Models(ctx)
+			if err != nil {
+				return "", fmt.Errorf("--checkpoint: %w", err)
+			}
+			if !slices.Contains(models, ckpt) {
+				return "", fmt.Errorf("--checkpoint %q: not a file and not a model %s serves (it serves %s)", ckpt, p.URL(), strings.Join(models, ", "))
+			}
+		}
+		return ckpt, nil
+	}
+	name := reUnsafe.ReplaceAllString(strings.TrimSuffix(filepath.Base(ckpt), ".tar.gz"), "_")
+	path := ckpt
+	if !info.IsDir() {
+		if path, err = UnpackAdapter(ckpt, filepath.Join(r.Sync.Dir, name)); err != nil {
+			return "", fmt.Errorf("--checkpoint: %w", err)
+		}
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", err
+	}
+	for _, p := range ps {
+		models, err := p.Models(ctx)
+		if err != nil {
+			return "", fmt.Errorf("--checkpoint: %w", err)
+		}
+		if slices.Contains(models, name) {
+			continue
+		}
+		if err := p.LoadLoRA(ctx, name, abs); err != nil {
+			return "", fmt.Errorf("--checkpoint: load %s on %s: %w", name, p.URL(), err)
+		}
+	}
+	return name, nil
+}
