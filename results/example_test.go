@@ -38,3 +38,18 @@ func ExampleEvalTable() {
 	// +------+----------+------+-------+--------+------+
 	// EM (%) at step 100.
 }
+
+func ExampleBootstrapCI() {
+	// Exact match of 200 questions, 70 of them right.
+	em := make([]float64, 200)
+	for i := range 70 {
+		em[i] = 1
+	}
+	lo, hi := results.BootstrapCI(em, 1000, 1)
+	fmt.Printf("EM 35.0%%, 95%% CI [%.1f, %.1f]\n", 100*lo, 100*hi)
+	lo2, hi2 := results.BootstrapCI(em, 1000, 1)
+	fmt.Println("same seed, same interval:", lo == lo2 && hi == hi2)
+	// Output:
+	// EM 35.0%, 95% CI [28.5, 41.0]
+	// same seed, same interval: true
+}

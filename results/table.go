@@ -92,6 +92,13 @@ func datasetColumns(recs []EvalRecord) (names, headers []string) {
 	for _, r := range recs {
 		present[r.Dataset] = true
 	}
+	return orderColumns(present)
+}
+
+// orderColumns puts the dataset names of present (which it empties) in
+// column order, canonical benchmarks first, then the others alphabetically,
+// and returns them with their headers.
+func orderColumns(present map[string]bool) (names, headers []string) {
 	for _, c := range canonical {
 		if present[c.name] {
 			names = append(names, c.name)
