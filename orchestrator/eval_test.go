@@ -1,0 +1,143 @@
+package orchestrator
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/hindsearch/hindsearch/results"
+)
+
+// Each strategy prints the seven-column table and appends its records, with
+// the strategy named, to the run directory.
+func TestEvaluateStrategies(t *testing.T) {
+	r := testRecipe(t, "")
+	data := dataDir + "/qa/"
+	r.Eval.Datasets = map[string]string{}
+	for _, n := range []string{"nq", "triviaqa", "popqa", "hotpotqa", "2wikimultihopqa", "musique", "bamboogle"} {
+		r.Eval.Datasets[n] = data + n + ".jsonl"
+	}
+	r.Eval.PerDataset = 6
+	deps, emb, err := Connect(context.Background(), r, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emb.Close()
+	for _, s := range []string{"direct", "rag", "search"} {
+		var out bytes.Buffer
+		recs, err := Evaluate(context.Background(), r, deps, EvalOptions{Strategy: s, Step: -1, Out: &out})
+		if err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+		if len(recs) != 7 {
+			t.Fatalf("%s: %d records", s, len(recs))
+		}
+		for _, want := range []string{"NQ", "TriviaQA", "PopQA", "HotpotQA", "2Wiki", "MuSiQue", "Bamboogle", "avg", "| " + s, "SIMULATED"} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("%s: output lacks %q:\n%s", s, want, out.String())
+			}
+		}
+	}
+	rd := &results.RunDir{Path: r.Output.Dir}
+	evals, err := rd.ReadEval()
+	if err != nil || len(evals) != 21 {
+		t.Fatalf("eval.jsonl: %v, %d records", err, len(evals))
+	}
+	for _, s := range []string{"direct", "rag", "search"} {
+		qs, err := rd.ReadQuestions(0, s)
+		if err != nil || len(qs) != 42 {
+			t.Errorf("questions of %s: %v, %d", s, err, len(qs))
+		}
+	}
+	// Unknown strategy and unknown checkpoint are clear errors.
+	if _, err := Evaluate(context.Background(), r, deps, EvalOptions{Strategy: "oracle"}); err == nil || !strings.Contains(err.Error(), "direct, rag, search") {
+		t.Errorf("unknown strategy: %v", err)
+	}
+	if _, err := Evaluate(context.Background(), r, deps, EvalOptions{Strategy: "search", Checkpoint: "no-such-model"}); err == nil || !strings.Contains(err.Error(), "no-such-model") {
+		t.Errorf("unknown checkpoint: %v", err)
+	}
+}
+
+// A checkpoint given as a sampler archive is unpacked, loaded and evaluated,
+// with the step taken from its name.
+func TestEvaluateCheckpointArchive(t *testing.T) {
+	r := testRecipe(t, "", "train.steps=1", "eval.datasets.nq=")
+	runRecipe(t, r, 1)
+	archives, _ := filepath.Glob(filepath.Join(r.Trainer.CheckpointsDir, "*", "sampler_weights", "*.tar.gz"))
+	if len(archives) != 1 {
+		t.Fatalf("archives %v", archives)
+	}
+	r2 := testRecipe(t, "", "eval.datasets.nq=")
+	deps, emb, err := Connect(context.Background(), r2, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emb.Close()
+	recs, err := Evaluate(context.Background(), r2, deps, EvalOptions{Strategy: "search", Checkpoint: archives[0], Step: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if recs[0].Step != 1 {
+		t.Errorf("step %d, want 1 from the archive's name %s", recs[0].Step, filepath.Base(archives[0]))
+	}
+	if _, err := os.Stat(filepath.Join(r2.Sync.Dir, "test-step0001", "adapter_config.json")); err != nil {
+		t.Error(err)
+	}
+}
+
+// ablate runs the base and each variant into its own directory and prints
+// one row per variant.
+func TestAblate(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "ablate.yaml")
+	body := `name: abl
+policy: {urls: [embedded], model: sim/base, concurrency: 8}
+judge: {url: embedded, model: sim/judge}
+retriever: {url: embedded, corpus: '` + dataDir + `/corpus/passages.jsonl', index_dir: '` + indexDir + `'}
+trainer: {url: embedded, base_model: sim/base, lora_rank: 4, learning_rate: 0.3}
+train: {steps: 1, batch_size: 3, group_size: 3, data: ['` + dataDir + `/qa/hotpotqa.jsonl']}
+rollout: {max_turns: 2}
+eval: {every: 1, per_dataset: 3, datasets: {hotpotqa: '` + dataDir + `/qa/hotpotqa.jsonl'}}
+output: {dir: out}
+variants:
+  no-gold: [hindsight.gold_answer=false]
+  plain: [hindsight.enabled=false]
+`
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	vs, err := Variants(path, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(vs) != 3 || vs[0].Name != "base" || vs[1].Name != "no-gold" || vs[2].Name != "plain" {
+		t.Fatalf("variants %+v", vs)
+	}
+	if vs[1].Recipe.Hindsight.GoldAnswer || vs[2].Recipe.Hindsight.Enabled || !vs[0].Recipe.Hindsight.Enabled {
+		t.Fatal("variant overrides not applied")
+	}
+	var out bytes.Buffer
+	rows, err := Ablate(context.Background(), vs, nil, false, &out, nil, "table")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 3 {
+		t.Fatalf("%d rows", len(rows))
+	}
+	for _, want := range []string{"| base ", "| no-gold ", "| plain ", "plain: hindsight=off", "no-gold: hindsight=on gold=off"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("ablate output lacks %q", want)
+		}
+	}
+	for _, v := range []string{"base", "no-gold", "plain"} {
+		if _, err := os.Stat(filepath.Join(dir, "out", v, "eval.jsonl")); err != nil {
+			t.Error(err)
+		}
+	}
+	if _, err := Variants(path, nil, nil, []string{"nope"}); err == nil || !strings.Contains(err.Error(), "nope") {
+		t.Errorf("--only nope: %v", err)
+	}
+}
