@@ -84,12 +84,7 @@ type keyedDatum struct {
 // order (group, then sample), exactly as they were sent to the trainer.
 func batchDigest(ds []keyedDatum) string {
 	sorted := append([]keyedDatum(nil), ds...)
-	sort.Slice(sorted, func(i, j int) bool {
-		if sorted[i].group != sorted[j].group {
-			return sorted[i].group < sorted[j].group
-		}
-		return sorted[i].sample < sorted[j].sample
-	})
+	sortKeyed(sorted)
 	h := sha256.New()
 	for _, d := range sorted {
 		b, _ := json.Marshal(d.datum)
@@ -97,4 +92,14 @@ func batchDigest(ds []keyedDatum) string {
 		h.Write([]byte{'\n'})
 	}
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// sortKeyed puts datums in canonical order: group, then sample.
+func sortKeyed(ds []keyedDatum) {
+	sort.Slice(ds, func(i, j int) bool {
+		if ds[i].group != ds[j].group {
+			return ds[i].group < ds[j].group
+		}
+		return ds[i].sample < ds[j].sample
+	})
 }

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/sourcegraph/conc/pool"
+
 	"github.com/hindsearch/hindsearch/clients/policy"
 	"github.com/hindsearch/hindsearch/clients/retriever"
 	"github.com/hindsearch/hindsearch/orchestrator/format"
@@ -123,6 +125,10 @@ type roller struct {
 	maxCtx    int
 	baseModel string
 	phases    *phaseClock
+	// batch coalesces and caches the searches of the async schedule (nil:
+	// one call per search).
+	batch    *batcher
+	maxBatch int
 
 	mu      sync.Mutex
 	invalid []int // tokens of the invalid-action text, cached
@@ -178,97 +184,229 @@ func (r *roller) promptIDs(ctx context.Context, question, hint string) ([]int, e
 	return ids, nil
 }
 
-// rollout runs one trajectory to its end. seed identifies the request
-// stream; model is the policy model name to sample from.
-func (r *roller) rollout(ctx context.Context, t *Trajectory, model string, sp sampling, seed int64) error {
+// live is a trajectory being rolled out: its context so far and its
+// response text.
+type live struct {
+	t      *Trajectory
+	model  string
+	sp     sampling
+	seed   int64
+	ctxIDs []int
+	resp   []byte
+	turn   int
+	done   bool
+	// pending is the action of the last policy turn, before its
+	// environment step.
+	kind, content string
+	tr            Turn
+}
+
+func newLive(t *Trajectory, model string, sp sampling, seed int64) *live {
 	t.Model = model
-	ctxIDs := append([]int(nil), t.PromptIDs...)
-	var resp []byte
-	for turn := 0; turn < r.maxTurns; turn++ {
-		budget := r.maxCtx - len(ctxIDs)
-		if budget <= 0 {
-			t.Finish = "context"
+	return &live{t: t, model: model, sp: sp, seed: seed, ctxIDs: append([]int(nil), t.PromptIDs...)}
+}
+
+// finish closes the trajectory with a reason.
+func (l *live) finish(reason string) {
+	if l.t.Finish == "" {
+		l.t.Finish = reason
+	}
+	l.t.Response = string(l.resp)
+	l.done = true
+}
+
+// policyTurn samples the next turn of l and appends its tokens. It marks
+// l done when the turn answers, or when the turn or context budget is spent.
+func (r *roller) policyTurn(ctx context.Context, l *live) error {
+	t := l.t
+	if l.turn >= r.maxTurns {
+		l.finish("max_turns")
+		return nil
+	}
+	budget := r.maxCtx - len(l.ctxIDs)
+	if budget <= 0 {
+		l.finish("context")
+		return nil
+	}
+	req := policy.CompletionRequest{Model: l.model, Prompt: l.ctxIDs, MaxTokens: min(r.maxTurn, budget),
+		Temperature: l.sp.temperature, TopP: l.sp.topP, TopK: l.sp.topK, Stop: format.StopStrings}
+	s := seedFor(l.seed, int64(l.turn))
+	req.Seed = &s
+	i, p := r.reps.acquire()
+	done := r.phases.start("rollout_policy")
+	c, err := p.Complete(ctx, req)
+	done()
+	r.reps.release(i)
+	if err != nil {
+		return fmt.Errorf("trajectory %s turn %d: %w", t.ID, l.turn, err)
+	}
+	if len(c.TokenIDs) != len(c.Logprobs) {
+		return fmt.Errorf("trajectory %s turn %d: %s returned %d tokens and %d logprobs", t.ID, l.turn, p.URL(), len(c.TokenIDs), len(c.Logprobs))
+	}
+	kind, content, aStart, aEnd := format.ActionSpan(c.Text)
+	inSearch := searchTokenMask(c, kind, aStart, aEnd)
+	for j, id := range c.TokenIDs {
+		t.Tokens = append(t.Tokens, id)
+		t.Policy = append(t.Policy, true)
+		t.Search = append(t.Search, inSearch[j])
+		t.Logprobs = append(t.Logprobs, c.Logprobs[j])
+	}
+	l.ctxIDs = append(l.ctxIDs, c.TokenIDs...)
+	l.resp = append(l.resp, c.Text...)
+	l.kind, l.content = kind, content
+	l.tr = Turn{Text: c.Text, Action: kind, Content: content, Finish: c.FinishReason}
+	if kind == format.ActionAnswer {
+		t.Turns = append(t.Turns, l.tr)
+		l.turn++
+		l.finish("answer")
+	}
+	return nil
+}
+
+// envTurn appends the environment's answer to the last policy turn: the
+// <information> block of hits for a search, the invalid-action text
+// otherwise.
+func (r *roller) envTurn(ctx context.Context, l *live, hits []retriever.Hit) error {
+	var block string
+	if l.kind == format.ActionSearch {
+		contents := make([]string, 0, len(hits))
+		for _, h := range hits {
+			contents = append(contents, h.Contents)
+			title, _ := retriever.SplitContents(h.Contents)
+			l.tr.Titles = append(l.tr.Titles, title)
+		}
+		block = format.InfoBlock(contents)
+	}
+	var env []int
+	var err error
+	if block != "" {
+		env, err = r.tokenize(ctx, block)
+		if len(env) > r.maxObs {
+			env = env[:r.maxObs]
+		}
+		l.resp = append(l.resp, block...)
+	} else {
+		env, err = r.invalidTokens(ctx)
+		l.resp = append(l.resp, format.InvalidActionText...)
+	}
+	if err != nil {
+		return fmt.Errorf("trajectory %s turn %d: %w", l.t.ID, l.turn, err)
+	}
+	t := l.t
+	t.Turns = append(t.Turns, l.tr)
+	for _, id := range env {
+		t.Tokens = append(t.Tokens, id)
+		t.Policy = append(t.Policy, false)
+		t.Search = append(t.Search, false)
+		t.Logprobs = append(t.Logprobs, 0)
+	}
+	l.ctxIDs = append(l.ctxIDs, env...)
+	l.turn++
+	return nil
+}
+
+// rollout runs one trajectory to its end on its own (the async schedule).
+// seed identifies the request stream; model is the policy model to sample.
+func (r *roller) rollout(ctx context.Context, t *Trajectory, model string, sp sampling, seed int64) error {
+	l := newLive(t, model, sp, seed)
+	for !l.done {
+		if err := r.policyTurn(ctx, l); err != nil {
+			return err
+		}
+		if l.done {
 			break
 		}
-		maxTok := min(r.maxTurn, budget)
-		req := policy.CompletionRequest{Model: model, Prompt: ctxIDs, MaxTokens: maxTok,
-			Temperature: sp.temperature, TopP: sp.topP, TopK: sp.topK, Stop: format.StopStrings}
-		s := seedFor(seed, int64(turn))
-		req.Seed = &s
-		i, p := r.reps.acquire()
-		done := r.phases.start("rollout_policy")
-		c, err := p.Complete(ctx, req)
-		done()
-		r.reps.release(i)
-		if err != nil {
-			return fmt.Errorf("trajectory %s turn %d: %w", t.ID, turn, err)
-		}
-		if len(c.TokenIDs) != len(c.Logprobs) {
-			return fmt.Errorf("trajectory %s turn %d: %s returned %d tokens and %d logprobs", t.ID, turn, p.URL(), len(c.TokenIDs), len(c.Logprobs))
-		}
-		kind, content, aStart, aEnd := format.ActionSpan(c.Text)
-		inSearch := searchTokenMask(c, kind, aStart, aEnd)
-		for j, id := range c.TokenIDs {
-			t.Tokens = append(t.Tokens, id)
-			t.Policy = append(t.Policy, true)
-			t.Search = append(t.Search, inSearch[j])
-			t.Logprobs = append(t.Logprobs, c.Logprobs[j])
-		}
-		ctxIDs = append(ctxIDs, c.TokenIDs...)
-		resp = append(resp, c.Text...)
-		tr := Turn{Text: c.Text, Action: kind, Content: content, Finish: c.FinishReason}
-		var env []int
-		switch kind {
-		case format.ActionAnswer:
-			t.Turns = append(t.Turns, tr)
-			t.Finish = "answer"
-			t.Response = string(resp)
-			return nil
-		case format.ActionSearch:
+		var hits []retriever.Hit
+		if l.kind == format.ActionSearch {
 			done := r.phases.start("rollout_retrieve")
-			hits, err := r.retriever.Retrieve(ctx, []string{content}, r.topk)
+			var err error
+			hits, err = r.search(ctx, l.content)
 			done()
 			if err != nil {
-				return fmt.Errorf("trajectory %s turn %d: retrieve: %w", t.ID, turn, err)
+				return fmt.Errorf("trajectory %s turn %d: retrieve: %w", t.ID, l.turn, err)
 			}
-			var contents []string
-			if len(hits) > 0 {
-				for _, h := range hits[0] {
-					contents = append(contents, h.Contents)
-					title, _ := retriever.SplitContents(h.Contents)
-					tr.Titles = append(tr.Titles, title)
-				}
-			}
-			block := format.InfoBlock(contents)
-			env, err = r.tokenize(ctx, block)
-			if err != nil {
-				return fmt.Errorf("trajectory %s turn %d: %w", t.ID, turn, err)
-			}
-			if len(env) > r.maxObs {
-				env = env[:r.maxObs]
-			}
-			resp = append(resp, block...)
-		default:
-			env, err = r.invalidTokens(ctx)
-			if err != nil {
-				return fmt.Errorf("trajectory %s turn %d: %w", t.ID, turn, err)
-			}
-			resp = append(resp, format.InvalidActionText...)
 		}
-		t.Turns = append(t.Turns, tr)
-		for _, id := range env {
-			t.Tokens = append(t.Tokens, id)
-			t.Policy = append(t.Policy, false)
-			t.Search = append(t.Search, false)
-			t.Logprobs = append(t.Logprobs, 0)
+		if err := r.envTurn(ctx, l, hits); err != nil {
+			return err
 		}
-		ctxIDs = append(ctxIDs, env...)
 	}
-	if t.Finish == "" {
-		t.Finish = "max_turns"
-	}
-	t.Response = string(resp)
 	return nil
+}
+
+// search retrieves one query through the batcher, or directly without one.
+func (r *roller) search(ctx context.Context, query string) ([]retriever.Hit, error) {
+	if r.batch != nil {
+		return r.batch.search(ctx, query)
+	}
+	hits, err := r.retriever.Retrieve(ctx, []string{query}, r.topk)
+	if err != nil {
+		return nil, err
+	}
+	if len(hits) != 1 {
+		return nil, fmt.Errorf("retrieve: %d results for 1 query", len(hits))
+	}
+	return hits[0], nil
+}
+
+// lockstep rolls out every trajectory with Search-R1's turn-level
+// batching: the next turn of every live trajectory together, then every
+// search of that turn in batched /retrieve calls, then the next turn.
+func (r *roller) lockstep(ctx context.Context, ls []*live, concurrency int) error {
+	for {
+		var active []*live
+		for _, l := range ls {
+			if !l.done {
+				active = append(active, l)
+			}
+		}
+		if len(active) == 0 {
+			return nil
+		}
+		p := pool.New().WithContext(ctx).WithCancelOnError().WithFirstError().WithMaxGoroutines(max(concurrency, 1))
+		for _, l := range active {
+			p.Go(func(ctx context.Context) error { return r.policyTurn(ctx, l) })
+		}
+		if err := p.Wait(); err != nil {
+			return err
+		}
+		var searching []*live
+		var queries []string
+		for _, l := range active {
+			if !l.done && l.kind == format.ActionSearch {
+				searching = append(searching, l)
+				queries = append(queries, l.content)
+			}
+		}
+		hits := make([][]retriever.Hit, len(queries))
+		batch := max(r.maxBatch, 1)
+		for lo := 0; lo < len(queries); lo += batch {
+			hi := min(lo+batch, len(queries))
+			done := r.phases.start("rollout_retrieve")
+			h, err := r.retriever.Retrieve(ctx, queries[lo:hi], r.topk)
+			done()
+			if err != nil {
+				return fmt.Errorf("retrieve: %w", err)
+			}
+			if len(h) != hi-lo {
+				return fmt.Errorf("retrieve: %d results for %d queries", len(h), hi-lo)
+			}
+			copy(hits[lo:hi], h)
+		}
+		byLive := map[*live][]retriever.Hit{}
+		for i, l := range searching {
+			byLive[l] = hits[i]
+		}
+		p = pool.New().WithContext(ctx).WithCancelOnError().WithFirstError().WithMaxGoroutines(max(concurrency, 1))
+		for _, l := range active {
+			if l.done {
+				continue
+			}
+			p.Go(func(ctx context.Context) error { return r.envTurn(ctx, l, byLive[l]) })
+		}
+		if err := p.Wait(); err != nil {
+			return err
+		}
+	}
 }
 
 // searchTokenMask marks the tokens of a completion that overlap the

@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -96,6 +97,9 @@ type run struct {
 	adapter string // policy model name currently served ("" = base)
 	cursor  int
 	sim     bool
+
+	mu       sync.Mutex
+	adapters map[int]string // step -> adapter name carrying its weights
 }
 
 var reUnsafe = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
@@ -126,7 +130,7 @@ func (rn *Runner) Run(ctx context.Context) (*Summary, error) {
 	if err := dir.WriteFileAtomic("recipe.yaml", y); err != nil {
 		return nil, fmt.Errorf("save recipe: %w", err)
 	}
-	ru := &run{Runner: rn, r: r, dir: dir, sim: len(rn.Deps.Simulated) > 0}
+	ru := &run{Runner: rn, r: r, dir: dir, sim: len(rn.Deps.Simulated) > 0, adapters: map[int]string{}}
 	if err := ru.load(); err != nil {
 		return nil, err
 	}
@@ -184,9 +188,10 @@ func (ru *run) load() error {
 	clock := newPhaseClock()
 	ru.roller = newRoller(r, ru.Deps, clock)
 	ru.hinter = newHinter(r, ru.Deps.Judge, tmpl, clock)
-	ru.ev = &evaluator{roller: ru.roller, datasets: ru.evalSet, concurrency: r.Policy.Concurrency * len(ru.Deps.Policies),
+	ru.ev = &evaluator{roller: newRoller(r, ru.Deps, nil), datasets: ru.evalSet, concurrency: r.Policy.Concurrency * len(ru.Deps.Policies),
 		seed: r.Seed, out: ru.Out}
-	ru.sync = &loraSync{checkpointsDir: r.Trainer.CheckpointsDir, dir: r.Sync.Dir, keep: max(r.Sync.Keep, 1)}
+	// Off-policy sampling needs the k steps before the newest kept loaded.
+	ru.sync = &loraSync{checkpointsDir: r.Trainer.CheckpointsDir, dir: r.Sync.Dir, keep: max(r.Sync.Keep, r.Train.MaxOffPolicySteps+2, 1)}
 	return nil
 }
 
@@ -224,26 +229,56 @@ func (ru *run) loop(ctx context.Context) (*Summary, error) {
 		}
 		sum.Evals = append(sum.Evals, recs...)
 	}
+	// With train.max_off_policy_steps > 0 the rollouts of step n+1 run
+	// while step n trains, syncs and evaluates.
+	startCollect := func(step int) chan collectResult {
+		ch := make(chan collectResult, 1)
+		model := ru.samplingModel(step)
+		stream := r.Rollout.Schedule == recipes.ScheduleAsync && r.Train.MaxOffPolicySteps == 0
+		go func() {
+			c, err := ru.collect(ctx, step, model, stream)
+			ch <- collectResult{c, err}
+		}()
+		return ch
+	}
+	pipelined := r.Train.MaxOffPolicySteps > 0
+	var next chan collectResult
 	for step := 1; step <= r.Train.Steps; step++ {
-		rec, err := ru.step(ctx, step)
+		if next == nil {
+			next = startCollect(step)
+		}
+		got := <-next
+		next = nil
+		if got.err != nil {
+			return sum, fmt.Errorf("step %d: %w", step, got.err)
+		}
+		if pipelined && step < r.Train.Steps {
+			next = startCollect(step + 1)
+		}
+		rec, err := ru.finish(ctx, got.c)
 		if err != nil {
+			ru.drain(next)
 			return sum, fmt.Errorf("step %d: %w", step, err)
 		}
+		rec.PolicyLag = step - 1 - versionOf(rec.SampledWith, r)
 		if len(ru.evalSet) > 0 && (step%r.Eval.Every == 0 || step == r.Train.Steps) {
 			t0 := time.Now()
 			recs, err := ru.evaluate(ctx, step, format.StrategySearch)
 			if err != nil {
+				ru.drain(next)
 				return sum, err
 			}
 			rec.PhaseSeconds["eval"] = time.Since(t0).Seconds()
 			sum.Evals = append(sum.Evals, recs...)
 		}
 		if err := ru.dir.AppendJSONL("steps.jsonl", rec); err != nil {
+			ru.drain(next)
 			return sum, fmt.Errorf("record step %d: %w", step, err)
 		}
-		st := state{Step: step, Adapter: ru.adapter, ModelID: ru.modelID, Cursor: ru.cursor, Simulated: ru.sim, Updated: time.Now().UTC().Format(time.RFC3339)}
+		st := state{Step: step, Adapter: rec.Adapter, ModelID: ru.modelID, Cursor: ru.cursor, Simulated: ru.sim, Updated: time.Now().UTC().Format(time.RFC3339)}
 		b, _ := json.MarshalIndent(st, "", "  ")
 		if err := ru.dir.WriteFileAtomic("state.json", append(b, '\n')); err != nil {
+			ru.drain(next)
 			return sum, fmt.Errorf("record step %d: %w", step, err)
 		}
 		sum.Steps = append(sum.Steps, *rec)
@@ -256,6 +291,23 @@ func (ru *run) loop(ctx context.Context) (*Summary, error) {
 		}
 	}
 	return sum, nil
+}
+
+// drain waits for a collection started ahead, so no goroutine outlives the
+// run.
+func (ru *run) drain(next chan collectResult) {
+	if next != nil {
+		<-next
+	}
+}
+
+// versionOf is the step whose weights a model name carries (0: the base).
+func versionOf(model string, r *recipes.Recipe) int {
+	if m := reStepSuffix.FindStringSubmatch(model); m != nil && model != r.Policy.Model {
+		v, _ := strconv.Atoi(m[1])
+		return v
+	}
+	return 0
 }
 
 // caption names the recipe and its ablation switches.
@@ -293,27 +345,56 @@ type groupState struct {
 	left  atomic.Int32
 }
 
-// step runs one training step (DESIGN §2, steps 1-7) and returns its record.
-func (ru *run) step(ctx context.Context, step int) (*results.StepRecord, error) {
+// collectResult is what a collection started ahead delivers.
+type collectResult struct {
+	c   *collected
+	err error
+}
+
+// collected is a step's rollouts, critiques and datums, before the
+// optimiser step.
+type collected struct {
+	step    int
+	model   string // the policy model the step sampled from
+	groups  []*groupState
+	sent    []keyedDatum // datums in the order they reached the sender
+	clock   *phaseClock
+	t0      time.Time
+	fb      []map[string]float64
+	streamd bool // datums went to forward_backward while rolling out
+
+	critiques, critiqueFailures, opdTokens int64
+	opdSum                                 float64
+}
+
+// collect runs steps 1-5 of DESIGN §2 for one step: draw, roll out with
+// model, score, advantages, hindsight. With stream set (the on-policy async
+// schedule) each finished group's datums go to forward_backward at once,
+// while other groups still roll out; otherwise finish sends them.
+func (ru *run) collect(ctx context.Context, step int, model string, stream bool) (*collected, error) {
 	r := ru.r
-	t0 := time.Now()
-	clock := newPhaseClock()
+	c := &collected{step: step, model: model, clock: newPhaseClock(), t0: time.Now(), streamd: stream}
+	clock := c.clock
 	ru.roller.phases, ru.hinter.phases = clock, clock
+	ru.roller.batch.reset(ctx)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
 	qs := ru.draw(r.Train.BatchSize)
 	G := r.Train.GroupSize
-	model := ru.model()
 	sp := sampling{temperature: r.Train.Temperature, topP: r.Train.TopP, topK: r.Train.TopK}
 
 	datums := make(chan keyedDatum, len(qs)*G)
-	var sent []keyedDatum
 	var trainErr error
-	var fbMetrics []map[string]float64
 	senderDone := make(chan struct{})
 	go func() {
 		defer close(senderDone)
+		if !stream {
+			for d := range datums {
+				c.sent = append(c.sent, d)
+			}
+			return
+		}
 		var chunk []trainer.Datum
 		flush := func() {
 			if len(chunk) == 0 || trainErr != nil {
@@ -327,11 +408,11 @@ func (ru *run) step(ctx context.Context, step int) (*results.StepRecord, error) 
 				cancel()
 				return
 			}
-			fbMetrics = append(fbMetrics, res.Metrics)
+			c.fb = append(c.fb, res.Metrics)
 			chunk = nil
 		}
 		for d := range datums {
-			sent = append(sent, d)
+			c.sent = append(c.sent, d)
 			chunk = append(chunk, d.datum)
 			if len(chunk) >= r.Trainer.ChunkSize {
 				flush()
@@ -341,12 +422,11 @@ func (ru *run) step(ctx context.Context, step int) (*results.StepRecord, error) 
 	}()
 
 	var critiques, critiqueFailures, opdTokens atomic.Int64
-	var opdSum float64
 	var opdMu sync.Mutex
-	groups := make([]*groupState, len(qs))
+	c.groups = make([]*groupState, len(qs))
 	hp := pool.New().WithContext(ctx).WithMaxGoroutines(max(r.Judge.Concurrency, 1))
 	finishGroup := func(gi int) {
-		g := groups[gi]
+		g := c.groups[gi]
 		rewards := make([]float64, len(g.trajs))
 		for i, t := range g.trajs {
 			t.score()
@@ -357,12 +437,12 @@ func (ru *run) step(ctx context.Context, step int) (*results.StepRecord, error) 
 		}
 		hp.Go(func(ctx context.Context) error {
 			if r.Hindsight.Enabled {
-				c, f, n, s := ru.hindsight(ctx, g.trajs)
-				critiques.Add(c)
+				cr, f, n, sum := ru.hindsight(ctx, g.trajs)
+				critiques.Add(cr)
 				critiqueFailures.Add(f)
 				opdTokens.Add(n)
 				opdMu.Lock()
-				opdSum += s
+				c.opdSum += sum
 				opdMu.Unlock()
 			}
 			for _, t := range g.trajs {
@@ -377,40 +457,64 @@ func (ru *run) step(ctx context.Context, step int) (*results.StepRecord, error) 
 			return nil
 		})
 	}
-	rp := pool.New().WithContext(ctx).WithCancelOnError().WithFirstError().WithMaxGoroutines(max(r.Policy.Concurrency*len(ru.Deps.Policies), 1))
-	rollDone := clock.start("rollout")
+	var ls []*live
 	for gi, q := range qs {
 		g := &groupState{trajs: make([]*Trajectory, G)}
 		g.left.Store(int32(G))
-		groups[gi] = g
+		c.groups[gi] = g
 		group := (step-1)*r.Train.BatchSize + gi // globally unique group id
-		var promptOnce sync.Once
-		var prompt []int
-		var promptErr error
 		for k := 0; k < G; k++ {
-			t := &Trajectory{ID: fmt.Sprintf("s%04d-g%06d-k%d", step, group, k), Step: step, Group: group, Sample: k, Question: q}
-			g.trajs[k] = t
-			rp.Go(func(ctx context.Context) error {
-				promptOnce.Do(func() { prompt, promptErr = ru.roller.promptIDs(ctx, q.Question, "") })
-				if promptErr != nil {
-					return promptErr
-				}
-				t.PromptIDs = prompt
-				if err := ru.roller.rollout(ctx, t, model, sp, seedFor(r.Seed, int64(step), int64(group), int64(k))); err != nil {
-					return err
-				}
-				if g.left.Add(-1) == 0 {
-					finishGroup(gi)
-				}
-				return nil
-			})
+			g.trajs[k] = &Trajectory{ID: fmt.Sprintf("s%04d-g%06d-k%d", step, group, k), Step: step, Group: group, Sample: k, Question: q}
 		}
 	}
-	rollErr := rp.Wait()
+	concurrency := max(r.Policy.Concurrency*len(ru.Deps.Policies), 1)
+	rollDone := clock.start("rollout")
+	var rollErr error
+	if r.Rollout.Schedule == recipes.ScheduleLockstep {
+		rollErr = ru.prompts(ctx, c.groups, concurrency)
+		if rollErr == nil {
+			for _, g := range c.groups {
+				for _, t := range g.trajs {
+					ls = append(ls, newLive(t, model, sp, seedFor(r.Seed, int64(step), int64(t.Group), int64(t.Sample))))
+				}
+			}
+			rollErr = ru.roller.lockstep(ctx, ls, concurrency)
+		}
+		if rollErr == nil {
+			for gi := range c.groups {
+				finishGroup(gi)
+			}
+		}
+	} else {
+		rp := pool.New().WithContext(ctx).WithCancelOnError().WithFirstError().WithMaxGoroutines(concurrency)
+		for gi, g := range c.groups {
+			var promptOnce sync.Once
+			var prompt []int
+			var promptErr error
+			for _, t := range g.trajs {
+				rp.Go(func(ctx context.Context) error {
+					promptOnce.Do(func() { prompt, promptErr = ru.roller.promptIDs(ctx, t.Question.Question, "") })
+					if promptErr != nil {
+						return promptErr
+					}
+					t.PromptIDs = prompt
+					if err := ru.roller.rollout(ctx, t, model, sp, seedFor(r.Seed, int64(step), int64(t.Group), int64(t.Sample))); err != nil {
+						return err
+					}
+					if g.left.Add(-1) == 0 {
+						finishGroup(gi)
+					}
+					return nil
+				})
+			}
+		}
+		rollErr = rp.Wait()
+	}
 	rollDone()
 	_ = hp.Wait()
 	close(datums)
 	<-senderDone
+	c.critiques, c.critiqueFailures, c.opdTokens = critiques.Load(), critiqueFailures.Load(), opdTokens.Load()
 	if rollErr != nil {
 		return nil, fmt.Errorf("rollout: %w", rollErr)
 	}
@@ -420,7 +524,48 @@ func (ru *run) step(ctx context.Context, step int) (*results.StepRecord, error) 
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	return c, nil
+}
 
+// prompts tokenizes each group's prompt once, for the lockstep schedule.
+func (ru *run) prompts(ctx context.Context, groups []*groupState, concurrency int) error {
+	p := pool.New().WithContext(ctx).WithCancelOnError().WithFirstError().WithMaxGoroutines(concurrency)
+	for _, g := range groups {
+		p.Go(func(ctx context.Context) error {
+			ids, err := ru.roller.promptIDs(ctx, g.trajs[0].Question.Question, "")
+			for _, t := range g.trajs {
+				t.PromptIDs = ids
+			}
+			return err
+		})
+	}
+	return p.Wait()
+}
+
+// finish runs steps 6-7 of DESIGN §2 for a collected step: the datums not
+// yet sent (in canonical order), optim_step, save_weights_for_sampler and
+// the weight sync; it returns the step's record.
+func (ru *run) finish(ctx context.Context, c *collected) (*results.StepRecord, error) {
+	r := ru.r
+	clock := c.clock
+	if !c.streamd {
+		ordered := append([]keyedDatum(nil), c.sent...)
+		sortKeyed(ordered)
+		for lo := 0; lo < len(ordered); lo += r.Trainer.ChunkSize {
+			hi := min(lo+r.Trainer.ChunkSize, len(ordered))
+			chunk := make([]trainer.Datum, 0, hi-lo)
+			for _, d := range ordered[lo:hi] {
+				chunk = append(chunk, d.datum)
+			}
+			done := clock.start("train")
+			res, err := ru.Deps.Trainer.ForwardBackward(ctx, ru.modelID, chunk, r.Trainer.Loss, lossConfig(r))
+			done()
+			if err != nil {
+				return nil, fmt.Errorf("forward_backward: %w", err)
+			}
+			c.fb = append(c.fb, res.Metrics)
+		}
+	}
 	done := clock.start("train")
 	om, err := ru.Deps.Trainer.OptimStep(ctx, ru.modelID, trainer.AdamParams{LearningRate: r.Trainer.LearningRate,
 		Beta1: r.Trainer.Beta1, Beta2: r.Trainer.Beta2, Eps: r.Trainer.Eps, WeightDecay: r.Trainer.WeightDecay})
@@ -428,7 +573,7 @@ func (ru *run) step(ctx context.Context, step int) (*results.StepRecord, error) 
 	if err != nil {
 		return nil, fmt.Errorf("optim_step: %w", err)
 	}
-	name := reUnsafe.ReplaceAllString(r.Name, "_") + fmt.Sprintf("-step%04d", step)
+	name := reUnsafe.ReplaceAllString(r.Name, "_") + fmt.Sprintf("-step%04d", c.step)
 	done = clock.start("sync")
 	path, err := ru.Deps.Trainer.SaveWeightsForSampler(ctx, ru.modelID, name)
 	if err != nil {
@@ -440,24 +585,40 @@ func (ru *run) step(ctx context.Context, step int) (*results.StepRecord, error) 
 		return nil, err
 	}
 	done()
+	ru.mu.Lock()
 	ru.adapter = name
+	ru.adapters[c.step] = name
+	ru.mu.Unlock()
 
 	var all []*Trajectory
-	for _, g := range groups {
+	for _, g := range c.groups {
 		all = append(all, g.trajs...)
 	}
-	rec := ru.record(step, all, sent, clock, t0)
-	rec.Critiques, rec.CritiqueFailures = int(critiques.Load()), int(critiqueFailures.Load())
-	rec.OPDTokens = int(opdTokens.Load())
+	rec := ru.record(c.step, all, c.sent, clock, c.t0)
+	rec.Critiques, rec.CritiqueFailures = int(c.critiques), int(c.critiqueFailures)
+	rec.OPDTokens = int(c.opdTokens)
 	if rec.OPDTokens > 0 {
-		rec.OPDMean = opdSum / float64(rec.OPDTokens)
+		rec.OPDMean = c.opdSum / float64(rec.OPDTokens)
 	}
 	rec.Adapter = name
-	rec.TrainerMetrics = mergeMetrics(fbMetrics, om)
-	if err := ru.keepTrajectories(step, all); err != nil {
+	rec.SampledWith = c.model
+	rec.TrainerMetrics = mergeMetrics(c.fb, om)
+	if err := ru.keepTrajectories(c.step, all); err != nil {
 		return nil, err
 	}
 	return rec, nil
+}
+
+// samplingModel is the policy model step samples from: the weights of step
+// step-1-k under train.max_off_policy_steps = k (the base model before any).
+func (ru *run) samplingModel(step int) string {
+	v := step - 1 - ru.r.Train.MaxOffPolicySteps
+	ru.mu.Lock()
+	defer ru.mu.Unlock()
+	if name, ok := ru.adapters[v]; ok && v > 0 {
+		return name
+	}
+	return ru.r.Policy.Model
 }
 
 func lossConfig(r *recipes.Recipe) map[string]float64 {
@@ -508,7 +669,7 @@ func (ru *run) hindsight(ctx context.Context, trajs []*Trajectory) (used, failed
 		}
 		tp, err := ru.roller.promptIDs(ctx, t.Question.Question, ru.hinter.hintText(c))
 		if err == nil {
-			teacher := ru.teacherModel()
+			teacher := ru.teacherModel(t)
 			i, p := ru.roller.reps.acquire()
 			t.OPD, err = ru.hinter.opd(ctx, t, tp, p, teacher)
 			ru.roller.reps.release(i)
@@ -529,11 +690,12 @@ func (ru *run) hindsight(ctx context.Context, trajs []*Trajectory) (used, failed
 	return used, failed, tokens, sum
 }
 
-// teacherModel is the model name that scores the teacher context.
-func (ru *run) teacherModel() string {
+// teacherModel is the model name that scores t's teacher context: self is
+// the policy that sampled t.
+func (ru *run) teacherModel(t *Trajectory) string {
 	switch ru.r.Hindsight.Teacher {
 	case recipes.TeacherSelf:
-		return ru.model()
+		return t.Model
 	case recipes.TeacherInitial:
 		return ru.r.Policy.Model
 	default:
@@ -627,7 +789,10 @@ func recordEval(dir *results.RunDir, step int, strategy string, recs []results.E
 
 // newRoller builds the rollout engine of a recipe over deps.
 func newRoller(r *recipes.Recipe, deps Deps, clock *phaseClock) *roller {
+	window := time.Duration(r.Retriever.BatchWindowMS * float64(time.Millisecond))
 	return &roller{reps: newReplicas(deps.Policies), retriever: deps.Retriever, topk: r.Retriever.TopK,
 		maxTurns: r.Rollout.MaxTurns, maxTurn: r.Rollout.MaxTurnTokens, maxObs: r.Rollout.MaxObsTokens,
-		maxCtx: r.Rollout.MaxContextTokens, baseModel: r.Policy.Model, phases: clock}
+		maxCtx: r.Rollout.MaxContextTokens, baseModel: r.Policy.Model, phases: clock,
+		batch:    newBatcher(deps.Retriever, r.Retriever.TopK, window, r.Retriever.MaxBatch, r.Retriever.Cache),
+		maxBatch: r.Retriever.MaxBatch}
 }

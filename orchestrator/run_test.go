@@ -274,3 +274,93 @@ func TestHindsightAblationsRun(t *testing.T) {
 		})
 	}
 }
+
+// Lockstep (Search-R1's turn-level batching) and async scheduling sample
+// the same trajectories, so they send the trainer the same batches.
+func TestLockstepAndAsyncSendTheSameBatches(t *testing.T) {
+	var digests [2][]string
+	for i, sched := range []string{"async", "lockstep"} {
+		r := testRecipe(t, "", "rollout.schedule="+sched, "eval.datasets.nq=", "eval.datasets.hotpotqa=")
+		sum, _ := runRecipe(t, r, 1)
+		for _, s := range sum.Steps {
+			digests[i] = append(digests[i], s.BatchDigest)
+		}
+	}
+	if strings.Join(digests[0], ",") != strings.Join(digests[1], ",") {
+		t.Fatalf("async %v\nlockstep %v", digests[0], digests[1])
+	}
+}
+
+// With train.max_off_policy_steps = k, step n samples with the weights of
+// step n-1-k (never staler), and the datums carry the logprobs of the
+// weights that sampled them, for the trainer's importance ratio.
+func TestOffPolicyStalenessAndSamplingLogprobs(t *testing.T) {
+	const k = 1
+	r := testRecipe(t, "", "train.max_off_policy_steps=1", "train.steps=4", "eval.datasets.nq=", "eval.datasets.hotpotqa=",
+		"output.trajectories=4")
+	ctx := context.Background()
+	deps, emb, err := Connect(ctx, r, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emb.Close()
+	sum, err := (&Runner{Recipe: r, Deps: deps}).Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"sim/base", "sim/base", "test-step0001", "test-step0002"}
+	for i, s := range sum.Steps {
+		if s.SampledWith != want[i] {
+			t.Errorf("step %d sampled with %q, want %q", s.Step, s.SampledWith, want[i])
+		}
+		if s.PolicyLag > k || (s.Step > 1 && s.PolicyLag != k) {
+			t.Errorf("step %d: policy lag %d, bound %d", s.Step, s.PolicyLag, k)
+		}
+	}
+	// Step 4's kept trajectories: their logprobs are step 2's weights' scores
+	// (what sampled them), not step 3's.
+	raw, err := os.ReadFile(filepath.Join(r.Output.Dir, "trajectories", "step-0004.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := emb.Sim().Model
+	p2, _ := emb.Sim().Policies[0].Params("test-step0002")
+	p3, _ := emb.Sim().Policies[0].Params("test-step0003")
+	checked := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+		var tr Trajectory
+		if err := json.Unmarshal([]byte(line), &tr); err != nil {
+			t.Fatal(err)
+		}
+		if tr.Model != "test-step0002" {
+			t.Fatalf("trajectory sampled by %q", tr.Model)
+		}
+		seq := append(append([]int(nil), tr.PromptIDs...), tr.Tokens...)
+		s2, s3 := model.Score(p2, seq), model.Score(p3, seq)
+		d := BuildDatum(&tr, 1, 1)
+		lps := d.LossFnInputs["logprobs"].Data.([]float32)
+		differs := false
+		for j, pol := range tr.Policy {
+			if !pol {
+				continue
+			}
+			i := len(tr.PromptIDs) + j
+			if diff := s2[i] - tr.Logprobs[j]; diff > 1e-6 || diff < -1e-6 {
+				t.Fatalf("token %d: sampling logprob %v, step 2 weights score %v", j, tr.Logprobs[j], s2[i])
+			}
+			if float64(lps[i-1]) != float64(float32(tr.Logprobs[j])) {
+				t.Fatalf("datum logprob %v, sampling %v", lps[i-1], tr.Logprobs[j])
+			}
+			if diff := s3[i] - s2[i]; diff > 1e-6 || diff < -1e-6 {
+				differs = true
+			}
+			checked++
+		}
+		if !differs {
+			t.Logf("trajectory %s: step 3 weights give the same logprobs", tr.ID)
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no policy token checked")
+	}
+}

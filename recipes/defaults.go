@@ -38,6 +38,12 @@ const (
 	// TeacherInitial is hindsight.teacher for the initial policy. Any other
 	// non-empty value names a model served by the policy servers.
 	TeacherInitial = "initial"
+
+	// ScheduleAsync is rollout.schedule for independent trajectories.
+	ScheduleAsync = "async"
+	// ScheduleLockstep is rollout.schedule for Search-R1's turn-level
+	// batching.
+	ScheduleLockstep = "lockstep"
 )
 
 // Placeholders substituted in recipe strings.
@@ -84,6 +90,11 @@ func Defaults() Recipe {
 			Corpus:   "data/corpus/passages.jsonl",
 			TopK:     3,
 			IndexDir: "",
+			// A short window: searches of one step's trajectories that
+			// arrive together share a call.
+			BatchWindowMS: 2,
+			MaxBatch:      64,
+			Cache:         true,
 		},
 		Trainer: Trainer{
 			URL:            Embedded,
@@ -120,6 +131,7 @@ func Defaults() Recipe {
 			MaxTurnTokens:    500,
 			MaxObsTokens:     500,
 			MaxContextTokens: 4096,
+			Schedule:         "async",
 		},
 		Hindsight: Hindsight{
 			Enabled:          true,
@@ -151,7 +163,8 @@ func Defaults() Recipe {
 			PoolSize:       64,
 		},
 		Sim: Sim{
-			Epsilon: 1e-6,
+			Epsilon:    1e-6,
+			ThinkSigma: 1.0,
 		},
 	}
 }

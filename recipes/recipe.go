@@ -75,6 +75,14 @@ type Retriever struct {
 	// IndexDir caches built BM25 indexes by corpus content hash (empty:
 	// os.UserCacheDir()/hindsearch/bm25, chosen by the caller).
 	IndexDir string `mapstructure:"index_dir" yaml:"index_dir"`
+	// BatchWindowMS is how long concurrent searches wait to be coalesced
+	// into one batched /retrieve call (0: no waiting; queries that arrive
+	// while a call is in flight are still batched).
+	BatchWindowMS float64 `mapstructure:"batch_window_ms" yaml:"batch_window_ms"`
+	// MaxBatch caps the queries of one /retrieve call.
+	MaxBatch int `mapstructure:"max_batch" yaml:"max_batch"`
+	// Cache answers a query seen earlier in the same step from memory.
+	Cache bool `mapstructure:"cache" yaml:"cache"`
 }
 
 // Trainer configures the Tinker-API training server.
@@ -133,6 +141,11 @@ type Train struct {
 	Temperature float64 `mapstructure:"temperature" yaml:"temperature"`
 	TopP        float64 `mapstructure:"top_p" yaml:"top_p"`
 	TopK        int     `mapstructure:"top_k" yaml:"top_k"`
+	// MaxOffPolicySteps bounds off-policy training: with k > 0, step n
+	// samples with the weights of step n-1-k, so its rollouts run while
+	// the k steps before it train and sync; the trainer's importance ratio
+	// uses the recorded sampling logprobs. 0: fully on-policy.
+	MaxOffPolicySteps int `mapstructure:"max_off_policy_steps" yaml:"max_off_policy_steps"`
 }
 
 // Rollout configures one trajectory.
@@ -145,6 +158,12 @@ type Rollout struct {
 	MaxObsTokens int `mapstructure:"max_obs_tokens" yaml:"max_obs_tokens"`
 	// MaxContextTokens caps prompt plus response.
 	MaxContextTokens int `mapstructure:"max_context_tokens" yaml:"max_context_tokens"`
+	// Schedule is async (every trajectory proceeds on its own; failed
+	// groups are critiqued and datums stream to the trainer while others
+	// roll out) or lockstep (Search-R1's turn-level batching: every live
+	// trajectory's next turn together, then every search together; judge,
+	// teacher and training after the whole rollout).
+	Schedule string `mapstructure:"schedule" yaml:"schedule"`
 }
 
 // Hindsight configures the critique and the on-policy-distillation term.
@@ -215,4 +234,30 @@ type HTTP struct {
 type Sim struct {
 	// Epsilon is the simulated policy's uniform floor over the vocabulary.
 	Epsilon float64 `mapstructure:"epsilon" yaml:"epsilon"`
+	// The simulated servers' latency model (all 0: instant). Capacity is
+	// the most sequences one simulated policy replica runs at once (0:
+	// unlimited); DecodeMS is one decode step with one running sequence,
+	// DecodePerSeqMS is added to a step per running sequence, and
+	// PrefillUSPerToken (microseconds) is charged per prompt token in the
+	// step that admits a sequence (continuous batching, as in vLLM).
+	Capacity          int     `mapstructure:"capacity" yaml:"capacity"`
+	DecodeMS          float64 `mapstructure:"decode_ms" yaml:"decode_ms"`
+	DecodePerSeqMS    float64 `mapstructure:"decode_per_seq_ms" yaml:"decode_per_seq_ms"`
+	PrefillUSPerToken float64 `mapstructure:"prefill_us_per_token" yaml:"prefill_us_per_token"`
+	// ThinkTokens is the mean of the hidden extra decode steps of each
+	// simulated completion (lognormal with log-space sigma ThinkSigma,
+	// drawn from the request's seed; 0: none).
+	ThinkTokens float64 `mapstructure:"think_tokens" yaml:"think_tokens"`
+	ThinkSigma  float64 `mapstructure:"think_sigma" yaml:"think_sigma"`
+	// JudgeMS is the simulated judge's time per request.
+	JudgeMS float64 `mapstructure:"judge_ms" yaml:"judge_ms"`
+	// TrainerDatumMS is the simulated trainer's forward_backward time per
+	// datum; TrainerStepMS its time per optim_step and per
+	// save_weights_for_sampler.
+	TrainerDatumMS float64 `mapstructure:"trainer_datum_ms" yaml:"trainer_datum_ms"`
+	TrainerStepMS  float64 `mapstructure:"trainer_step_ms" yaml:"trainer_step_ms"`
+	// RetrieverBatchMS and RetrieverQueryMS delay the embedded retriever:
+	// per /retrieve call and per query of a call.
+	RetrieverBatchMS float64 `mapstructure:"retriever_batch_ms" yaml:"retriever_batch_ms"`
+	RetrieverQueryMS float64 `mapstructure:"retriever_query_ms" yaml:"retriever_query_ms"`
 }

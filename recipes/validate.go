@@ -230,7 +230,25 @@ func (r *Recipe) Validate() error {
 	}
 	atLeast("http.pool_size", r.HTTP.PoolSize, 1)
 
+	oneOf("rollout.schedule", r.Rollout.Schedule, ScheduleAsync, ScheduleLockstep)
+	nonNeg("retriever.batch_window_ms", r.Retriever.BatchWindowMS)
+	atLeast("retriever.max_batch", r.Retriever.MaxBatch, 1)
+	if r.Train.MaxOffPolicySteps < 0 {
+		bad("train.max_off_policy_steps", "must be at least 0, got %d", r.Train.MaxOffPolicySteps)
+	}
+
 	unit("sim.epsilon", r.Sim.Epsilon)
+	atLeast("sim.capacity", r.Sim.Capacity, 0)
+	nonNeg("sim.decode_ms", r.Sim.DecodeMS)
+	nonNeg("sim.decode_per_seq_ms", r.Sim.DecodePerSeqMS)
+	nonNeg("sim.prefill_us_per_token", r.Sim.PrefillUSPerToken)
+	nonNeg("sim.think_tokens", r.Sim.ThinkTokens)
+	nonNeg("sim.think_sigma", r.Sim.ThinkSigma)
+	nonNeg("sim.judge_ms", r.Sim.JudgeMS)
+	nonNeg("sim.trainer_datum_ms", r.Sim.TrainerDatumMS)
+	nonNeg("sim.trainer_step_ms", r.Sim.TrainerStepMS)
+	nonNeg("sim.retriever_batch_ms", r.Sim.RetrieverBatchMS)
+	nonNeg("sim.retriever_query_ms", r.Sim.RetrieverQueryMS)
 
 	for _, name := range slices.Sorted(maps.Keys(r.Variants)) {
 		key := "variants." + name

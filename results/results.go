@@ -70,10 +70,16 @@ type StepRecord struct {
 	// PhaseSeconds is the wall time of each phase of the step (rollout,
 	// judge, teacher, train, sync, eval).
 	PhaseSeconds map[string]float64 `json:"phase_seconds"`
-	// BatchDigest identifies the batch of questions of the step.
+	// BatchDigest is the sha256 over the exact datums sent to the trainer
+	// that step, in canonical (group, sample) order.
 	BatchDigest string `json:"batch_digest"`
 	// Adapter names the weights the step produced.
 	Adapter string `json:"adapter"`
+	// SampledWith names the policy model the step's rollouts sampled from.
+	SampledWith string `json:"sampled_with"`
+	// PolicyLag is how many optimiser steps the sampling weights were
+	// behind the trainer's (0: on-policy).
+	PolicyLag int `json:"policy_lag"`
 	// TrainerMetrics are the metrics the trainer reported, if any.
 	TrainerMetrics map[string]float64 `json:"trainer_metrics,omitempty"`
 	// WallSeconds is the wall time of the whole step.
