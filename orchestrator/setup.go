@@ -52,7 +52,12 @@ type Embedded struct {
 	sim   *sim.Servers
 	index *bm25.Index
 	srv   *http.Server
+	ret   *sim.DelayedRetriever
 }
+
+// Retriever returns the embedded retriever's handler with its call counts
+// (nil when the retriever is not embedded).
+func (e *Embedded) Retriever() *sim.DelayedRetriever { return e.ret }
 
 // Sim returns the simulated servers (nil when none were started).
 func (e *Embedded) Sim() *sim.Servers { return e.sim }
@@ -75,13 +80,15 @@ func (e *Embedded) Close() {
 	}
 }
 
-func (e *Embedded) serveIndex(ix *bm25.Index) (string, error) {
+func (e *Embedded) serveIndex(ix *bm25.Index, lat sim.Latency) (string, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", fmt.Errorf("embedded retriever: %w", err)
 	}
 	e.index = ix
-	e.srv = &http.Server{Handler: ix.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	// The simulator's retriever latency (sim.retriever_*), zero by default.
+	e.ret = sim.NewDelayedRetriever(ix.Handler(), lat.RetrieverBatch, lat.RetrieverQuery)
+	e.srv = &http.Server{Handler: e.ret, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = e.srv.Serve(l) }()
 	return "http://" + l.Addr().String(), nil
 }
@@ -134,7 +141,8 @@ func Connect(ctx context.Context, r *recipes.Recipe, environ []string, log io.Wr
 		}
 		s, err := sim.Start(sim.Config{BaseModel: r.Policy.Model, JudgeModel: r.Judge.Model, JudgeAPIKey: key(r.Judge.APIKeyEnv),
 			CheckpointsDir: r.Trainer.CheckpointsDir, Corpus: corpus, VocabTexts: texts, Epsilon: r.Sim.Epsilon,
-			PolicyReplicas: nEmbedded, Judge: r.Judge.URL == recipes.Embedded, Trainer: r.Trainer.URL == recipes.Embedded})
+			PolicyReplicas: nEmbedded, Judge: r.Judge.URL == recipes.Embedded, Trainer: r.Trainer.URL == recipes.Embedded,
+			Latency: sim.LatencyFromRecipe(r.Sim)})
 		if err != nil {
 			return fail(err)
 		}
@@ -208,7 +216,7 @@ func Connect(ctx context.Context, r *recipes.Recipe, environ []string, log io.Wr
 		if built {
 			fmt.Fprintf(log, "BM25 index of %d passages built in %.1fs\n", ix.Len(), time.Since(t0).Seconds())
 		}
-		ru, err = e.serveIndex(ix)
+		ru, err = e.serveIndex(ix, sim.LatencyFromRecipe(r.Sim))
 		if err != nil {
 			_ = ix.Close()
 			return fail(err)

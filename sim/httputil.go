@@ -2,10 +2,12 @@ package sim
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"time"
 )
 
 // SimulatorHeader is set on every response of a simulated server, so that
@@ -47,6 +49,21 @@ func openAIError(w http.ResponseWriter, status int, typ, msg string) {
 	writeJSON(w, status, map[string]any{"error": map[string]any{
 		"message": msg, "type": typ, "code": status,
 	}, "object": "error", "message": msg, "type": typ, "code": status})
+}
+
+// sleepCtx waits d, or until ctx is done (then it reports false).
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 func labelled(h http.Handler) http.Handler {

@@ -17,11 +17,19 @@ import (
 // them it can only suggest a question entity the agent has not searched yet,
 // so its critiques are less useful, as the method's ablation expects.
 type JudgeServer struct {
+	// Delay is the simulated time of one chat request (Latency.Judge);
+	// set it before the server takes requests.
+	Delay time.Duration
+
 	model  string
 	apiKey string
 	corpus []judgePassage
 	calls  atomic.Int64
 }
+
+// Calls returns the number of chat requests answered or being answered
+// (requests refused before the model check are not counted).
+func (s *JudgeServer) Calls() int64 { return s.calls.Load() }
 
 type judgePassage struct {
 	title string
@@ -96,6 +104,9 @@ func (s *JudgeServer) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	n := s.calls.Add(1)
+	if !sleepCtx(r.Context(), s.Delay) {
+		return // the client left
+	}
 	content := s.Critique(req.Messages[len(req.Messages)-1].Content)
 	if req.MaxTokens != nil && *req.MaxTokens > 0 {
 		// Roughly four characters a token; cut like a length stop would.

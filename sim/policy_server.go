@@ -26,11 +26,52 @@ type PolicyServer struct {
 	order     []string
 	running   atomic.Int64
 	requests  atomic.Int64
+	tokens    atomic.Int64
+	lat       Latency
+	eng       *engine // nil: no policy latency, requests bypass the engine
 }
 
 // NewPolicyServer returns a simulated policy serving baseModel.
 func NewPolicyServer(model *Model, baseModel string) *PolicyServer {
 	return &PolicyServer{model: model, baseModel: baseModel, adapters: map[string]Params{baseModel: InitialParams()}}
+}
+
+// SetLatency sets the replica's simulated GPU timing (see Latency); with
+// any policy timing set, completion requests go through a continuous-batching
+// engine whose goroutine runs until Close. Call it before the server takes
+// requests.
+func (s *PolicyServer) SetLatency(l Latency) {
+	if s.eng != nil {
+		s.eng.close()
+		s.eng = nil
+	}
+	s.lat = l
+	if l.engineOn() {
+		s.eng = newEngine(l)
+	}
+}
+
+// Close stops the engine goroutine (if any); requests still waiting in it
+// are answered 503. Close the HTTP server too: Close does not. Calling it
+// again is harmless.
+func (s *PolicyServer) Close() {
+	if s.eng != nil {
+		s.eng.close()
+	}
+}
+
+// Stats returns the replica's scheduling counters.
+func (s *PolicyServer) Stats() PolicyStats {
+	st := PolicyStats{Requests: s.requests.Load()}
+	if s.eng == nil {
+		st.Running = int(s.running.Load())
+		st.Tokens = s.tokens.Load()
+		return st
+	}
+	var busy time.Duration
+	st.Running, st.Waiting, st.DecodeSteps, st.Tokens, busy = s.eng.stats()
+	st.BusySeconds = busy.Seconds()
+	return st
 }
 
 // Handler returns the server's HTTP routes.
@@ -194,10 +235,11 @@ func (s *PolicyServer) completions(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	var choices []map[string]any
-	completionTokens := 0
+	completionTokens, longest := 0, 0
 	for i := 0; i < n; i++ {
 		g := s.model.Generate(params, prompt, sp, rng)
 		completionTokens += len(g.IDs)
+		longest = max(longest, len(g.IDs))
 		text := g.Text
 		if g.StopReason != "" && !req.IncludeStopStrInOutput {
 			if j := strings.Index(text, g.StopReason); j >= 0 {
@@ -230,12 +272,54 @@ func (s *PolicyServer) completions(w http.ResponseWriter, r *http.Request) {
 		}
 		choices = append(choices, choice)
 	}
+	if s.eng == nil {
+		s.tokens.Add(int64(completionTokens))
+	} else if !s.schedule(w, r, &req, len(prompt), longest) {
+		return
+	}
 	writeJSON(w, http.StatusOK, map[string]any{
 		"id": fmt.Sprintf("cmpl-sim-%d", s.requests.Load()), "object": "text_completion",
 		"created": time.Now().Unix(), "model": req.Model, "choices": choices,
 		"system_fingerprint": Fingerprint,
 		"usage":              map[string]int{"prompt_tokens": len(prompt), "completion_tokens": completionTokens, "total_tokens": len(prompt) + completionTokens},
 	})
+}
+
+// schedule runs a computed completion through the engine: its prompt is
+// prefilled in the step that admits it, then it decodes max(longest, 1)
+// tokens plus its hidden think tokens (none for a prompt-logprob scoring
+// request), one per step. It sets the X-Sim-* timing headers and reports
+// whether the handler should answer (false: the client left, or the engine
+// closed and the request was answered 503).
+func (s *PolicyServer) schedule(w http.ResponseWriter, r *http.Request, req *completionRequest, promptTokens, longest int) bool {
+	need := max(longest, 1)
+	think := 0
+	if req.PromptLogprobs == nil {
+		think = thinkTokens(s.lat.ThinkTokens, s.lat.ThinkSigma, req.Seed)
+	}
+	seq := &sequence{prompt: promptTokens, need: need + think, ready: make(chan struct{})}
+	if err := s.eng.submit(seq); err != nil {
+		openAIError(w, http.StatusServiceUnavailable, "ServiceUnavailableError", err.Error())
+		return false
+	}
+	select {
+	case <-seq.ready:
+	case <-r.Context().Done():
+		s.eng.cancel(seq)
+		return false
+	case <-s.eng.done:
+		s.eng.cancel(seq)
+		openAIError(w, http.StatusServiceUnavailable, "ServiceUnavailableError", errEngineClosed.Error())
+		return false
+	}
+	ms := func(d time.Duration) string { return strconv.FormatFloat(d.Seconds()*1000, 'f', 3, 64) }
+	h := w.Header()
+	h.Set("X-Sim-Queue-Ms", ms(seq.admitted.Sub(seq.enqueued)))
+	h.Set("X-Sim-Prefill-Ms", ms(seq.firstStep.Sub(seq.admitted)))
+	h.Set("X-Sim-Decode-Ms", ms(seq.finished.Sub(seq.firstStep)))
+	h.Set("X-Sim-Decode-Steps", strconv.Itoa(seq.need))
+	h.Set("X-Sim-Think-Tokens", strconv.Itoa(think))
+	return true
 }
 
 type chatMessage struct {
@@ -388,12 +472,20 @@ func (s *PolicyServer) models(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *PolicyServer) metrics(w http.ResponseWriter, r *http.Request) {
+	st := s.Stats()
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 	fmt.Fprintf(w, "# HELP vllm:num_requests_running Simulated (hindsearch simulator): requests running.\n")
 	fmt.Fprintf(w, "# TYPE vllm:num_requests_running gauge\n")
-	fmt.Fprintf(w, "vllm:num_requests_running{model_name=%q} %d\n", s.baseModel, s.running.Load())
+	fmt.Fprintf(w, "vllm:num_requests_running{model_name=%q} %d\n", s.baseModel, st.Running)
 	fmt.Fprintf(w, "# TYPE vllm:num_requests_waiting gauge\n")
-	fmt.Fprintf(w, "vllm:num_requests_waiting{model_name=%q} 0\n", s.baseModel)
+	fmt.Fprintf(w, "vllm:num_requests_waiting{model_name=%q} %d\n", s.baseModel, st.Waiting)
+	fmt.Fprintf(w, "# HELP hindsearch_sim_busy_seconds_total Simulated: wall time with at least one sequence running or prefilling.\n")
+	fmt.Fprintf(w, "# TYPE hindsearch_sim_busy_seconds_total counter\n")
+	fmt.Fprintf(w, "hindsearch_sim_busy_seconds_total{model_name=%q} %g\n", s.baseModel, st.BusySeconds)
+	fmt.Fprintf(w, "# TYPE hindsearch_sim_decode_steps_total counter\n")
+	fmt.Fprintf(w, "hindsearch_sim_decode_steps_total{model_name=%q} %d\n", s.baseModel, st.DecodeSteps)
+	fmt.Fprintf(w, "# TYPE hindsearch_sim_tokens_total counter\n")
+	fmt.Fprintf(w, "hindsearch_sim_tokens_total{model_name=%q} %d\n", s.baseModel, st.Tokens)
 }
 
 // LoadedAdapters lists the adapter names currently served, oldest first.

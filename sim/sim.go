@@ -41,6 +41,9 @@ type Config struct {
 	PolicyReplicas int
 	// Judge and Trainer start those roles.
 	Judge, Trainer bool
+	// Latency is the simulated servers' timing (zero: instant). The
+	// retriever is not started here: wrap it with DelayRetriever.
+	Latency Latency
 }
 
 // Servers are running simulated servers on loopback.
@@ -88,16 +91,18 @@ func Start(cfg Config) (*Servers, error) {
 	}
 	for i := 0; i < cfg.PolicyReplicas; i++ {
 		p := NewPolicyServer(s.Model, cfg.BaseModel)
+		p.SetLatency(cfg.Latency)
+		s.Policies = append(s.Policies, p)
 		u, err := serve(p.Handler())
 		if err != nil {
 			s.Close()
 			return nil, err
 		}
-		s.Policies = append(s.Policies, p)
 		s.PolicyURLs = append(s.PolicyURLs, u)
 	}
 	if cfg.Judge {
 		s.JudgeSrv = NewJudgeServer(cfg.JudgeModel, cfg.JudgeAPIKey, cfg.Corpus)
+		s.JudgeSrv.Delay = cfg.Latency.Judge
 		u, err := serve(s.JudgeSrv.Handler())
 		if err != nil {
 			s.Close()
@@ -108,6 +113,8 @@ func Start(cfg Config) (*Servers, error) {
 	if cfg.Trainer {
 		s.Trainer = NewTrainerServer(s.Model, cfg.BaseModel, cfg.CheckpointsDir)
 		s.Trainer.PollWait = 500 * time.Millisecond
+		s.Trainer.DatumDelay = cfg.Latency.TrainerPerDatum
+		s.Trainer.StepDelay = cfg.Latency.TrainerStep
 		u, err := serve(s.Trainer.Handler())
 		if err != nil {
 			s.Close()
@@ -118,12 +125,16 @@ func Start(cfg Config) (*Servers, error) {
 	return s, nil
 }
 
-// Close stops every server and waits for their handlers.
+// Close stops every server and waits for their handlers; requests still
+// waiting in a policy engine or on a trainer future are answered 503.
 func (s *Servers) Close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if s.Trainer != nil {
 		s.Trainer.Close()
+	}
+	for _, p := range s.Policies {
+		p.Close()
 	}
 	for _, h := range s.https {
 		if err := h.Shutdown(ctx); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -28,14 +28,26 @@ type TrainerServer struct {
 	// PollWait is how long retrieve_future holds a poll before answering
 	// try_again.
 	PollWait time.Duration
+	// DatumDelay is the simulated time of forward_backward per datum and
+	// StepDelay that of optim_step and of save_weights_for_sampler
+	// (Latency.TrainerPerDatum, Latency.TrainerStep). The worker spends it
+	// before computing the result, so the future is pending (try_again)
+	// meanwhile. Set them before the server takes requests.
+	DatumDelay, StepDelay time.Duration
 
 	mu       sync.Mutex
 	nextID   int
 	sessions map[string]time.Time
 	models   map[string]*trainedModel
 	futures  map[string]*future
-	work     chan func()
+	work     chan job
 	done     chan struct{}
+	// statMu guards the worker's counters (not mu: submit sends on work
+	// with mu held).
+	statMu sync.Mutex
+	jobs   int64         // futures completed
+	datums int64         // forward_backward datums completed
+	busy   time.Duration // worker time, simulated delays included
 	// trainMu guards the trained models' parameters and optimiser state,
 	// which only the worker changes.
 	trainMu sync.Mutex
@@ -63,6 +75,32 @@ type datumGrad struct {
 	grad []float64
 }
 
+// job is one queued unit of the worker: a simulated delay, then run.
+type job struct {
+	delay  time.Duration
+	datums int
+	run    func()
+}
+
+// TrainerStats are the simulated trainer's worker counters.
+type TrainerStats struct {
+	// Jobs counts completed futures (create_model, forward_backward,
+	// optim_step, save_weights_for_sampler).
+	Jobs int64
+	// Datums counts the datums of completed forward_backward calls.
+	Datums int64
+	// BusySeconds is the worker's cumulative time on jobs, simulated
+	// delays included.
+	BusySeconds float64
+}
+
+// Stats returns the worker's counters.
+func (s *TrainerServer) Stats() TrainerStats {
+	s.statMu.Lock()
+	defer s.statMu.Unlock()
+	return TrainerStats{Jobs: s.jobs, Datums: s.datums, BusySeconds: s.busy.Seconds()}
+}
+
 type future struct {
 	done   chan struct{}
 	status int
@@ -74,16 +112,31 @@ type future struct {
 func NewTrainerServer(model *Model, baseModel, ckptDir string) *TrainerServer {
 	s := &TrainerServer{model: model, baseModel: baseModel, ckptDir: ckptDir, PollWait: 2 * time.Second,
 		sessions: map[string]time.Time{}, models: map[string]*trainedModel{}, futures: map[string]*future{},
-		work: make(chan func(), 1024), done: make(chan struct{})}
+		work: make(chan job, 1024), done: make(chan struct{})}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		for {
 			select {
-			case f := <-s.work:
+			case j := <-s.work:
+				start := time.Now()
+				if j.delay > 0 {
+					t := time.NewTimer(j.delay)
+					select {
+					case <-t.C:
+					case <-s.done:
+						t.Stop()
+						return
+					}
+				}
 				s.trainMu.Lock()
-				f()
+				j.run()
 				s.trainMu.Unlock()
+				s.statMu.Lock()
+				s.jobs++
+				s.datums += int64(j.datums)
+				s.busy += time.Since(start)
+				s.statMu.Unlock()
 			case <-s.done:
 				return
 			}
@@ -170,15 +223,16 @@ func (s *TrainerServer) heartbeat(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"type": "session_heartbeat"})
 }
 
-// submit registers a future and queues fn on the worker.
-func (s *TrainerServer) submit(fn func() (int, any)) string {
+// submit registers a future and queues fn on the worker, after delay of
+// simulated work on datums datums.
+func (s *TrainerServer) submit(delay time.Duration, datums int, fn func() (int, any)) string {
 	f := &future{done: make(chan struct{})}
 	id := s.newID("sim-req")
 	s.futures[id] = f
-	s.work <- func() {
+	s.work <- job{delay: delay, datums: datums, run: func() {
 		f.status, f.body = fn()
 		close(f.done)
-	}
+	}}
 	return id
 }
 
@@ -213,7 +267,7 @@ func (s *TrainerServer) createModel(w http.ResponseWriter, r *http.Request) {
 	mid := s.newID("sim-model")
 	s.models[mid] = &trainedModel{id: mid, params: InitialParams(), m: make([]float64, NumParams),
 		v: make([]float64, NumParams), rank: req.LoRAConfig.Rank, seqs: map[int]seqRecord{}}
-	rid := s.submit(func() (int, any) {
+	rid := s.submit(0, 0, func() (int, any) {
 		return http.StatusOK, map[string]any{"model_id": mid, "type": "create_model"}
 	})
 	writeJSON(w, http.StatusOK, map[string]any{"request_id": rid, "model_id": mid})
@@ -221,7 +275,7 @@ func (s *TrainerServer) createModel(w http.ResponseWriter, r *http.Request) {
 
 // sequenced checks a call's seq_id: the next one is accepted, a repeat with
 // the same body returns the original future, anything else is refused.
-func (s *TrainerServer) sequenced(w http.ResponseWriter, modelID string, seq int, body any, fn func(m *trainedModel) (int, any)) {
+func (s *TrainerServer) sequenced(w http.ResponseWriter, modelID string, seq int, body any, delay time.Duration, datums int, fn func(m *trainedModel) (int, any)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	m, ok := s.models[modelID]
@@ -245,7 +299,7 @@ func (s *TrainerServer) sequenced(w http.ResponseWriter, modelID string, seq int
 		return
 	}
 	m.lastSeq = seq
-	rid := s.submit(func() (int, any) { return fn(m) })
+	rid := s.submit(delay, datums, func() (int, any) { return fn(m) })
 	m.seqs[seq] = seqRecord{hash: hash, requestID: rid}
 	writeJSON(w, http.StatusOK, map[string]any{"request_id": rid, "model_id": modelID})
 }
@@ -296,7 +350,7 @@ func (s *TrainerServer) forwardBackward(w http.ResponseWriter, r *http.Request) 
 			return
 		}
 	}
-	s.sequenced(w, req.ModelID, req.SeqID, req, func(m *trainedModel) (int, any) {
+	s.sequenced(w, req.ModelID, req.SeqID, req, s.DatumDelay*time.Duration(len(in.Data)), len(in.Data), func(m *trainedModel) (int, any) {
 		return s.runForwardBackward(m, in.Data, in.LossFn, in.LossFnConfig)
 	})
 }
@@ -443,7 +497,7 @@ func (s *TrainerServer) optimStep(w http.ResponseWriter, r *http.Request) {
 		detail(w, http.StatusBadRequest, "invalid adam_params %+v", a)
 		return
 	}
-	s.sequenced(w, req.ModelID, req.SeqID, req, func(m *trainedModel) (int, any) {
+	s.sequenced(w, req.ModelID, req.SeqID, req, s.StepDelay, 0, func(m *trainedModel) (int, any) {
 		// Sum the datums' gradients in a canonical order, so the update does
 		// not depend on the order the chunks arrived in.
 		sort.Slice(m.pending, func(i, j int) bool { return m.pending[i].key < m.pending[j].key })
@@ -492,7 +546,7 @@ func (s *TrainerServer) saveWeights(w http.ResponseWriter, r *http.Request) {
 		detail(w, http.StatusBadRequest, "path %q must match ^[A-Za-z0-9_-]+$", req.Path)
 		return
 	}
-	s.sequenced(w, req.ModelID, req.SeqID, req, func(m *trainedModel) (int, any) {
+	s.sequenced(w, req.ModelID, req.SeqID, req, s.StepDelay, 0, func(m *trainedModel) (int, any) {
 		arc, err := AdapterArchive(m.params, s.baseModel, m.rank)
 		if err == nil {
 			err = writeFileAtomic(filepath.Join(s.ckptDir, m.id, "sampler_weights", req.Path+".tar.gz"), arc)

@@ -59,6 +59,6 @@ func newServeCmd(e *env) *cobra.Command {
 	ret.Flags().StringVar(&corpus, "corpus", "", "wiki-18 JSONL corpus ({\"id\", \"contents\"} per line)")
 	ret.Flags().StringVar(&addr, "addr", "127.0.0.1:8000", "listen address")
 	ret.Flags().StringVar(&cacheDir, "index-dir", "", "index cache directory (default: the user cache dir)")
-	cmd.AddCommand(ret)
+	cmd.AddCommand(ret, newServeSimCmd(e))
 	return cmd
 }

@@ -1,0 +1,259 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hindsearch/hindsearch/clients/retriever/bm25"
+	"github.com/hindsearch/hindsearch/orchestrator"
+	"github.com/hindsearch/hindsearch/recipes"
+	"github.com/hindsearch/hindsearch/sim"
+)
+
+// simAddrs is the line serve sim prints: the base URL of every server it
+// started ("" or [] for roles the recipe does not mark embedded).
+type simAddrs struct {
+	Policy    []string `json:"policy"`
+	Judge     string   `json:"judge"`
+	Trainer   string   `json:"trainer"`
+	Retriever string   `json:"retriever"`
+	// CheckpointsDir is where the simulated trainer writes sampler
+	// archives: a run that uses this trainer over HTTP needs it as
+	// trainer.checkpoints_dir.
+	CheckpointsDir string `json:"checkpoints_dir,omitempty"`
+	Simulated      bool   `json:"simulated"`
+}
+
+func newServeSimCmd(e *env) *cobra.Command {
+	var rf recipeFlags
+	jsonOut := true
+	cmd := &cobra.Command{
+		Use:   "sim RECIPE",
+		Short: "Serve a recipe's embedded SIMULATED policy, judge and trainer (and its BM25 retriever) on loopback ports",
+		Long: `Start, on 127.0.0.1 ephemeral ports, the servers that RECIPE marks "embedded":
+one simulated policy replica per "embedded" entry of policy.urls, the simulated
+judge, the simulated trainer, and the real BM25 retriever over retriever.corpus
+(indexed into retriever.index_dir, default the user cache directory), each with
+the recipe's sim.* latencies. The policy, judge and trainer are a SIMULATOR, not
+language models.
+
+Prints one line of JSON to stdout:
+  {"policy": [URL...], "judge": URL, "trainer": URL, "retriever": URL,
+   "checkpoints_dir": DIR, "simulated": true}
+("" or [] for roles not started), then serves until interrupted (SIGINT,
+SIGTERM) or, when stdin is a pipe, until the pipe closes.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			r, err := rf.load(e, args[0])
+			if err != nil {
+				return err
+			}
+			return serveSim(cmd.Context(), e, r, cmd.InOrStdin(), jsonOut)
+		},
+	}
+	rf.register(cmd.Flags())
+	cmd.Flags().BoolVar(&jsonOut, "json", true, "print the addresses as one JSON line (--json=false: one \"role URL\" line per server)")
+	return cmd
+}
+
+// serveSim starts the recipe's embedded servers, prints their addresses and
+// serves until ctx is done or stdin (when watched) closes.
+func serveSim(ctx context.Context, e *env, r *recipes.Recipe, stdin io.Reader, jsonOut bool) error {
+	replicas := 0
+	for _, u := range r.Policy.URLs {
+		if u == recipes.Embedded {
+			replicas++
+		}
+	}
+	judge := r.Judge.URL == recipes.Embedded
+	trainer := r.Trainer.URL == recipes.Embedded
+	retr := r.Retriever.URL == recipes.Embedded
+	if replicas == 0 && !judge && !trainer && !retr {
+		return errors.New("serve sim: the recipe marks no role \"embedded\"")
+	}
+	if trainer && r.Trainer.BaseModel != r.Policy.Model {
+		return fmt.Errorf("trainer.base_model %q must equal policy.model %q with the embedded simulator", r.Trainer.BaseModel, r.Policy.Model)
+	}
+	addrs := simAddrs{Policy: []string{}, Simulated: true}
+	lat := sim.LatencyFromRecipe(r.Sim)
+
+	var servers *sim.Servers
+	if replicas > 0 || judge || trainer {
+		corpus, err := orchestrator.LoadCorpus(r.Retriever.Corpus)
+		if err != nil {
+			return fmt.Errorf("retriever.corpus: %w", err)
+		}
+		// The vocabulary orchestrator.Connect builds: corpus, then every
+		// question and its gold answers of train.data and eval.datasets.
+		var texts []string
+		for _, f := range r.Train.Data {
+			texts = append(texts, questionTexts(f)...)
+		}
+		for _, f := range r.Eval.Datasets {
+			texts = append(texts, questionTexts(f)...)
+		}
+		ckpt := r.Trainer.CheckpointsDir
+		if trainer && ckpt == "" {
+			ckpt = filepath.Join(r.Output.Dir, "checkpoints")
+		}
+		servers, err = sim.Start(sim.Config{BaseModel: r.Policy.Model, JudgeModel: r.Judge.Model,
+			JudgeAPIKey: envValue(e.environ, r.Judge.APIKeyEnv), CheckpointsDir: ckpt, Corpus: corpus,
+			VocabTexts: texts, Epsilon: r.Sim.Epsilon, PolicyReplicas: replicas, Judge: judge, Trainer: trainer,
+			Latency: lat})
+		if err != nil {
+			return err
+		}
+		defer servers.Close()
+		addrs.Policy = append(addrs.Policy, servers.PolicyURLs...)
+		addrs.Judge, addrs.Trainer = servers.JudgeURL, servers.TrainerURL
+		if trainer {
+			addrs.CheckpointsDir = ckpt
+		}
+	}
+
+	var delayed *sim.DelayedRetriever
+	if retr {
+		dir := r.Retriever.IndexDir
+		if dir == "" {
+			c, err := os.UserCacheDir()
+			if err != nil {
+				c = os.TempDir()
+			}
+			dir = filepath.Join(c, "hindsearch", "bm25")
+		}
+		built := false
+		ix, err := bm25.Open(ctx, r.Retriever.Corpus, dir, func(done, total int) {
+			if !built {
+				fmt.Fprintf(e.stderr, "building the BM25 index of %s (once; cached in %s)\n", r.Retriever.Corpus, dir)
+				built = true
+			}
+		})
+		if err != nil {
+			return fmt.Errorf("embedded retriever: %w", err)
+		}
+		defer ix.Close()
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return fmt.Errorf("embedded retriever: %w", err)
+		}
+		delayed = sim.NewDelayedRetriever(ix.Handler(), lat.RetrieverBatch, lat.RetrieverQuery)
+		srv := &http.Server{Handler: delayed, ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = srv.Serve(l) }()
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if srv.Shutdown(sctx) != nil {
+				_ = srv.Close()
+			}
+		}()
+		addrs.Retriever = "http://" + l.Addr().String()
+	}
+
+	fmt.Fprintf(e.stderr, "serving SIMULATED servers (hindsearch simulator, not language models): %d policy replica(s), judge %t, trainer %t; real BM25 retriever %t\n",
+		replicas, judge, trainer, retr)
+	if jsonOut {
+		line, err := json.Marshal(addrs)
+		if err != nil {
+			return err
+		}
+		if _, err := fmt.Fprintf(e.stdout, "%s\n", line); err != nil {
+			return err
+		}
+	} else {
+		var b strings.Builder
+		for _, u := range addrs.Policy {
+			fmt.Fprintf(&b, "policy %s\n", u)
+		}
+		for _, kv := range [][2]string{{"judge", addrs.Judge}, {"trainer", addrs.Trainer}, {"retriever", addrs.Retriever}} {
+			if kv[1] != "" {
+				fmt.Fprintf(&b, "%s %s\n", kv[0], kv[1])
+			}
+		}
+		if _, err := io.WriteString(e.stdout, b.String()); err != nil {
+			return err
+		}
+	}
+
+	stdinClosed := make(chan struct{})
+	if watchStdin(stdin) {
+		// The reader stays blocked until stdin closes; for os.Stdin the
+		// process exits first.
+		go func() {
+			_, _ = io.Copy(io.Discard, stdin)
+			close(stdinClosed)
+		}()
+	}
+	select {
+	case <-ctx.Done():
+	case <-stdinClosed:
+	}
+	if servers != nil {
+		for i, p := range servers.Policies {
+			st := p.Stats()
+			fmt.Fprintf(e.stderr, "simulated policy %d: %d requests, %d decode steps, %d tokens, busy %.3fs\n",
+				i, st.Requests, st.DecodeSteps, st.Tokens, st.BusySeconds)
+		}
+	}
+	if delayed != nil {
+		calls, queries := delayed.Stats()
+		fmt.Fprintf(e.stderr, "retriever: %d calls, %d queries\n", calls, queries)
+	}
+	return nil
+}
+
+// watchStdin reports whether serve sim should stop when stdin closes: when
+// it is a pipe or socket (a parent process holds the other end), or a
+// reader that is not a file (tests); not for a terminal or /dev/null.
+func watchStdin(in io.Reader) bool {
+	if in == nil {
+		return false
+	}
+	f, ok := in.(*os.File)
+	if !ok {
+		return true
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	return fi.Mode()&(os.ModeNamedPipe|os.ModeSocket) != 0
+}
+
+// envValue returns the value of the environment variable name in environ
+// (the last one set, as orchestrator.Connect reads it; "" for no name or no
+// such variable).
+func envValue(environ []string, name string) string {
+	val := ""
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok && name != "" && k == name {
+			val = v
+		}
+	}
+	return val
+}
+
+// questionTexts returns a dataset's questions and answers for the simulated
+// tokenizer's vocabulary, as orchestrator.Connect adds them (a file that
+// cannot be read adds nothing).
+func questionTexts(path string) []string {
+	qs, err := orchestrator.LoadQuestions(path)
+	if err != nil {
+		return nil
+	}
+	out := make([]string, 0, 2*len(qs))
+	for _, q := range qs {
+		out = append(out, q.Question, strings.Join(q.Golds, " "))
+	}
+	return out
+}
