@@ -197,7 +197,22 @@ func (h *hinter) hintText(critique string) string {
 // opd scores the trajectory's response tokens under the teacher context and
 // returns the per-token OPD term after the loss form and broadcast.
 func (h *hinter) opd(ctx context.Context, t *Trajectory, teacherPrompt []int, p policy.Policy, teacherModel string) ([]float64, error) {
-	seq := append(append([]int(nil), teacherPrompt...), t.Tokens...)
+	// With the term on search tokens only, nothing after the last search
+	// token needs a teacher score: the tokens after it are not sent.
+	n := len(t.Tokens)
+	if h.broadcast == "search" || h.loss == "none" {
+		n = 0
+		for i := len(t.Search) - 1; i >= 0; i-- {
+			if t.Search[i] {
+				n = i + 1
+				break
+			}
+		}
+		if n == 0 {
+			return make([]float64, len(t.Tokens)), nil
+		}
+	}
+	seq := append(append(make([]int, 0, len(teacherPrompt)+n), teacherPrompt...), t.Tokens[:n]...)
 	done := h.phases.start("teacher")
 	lps, err := p.Score(ctx, teacherModel, seq)
 	done()
@@ -207,7 +222,8 @@ func (h *hinter) opd(ctx context.Context, t *Trajectory, teacherPrompt []int, p 
 	if len(lps) != len(seq) {
 		return nil, fmt.Errorf("teacher score: %d logprobs for %d tokens", len(lps), len(seq))
 	}
-	teacher := lps[len(teacherPrompt):]
+	// Unscored tails are the student's own logprobs: a difference of 0.
+	teacher := append(lps[len(teacherPrompt):], t.Logprobs[n:]...)
 	return OPDTerm(teacher, t.Logprobs, t.Policy, t.Search, h.loss, h.broadcast, h.clamp), nil
 }
 

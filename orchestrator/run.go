@@ -100,6 +100,8 @@ type run struct {
 
 	mu       sync.Mutex
 	adapters map[int]string // step -> adapter name carrying its weights
+	// judgeSem bounds the judge requests in flight (judge.concurrency).
+	judgeSem semaphore
 }
 
 var reUnsafe = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
@@ -130,7 +132,8 @@ func (rn *Runner) Run(ctx context.Context) (*Summary, error) {
 	if err := dir.WriteFileAtomic("recipe.yaml", y); err != nil {
 		return nil, fmt.Errorf("save recipe: %w", err)
 	}
-	ru := &run{Runner: rn, r: r, dir: dir, sim: len(rn.Deps.Simulated) > 0, adapters: map[int]string{}}
+	ru := &run{Runner: rn, r: r, dir: dir, sim: len(rn.Deps.Simulated) > 0, adapters: map[int]string{},
+		judgeSem: make(semaphore, max(r.Judge.Concurrency, 1))}
 	if err := ru.load(); err != nil {
 		return nil, err
 	}
@@ -424,7 +427,9 @@ func (ru *run) collect(ctx context.Context, step int, model string, stream bool)
 	var critiques, critiqueFailures, opdTokens atomic.Int64
 	var opdMu sync.Mutex
 	c.groups = make([]*groupState, len(qs))
-	hp := pool.New().WithContext(ctx).WithMaxGoroutines(max(r.Judge.Concurrency, 1))
+	// Groups' hindsight runs as they complete; judge.concurrency bounds the
+	// judge requests inside.
+	hp := pool.New().WithContext(ctx)
 	finishGroup := func(gi int) {
 		g := c.groups[gi]
 		rewards := make([]float64, len(g.trajs))
@@ -646,49 +651,85 @@ func mergeMetrics(fb []map[string]float64, om map[string]float64) map[string]flo
 // tokens (non-zero terms) and the sum of the OPD terms. Failures are
 // counted, never fatal.
 func (ru *run) hindsight(ctx context.Context, trajs []*Trajectory) (used, failed, tokens int64, sum float64) {
-	r := ru.r
+	// The group's failed trajectories are critiqued and scored together:
+	// the last group of a step then costs one judge and one teacher latency,
+	// not one per failed trajectory.
+	var mu sync.Mutex
+	var wg sync.WaitGroup
 	for _, t := range trajs {
 		if t.Reward > 0 {
 			continue
 		}
-		c, why, err := ru.hinter.critique(ctx, t)
-		switch {
-		case err != nil:
-			t.CritiqueError = err.Error()
-			failed++
-			continue
-		case why != "":
-			t.Critique, t.CritiqueError = c, why
-			failed++
-			continue
-		}
-		t.Critique = c
-		if r.Hindsight.Loss == recipes.HindsightLossNone {
-			used++
-			continue
-		}
-		tp, err := ru.roller.promptIDs(ctx, t.Question.Question, ru.hinter.hintText(c))
-		if err == nil {
-			teacher := ru.teacherModel(t)
-			i, p := ru.roller.reps.acquire()
-			t.OPD, err = ru.hinter.opd(ctx, t, tp, p, teacher)
-			ru.roller.reps.release(i)
-		}
-		if err != nil {
-			t.CritiqueError = err.Error()
-			failed++
-			continue
-		}
-		used++
-		for _, d := range t.OPD {
-			if d != 0 {
-				tokens++
-				sum += d
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ok := ru.hindsightOne(ctx, t)
+			mu.Lock()
+			defer mu.Unlock()
+			if !ok {
+				failed++
+				return
 			}
-		}
+			used++
+			for _, d := range t.OPD {
+				if d != 0 {
+					tokens++
+					sum += d
+				}
+			}
+		}()
 	}
+	wg.Wait()
 	return used, failed, tokens, sum
 }
+
+// hindsightOne critiques one failed trajectory and sets its OPD term; false
+// means no usable critique or teacher score (recorded on t).
+func (ru *run) hindsightOne(ctx context.Context, t *Trajectory) bool {
+	if err := ru.judgeSem.acquire(ctx); err != nil {
+		t.CritiqueError = err.Error()
+		return false
+	}
+	c, why, err := ru.hinter.critique(ctx, t)
+	ru.judgeSem.release()
+	switch {
+	case err != nil:
+		t.CritiqueError = err.Error()
+		return false
+	case why != "":
+		t.Critique, t.CritiqueError = c, why
+		return false
+	}
+	t.Critique = c
+	if ru.r.Hindsight.Loss == recipes.HindsightLossNone {
+		return true
+	}
+	tp, err := ru.roller.promptIDs(ctx, t.Question.Question, ru.hinter.hintText(c))
+	if err == nil {
+		i, p := ru.roller.reps.acquire()
+		t.OPD, err = ru.hinter.opd(ctx, t, tp, p, ru.teacherModel(t))
+		ru.roller.reps.release(i)
+	}
+	if err != nil {
+		t.CritiqueError = err.Error()
+		return false
+	}
+	return true
+}
+
+// semaphore bounds concurrent calls.
+type semaphore chan struct{}
+
+func (s semaphore) acquire(ctx context.Context) error {
+	select {
+	case s <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s semaphore) release() { <-s }
 
 // teacherModel is the model name that scores t's teacher context: self is
 // the policy that sampled t.

@@ -237,13 +237,20 @@ type Sim struct {
 	// The simulated servers' latency model (all 0: instant). Capacity is
 	// the most sequences one simulated policy replica runs at once (0:
 	// unlimited); DecodeMS is one decode step with one running sequence,
-	// DecodePerSeqMS is added to a step per running sequence, and
-	// PrefillUSPerToken (microseconds) is charged per prompt token in the
-	// step that admits a sequence (continuous batching, as in vLLM).
+	// DecodePerSeqMS is added to a step per decoding sequence, and
+	// PrefillUSPerToken (microseconds) is charged per token a step
+	// processes beyond PrefillFreeTokens (continuous batching with chunked
+	// prefill, as in vLLM).
 	Capacity          int     `mapstructure:"capacity" yaml:"capacity"`
 	DecodeMS          float64 `mapstructure:"decode_ms" yaml:"decode_ms"`
 	DecodePerSeqMS    float64 `mapstructure:"decode_per_seq_ms" yaml:"decode_per_seq_ms"`
 	PrefillUSPerToken float64 `mapstructure:"prefill_us_per_token" yaml:"prefill_us_per_token"`
+	// PrefillFreeTokens is the compute slack of a memory-bound decode step:
+	// that many tokens (prompt and decode) of a step cost nothing extra.
+	PrefillFreeTokens int `mapstructure:"prefill_free_tokens" yaml:"prefill_free_tokens"`
+	// PrefillChunkTokens caps the prompt tokens prefilled per step
+	// (chunked prefill; 0: a whole prompt in its admission step).
+	PrefillChunkTokens int `mapstructure:"prefill_chunk_tokens" yaml:"prefill_chunk_tokens"`
 	// ThinkTokens is the mean of the hidden extra decode steps of each
 	// simulated completion (lognormal with log-space sigma ThinkSigma,
 	// drawn from the request's seed; 0: none).

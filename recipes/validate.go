@@ -242,6 +242,8 @@ func (r *Recipe) Validate() error {
 	nonNeg("sim.decode_ms", r.Sim.DecodeMS)
 	nonNeg("sim.decode_per_seq_ms", r.Sim.DecodePerSeqMS)
 	nonNeg("sim.prefill_us_per_token", r.Sim.PrefillUSPerToken)
+	atLeast("sim.prefill_free_tokens", r.Sim.PrefillFreeTokens, 0)
+	atLeast("sim.prefill_chunk_tokens", r.Sim.PrefillChunkTokens, 0)
 	nonNeg("sim.think_tokens", r.Sim.ThinkTokens)
 	nonNeg("sim.think_sigma", r.Sim.ThinkSigma)
 	nonNeg("sim.judge_ms", r.Sim.JudgeMS)

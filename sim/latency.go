@@ -16,11 +16,13 @@ import (
 // is the default.
 //
 // The policy timing emulates a continuous-batching GPU server (vLLM): each
-// replica runs one engine that admits queued sequences up to Capacity and
-// advances every running sequence by one token per decode step; a step takes
-// DecodeStep + DecodePerSeq*running + PrefillPerToken*(prompt tokens of the
-// sequences admitted in that step), so prefill is charged chunked-prefill
-// style in the step that admits a sequence. The engine runs when any of
+// replica runs one engine that admits queued sequences up to Capacity;
+// each step prefills admitted prompts (at most PrefillChunk prompt tokens a
+// step, chunked-prefill style) and advances every sequence whose prompt is
+// done by one token. A step takes DecodeStep + DecodePerSeq*decoding +
+// PrefillPerToken*max(0, prefilled + decoding - PrefillFree): a decode
+// step is memory-bound, so its first PrefillFree tokens of compute are
+// free, and only prompt work beyond that slack slows the step. The engine runs when any of
 // Capacity, DecodeStep, DecodePerSeq, PrefillPerToken and ThinkTokens is
 // set; otherwise requests bypass it entirely.
 type Latency struct {
@@ -31,9 +33,15 @@ type Latency struct {
 	DecodeStep time.Duration
 	// DecodePerSeq is added to a step per running sequence.
 	DecodePerSeq time.Duration
-	// PrefillPerToken is charged per prompt token in the step where a
-	// sequence is admitted.
+	// PrefillPerToken is charged per token a step processes beyond
+	// PrefillFree (prompt tokens prefilled plus one per decoding sequence).
 	PrefillPerToken time.Duration
+	// PrefillFree is the compute slack of a memory-bound decode step, in
+	// tokens.
+	PrefillFree int
+	// PrefillChunk caps the prompt tokens prefilled per step (0: whole
+	// prompts in their admission step).
+	PrefillChunk int
 	// ThinkTokens is the mean number of extra, hidden decode steps of a
 	// completion request (not of a prompt-logprob scoring request): a
 	// lognormal draw with that mean and log-space standard deviation
@@ -73,6 +81,8 @@ func LatencyFromRecipe(s recipes.Sim) Latency {
 		DecodeStep:      ms(s.DecodeMS),
 		DecodePerSeq:    ms(s.DecodePerSeqMS),
 		PrefillPerToken: time.Duration(s.PrefillUSPerToken * float64(time.Microsecond)),
+		PrefillFree:     s.PrefillFreeTokens,
+		PrefillChunk:    s.PrefillChunkTokens,
 		ThinkTokens:     s.ThinkTokens,
 		ThinkSigma:      s.ThinkSigma,
 		Judge:           ms(s.JudgeMS),
@@ -133,9 +143,11 @@ var errEngineClosed = errors.New("simulated engine shut down")
 
 // sequence is one completion request inside the engine.
 type sequence struct {
-	prompt  int // prompt tokens, charged at admission
+	prompt  int // prompt tokens, prefilled after admission
+	left    int // prompt tokens still to prefill
 	need    int // decode steps to run
 	decoded int
+	step    bool          // decodes a token in the step in progress
 	ready   chan struct{} // closed when the sequence completes
 
 	enqueued, admitted, firstStep, finished time.Time
@@ -241,8 +253,30 @@ func (e *engine) loop() {
 			e.queue[0] = nil
 			e.queue = e.queue[1:]
 			s.admitted = now
-			prefill += s.prompt
+			s.left = s.prompt
 			e.running = append(e.running, s)
+		}
+		// Prefill in admission order within the chunk budget; sequences
+		// whose prompt is done (or finishes now) decode one token.
+		decoding := 0
+		budget := e.lat.PrefillChunk
+		for _, s := range e.running {
+			if s.left > 0 {
+				n := s.left
+				if budget > 0 {
+					n = min(n, budget-prefill)
+				}
+				if n <= 0 {
+					s.step = false
+					continue
+				}
+				s.left -= n
+				prefill += n
+			}
+			s.step = s.left == 0
+			if s.step {
+				decoding++
+			}
 		}
 		if len(e.queue) == 0 {
 			e.queue = nil // let the backing array go
@@ -256,7 +290,8 @@ func (e *engine) loop() {
 				return
 			}
 		}
-		d := e.lat.DecodeStep + e.lat.DecodePerSeq*time.Duration(len(e.running)) + e.lat.PrefillPerToken*time.Duration(prefill)
+		d := e.lat.DecodeStep + e.lat.DecodePerSeq*time.Duration(decoding) +
+			e.lat.PrefillPerToken*time.Duration(max(0, prefill+decoding-e.lat.PrefillFree))
 		hook := e.hook
 		e.mu.Unlock()
 		if hook != nil {
@@ -288,6 +323,10 @@ func (e *engine) loop() {
 		e.steps++
 		keep := e.running[:0]
 		for _, s := range e.running {
+			if !s.step {
+				keep = append(keep, s)
+				continue
+			}
 			s.decoded++
 			e.tokens++
 			if s.firstStep.IsZero() {
