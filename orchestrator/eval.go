@@ -52,7 +52,7 @@ func (ev *evaluator) evaluate(ctx context.Context, step int, strategy, model str
 			items = append(items, evalItem{n, &Trajectory{ID: fmt.Sprintf("eval-%s-%d", n, i), Step: step, Question: q}})
 		}
 	}
-	ev.roller.batch.reset(ctx)
+	ev.roller.resetStep(ctx)
 	var done atomic.Int64
 	stopProgress := ev.progress(strategy, len(items), &done)
 	p := pool.New().WithContext(ctx).WithCancelOnError().WithFirstError().WithMaxGoroutines(max(ev.concurrency, 1))

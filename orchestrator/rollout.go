@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"strings"
 	"sync"
+	"time"
 	"sync/atomic"
 
 	"github.com/sourcegraph/conc/pool"
@@ -67,6 +68,8 @@ type Trajectory struct {
 	CritiqueError string `json:"critique_error,omitempty"`
 	// OPD is the per-token on-policy-distillation term (nil without one).
 	OPD []float64 `json:"opd,omitempty"`
+	// done is when the rollout ended (for throughput measurements).
+	done time.Time
 }
 
 // Searches counts the trajectory's search turns.
@@ -130,8 +133,8 @@ type roller struct {
 	batch    *batcher
 	maxBatch int
 
-	mu      sync.Mutex
-	invalid []int // tokens of the invalid-action text, cached
+	mu       sync.Mutex
+	tokCache map[string][]int // environment texts tokenized this step
 }
 
 // seedFor derives a per-request seed from its coordinates.
@@ -147,28 +150,42 @@ func seedFor(parts ...int64) int64 {
 	return int64(h.Sum64() & 0x7fffffff)
 }
 
+// tokenize tokenizes environment text on a policy server. Identical texts
+// (the same passages retrieved for the same query) are tokenized once per
+// step: the ids are shared, read-only.
 func (r *roller) tokenize(ctx context.Context, text string) ([]int, error) {
+	r.mu.Lock()
+	ids, ok := r.tokCache[text]
+	r.mu.Unlock()
+	if ok {
+		return ids, nil
+	}
 	i, p := r.reps.acquire()
-	defer r.reps.release(i)
 	ids, err := p.Tokenize(ctx, r.baseModel, text, false)
+	r.reps.release(i)
 	if err != nil {
 		return nil, fmt.Errorf("tokenize: %w", err)
 	}
+	r.mu.Lock()
+	if r.tokCache == nil {
+		r.tokCache = map[string][]int{}
+	}
+	r.tokCache[text] = ids
+	r.mu.Unlock()
 	return ids, nil
 }
 
-func (r *roller) invalidTokens(ctx context.Context) ([]int, error) {
+// resetStep starts a new step: the retrieval and tokenization caches are
+// emptied and retrieval calls are made under ctx.
+func (r *roller) resetStep(ctx context.Context) {
+	r.batch.reset(ctx)
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.invalid != nil {
-		return r.invalid, nil
-	}
-	ids, err := r.tokenize(ctx, format.InvalidActionText)
-	if err != nil {
-		return nil, err
-	}
-	r.invalid = ids
-	return ids, nil
+	r.tokCache = nil
+	r.mu.Unlock()
+}
+
+func (r *roller) invalidTokens(ctx context.Context) ([]int, error) {
+	return r.tokenize(ctx, format.InvalidActionText)
 }
 
 // promptIDs applies the chat template to the Search-R1 prompt (with an
@@ -212,6 +229,7 @@ func (l *live) finish(reason string) {
 		l.t.Finish = reason
 	}
 	l.t.Response = string(l.resp)
+	l.t.done = time.Now()
 	l.done = true
 }
 

@@ -60,6 +60,9 @@ type Runner struct {
 	// advantageSign multiplies every GRPO advantage (tests flip it to -1 to
 	// check that the learning signal has the right sign).
 	advantageSign float64
+	// last is the run's live state once Run returns (for the benchmark's
+	// counters).
+	last *run
 }
 
 // Summary is what a finished run reports.
@@ -102,6 +105,10 @@ type run struct {
 	adapters map[int]string // step -> adapter name carrying its weights
 	// judgeSem bounds the judge requests in flight (judge.concurrency).
 	judgeSem semaphore
+	// lastTrajs and lastStart are the last finished step's trajectories and
+	// start time (for the benchmark).
+	lastTrajs []*Trajectory
+	lastStart time.Time
 }
 
 var reUnsafe = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
@@ -134,6 +141,7 @@ func (rn *Runner) Run(ctx context.Context) (*Summary, error) {
 	}
 	ru := &run{Runner: rn, r: r, dir: dir, sim: len(rn.Deps.Simulated) > 0, adapters: map[int]string{},
 		judgeSem: make(semaphore, max(r.Judge.Concurrency, 1))}
+	rn.last = ru
 	if err := ru.load(); err != nil {
 		return nil, err
 	}
@@ -379,7 +387,7 @@ func (ru *run) collect(ctx context.Context, step int, model string, stream bool)
 	c := &collected{step: step, model: model, clock: newPhaseClock(), t0: time.Now(), streamd: stream}
 	clock := c.clock
 	ru.roller.phases, ru.hinter.phases = clock, clock
-	ru.roller.batch.reset(ctx)
+	ru.roller.resetStep(ctx)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
@@ -599,6 +607,7 @@ func (ru *run) finish(ctx context.Context, c *collected) (*results.StepRecord, e
 	for _, g := range c.groups {
 		all = append(all, g.trajs...)
 	}
+	ru.lastTrajs, ru.lastStart = all, c.t0
 	rec := ru.record(c.step, all, c.sent, clock, c.t0)
 	rec.Critiques, rec.CritiqueFailures = int(c.critiques), int(c.critiqueFailures)
 	rec.OPDTokens = int(c.opdTokens)

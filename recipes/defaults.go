@@ -163,8 +163,9 @@ func Defaults() Recipe {
 			PoolSize:       64,
 		},
 		Sim: Sim{
-			Epsilon:    1e-6,
-			ThinkSigma: 1.0,
+			Epsilon:       1e-6,
+			ThinkSigma:    1.0,
+			PrefixCaching: true,
 		},
 	}
 }

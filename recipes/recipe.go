@@ -251,6 +251,9 @@ type Sim struct {
 	// PrefillChunkTokens caps the prompt tokens prefilled per step
 	// (chunked prefill; 0: a whole prompt in its admission step).
 	PrefillChunkTokens int `mapstructure:"prefill_chunk_tokens" yaml:"prefill_chunk_tokens"`
+	// PrefixCaching lets a simulated replica skip the prefill of prompt
+	// prefixes it processed before (vLLM's automatic prefix caching).
+	PrefixCaching bool `mapstructure:"prefix_caching" yaml:"prefix_caching"`
 	// ThinkTokens is the mean of the hidden extra decode steps of each
 	// simulated completion (lognormal with log-space sigma ThinkSigma,
 	// drawn from the request's seed; 0: none).

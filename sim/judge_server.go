@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -24,7 +25,10 @@ type JudgeServer struct {
 	model  string
 	apiKey string
 	corpus []judgePassage
-	calls  atomic.Int64
+	// words maps each word of the corpus to the passages holding it, so a
+	// gold answer is looked up among the passages of its rarest word.
+	words map[string][]int32
+	calls atomic.Int64
 }
 
 // Calls returns the number of chat requests answered or being answered
@@ -40,13 +44,21 @@ type judgePassage struct {
 // wiki-18 contents strings). A non-empty apiKey is required as a bearer
 // token.
 func NewJudgeServer(model, apiKey string, corpus []string) *JudgeServer {
-	s := &JudgeServer{model: model, apiKey: apiKey}
-	for _, c := range corpus {
+	s := &JudgeServer{model: model, apiKey: apiKey, words: map[string][]int32{}}
+	for i, c := range corpus {
 		title := c
-		if i := strings.IndexByte(c, '\n'); i >= 0 {
-			title = c[:i]
+		if j := strings.IndexByte(c, '\n'); j >= 0 {
+			title = c[:j]
 		}
-		s.corpus = append(s.corpus, judgePassage{title: strings.Trim(title, "\" "), norm: " " + looseNorm(c) + " "})
+		norm := looseNorm(c)
+		s.corpus = append(s.corpus, judgePassage{title: strings.Trim(title, "\" "), norm: " " + norm + " "})
+		seen := map[string]bool{}
+		for _, w := range strings.Fields(norm) {
+			if !seen[w] {
+				seen[w] = true
+				s.words[w] = append(s.words[w], int32(i))
+			}
+		}
 	}
 	return s
 }
@@ -210,7 +222,22 @@ func (s *JudgeServer) goldPassage(in judgeInput) string {
 	}
 	qWords := contentWords(in.question)
 	best, bestScore := "", -1.0
-	for _, p := range s.corpus {
+	// Only passages holding the rarest word of some gold answer can hold
+	// that answer; they are visited in corpus order.
+	var cand []int32
+	for _, g := range golds {
+		var rarest []int32
+		for i, w := range strings.Fields(g) {
+			if ps := s.words[w]; i == 0 || len(ps) < len(rarest) {
+				rarest = ps
+			}
+		}
+		cand = append(cand, rarest...)
+	}
+	slices.Sort(cand)
+	cand = slices.Compact(cand)
+	for _, pi := range cand {
+		p := s.corpus[pi]
 		hit := false
 		for _, g := range golds {
 			if strings.Contains(p.norm, g) {

@@ -36,6 +36,10 @@ type Latency struct {
 	// PrefillPerToken is charged per token a step processes beyond
 	// PrefillFree (prompt tokens prefilled plus one per decoding sequence).
 	PrefillPerToken time.Duration
+	// PrefixCaching keeps the KV blocks a replica processed, as vLLM's
+	// automatic prefix caching: a prompt is prefilled only past its longest
+	// cached prefix of whole 16-token blocks.
+	PrefixCaching bool
 	// PrefillFree is the compute slack of a memory-bound decode step, in
 	// tokens.
 	PrefillFree int
@@ -82,6 +86,7 @@ func LatencyFromRecipe(s recipes.Sim) Latency {
 		DecodePerSeq:    ms(s.DecodePerSeqMS),
 		PrefillPerToken: time.Duration(s.PrefillUSPerToken * float64(time.Microsecond)),
 		PrefillFree:     s.PrefillFreeTokens,
+		PrefixCaching:   s.PrefixCaching,
 		PrefillChunk:    s.PrefillChunkTokens,
 		ThinkTokens:     s.ThinkTokens,
 		ThinkSigma:      s.ThinkSigma,

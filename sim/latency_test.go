@@ -615,8 +615,8 @@ func TestDelayedRetriever(t *testing.T) {
 // defaults and validation.
 func TestLatencyFromRecipe(t *testing.T) {
 	def := recipes.Defaults()
-	if l := LatencyFromRecipe(def.Sim); l.engineOn() || l != (Latency{ThinkSigma: 1}) {
-		t.Errorf("default recipe latency %+v, want instant with think_sigma 1", l)
+	if l := LatencyFromRecipe(def.Sim); l.engineOn() || l != (Latency{ThinkSigma: 1, PrefixCaching: true}) {
+		t.Errorf("default recipe latency %+v, want instant with think_sigma 1 and prefix caching", l)
 	}
 	s := recipes.Sim{Capacity: 8, DecodeMS: 12.5, DecodePerSeqMS: 0.25, PrefillUSPerToken: 40, ThinkTokens: 100, ThinkSigma: 0.5,
 		JudgeMS: 300, TrainerDatumMS: 20, TrainerStepMS: 150, RetrieverBatchMS: 5, RetrieverQueryMS: 1.5}
@@ -639,5 +639,29 @@ func TestLatencyFromRecipe(t *testing.T) {
 		if !strings.Contains(err.Error(), k) {
 			t.Errorf("validation does not name %s: %v", k, err)
 		}
+	}
+}
+
+func TestPrefixCache(t *testing.T) {
+	c := newPrefixCache(3)
+	a := make([]int, 40)
+	for i := range a {
+		a[i] = i
+	}
+	if n := c.cached(a); n != 0 {
+		t.Fatalf("empty cache: %d cached", n)
+	}
+	c.insert(a[:35]) // two full blocks
+	if n := c.cached(a); n != 32 {
+		t.Fatalf("%d cached, want 32 (whole blocks of the inserted prefix)", n)
+	}
+	b := append([]int{999}, a[1:]...)
+	if n := c.cached(b); n != 0 {
+		t.Fatalf("a different first token shares no block: %d", n)
+	}
+	// Past the limit the oldest blocks go.
+	c.insert(b)
+	if n := c.cached(a); n != 0 {
+		t.Fatalf("evicted blocks still cached: %d", n)
 	}
 }

@@ -28,7 +28,8 @@ type PolicyServer struct {
 	requests  atomic.Int64
 	tokens    atomic.Int64
 	lat       Latency
-	eng       *engine // nil: no policy latency, requests bypass the engine
+	eng       *engine      // nil: no policy latency, requests bypass the engine
+	cache     *prefixCache // nil: no prefix caching
 }
 
 // NewPolicyServer returns a simulated policy serving baseModel.
@@ -46,6 +47,10 @@ func (s *PolicyServer) SetLatency(l Latency) {
 		s.eng = nil
 	}
 	s.lat = l
+	s.cache = nil
+	if l.PrefixCaching {
+		s.cache = newPrefixCache(1 << 20)
+	}
 	if l.engineOn() {
 		s.eng = newEngine(l)
 	}
@@ -236,10 +241,14 @@ func (s *PolicyServer) completions(w http.ResponseWriter, r *http.Request) {
 	}
 	var choices []map[string]any
 	completionTokens, longest := 0, 0
+	var generated []int // the first choice's ids, for the prefix cache
 	for i := 0; i < n; i++ {
 		g := s.model.Generate(params, prompt, sp, rng)
 		completionTokens += len(g.IDs)
 		longest = max(longest, len(g.IDs))
+		if i == 0 {
+			generated = g.IDs
+		}
 		text := g.Text
 		if g.StopReason != "" && !req.IncludeStopStrInOutput {
 			if j := strings.Index(text, g.StopReason); j >= 0 {
@@ -274,8 +283,22 @@ func (s *PolicyServer) completions(w http.ResponseWriter, r *http.Request) {
 	}
 	if s.eng == nil {
 		s.tokens.Add(int64(completionTokens))
-	} else if !s.schedule(w, r, &req, len(prompt), longest) {
-		return
+	} else {
+		prefill := len(prompt)
+		if s.cache != nil {
+			// Only the prompt past its cached blocks is prefilled; what this
+			// request processes is cached for the next (the agent's next turn
+			// extends this one's prompt and output).
+			prefill -= s.cache.cached(prompt)
+			seqIDs := prompt
+			if len(generated) > 0 {
+				seqIDs = append(append(make([]int, 0, len(prompt)+len(generated)), prompt...), generated...)
+			}
+			s.cache.insert(seqIDs)
+		}
+		if !s.schedule(w, r, &req, prefill, longest) {
+			return
+		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
 		"id": fmt.Sprintf("cmpl-sim-%d", s.requests.Load()), "object": "text_completion",

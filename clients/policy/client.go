@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -100,7 +101,7 @@ func (c *Client) Complete(ctx context.Context, req CompletionRequest) (*Completi
 		ReturnTokensAsTokenIDs: true,
 	}
 	var resp completionResponse
-	if err := c.do(ctx, http.MethodPost, "/v1/completions", body, &resp); err != nil {
+	if err := c.do(ctx, http.MethodPost, "/v1/completions", body.encode(), &resp); err != nil {
 		return nil, fmt.Errorf("policy complete: %w", err)
 	}
 	out, err := c.parseCompletion(&resp)
@@ -254,11 +255,15 @@ type tokenizeResponse struct {
 // Tokenize tokenizes text without a chat template (POST /tokenize).
 func (c *Client) Tokenize(ctx context.Context, model, text string, addSpecialTokens bool) ([]int, error) {
 	body := map[string]any{"model": model, "prompt": text, "add_special_tokens": addSpecialTokens}
-	var resp tokenizeResponse
-	if err := c.do(ctx, http.MethodPost, "/tokenize", body, &resp); err != nil {
+	var raw []byte
+	if err := c.do(ctx, http.MethodPost, "/tokenize", body, &raw); err != nil {
 		return nil, fmt.Errorf("policy tokenize: %w", err)
 	}
-	return resp.Tokens, nil
+	ids, err := decodeTokens(raw)
+	if err != nil {
+		return nil, fmt.Errorf("policy tokenize %s: decode response: %w", c.URL(), err)
+	}
+	return ids, nil
 }
 
 // TokenizeChat applies the server's chat template to messages and tokenizes
@@ -351,4 +356,124 @@ func (c *Client) Models(ctx context.Context) ([]string, error) {
 		ids[i] = d.ID
 	}
 	return ids, nil
+}
+
+// encode writes the body as JSON, the prompt's ids with strconv rather
+// than reflection: a turn's prompt is thousands of ids, and this is the
+// orchestrator's hottest encoding. The output equals json.Marshal's.
+func (b completionBody) encode() json.RawMessage {
+	out := make([]byte, 0, 64+8*len(b.Prompt)+64*len(b.Stop))
+	str := func(s string) {
+		q, _ := json.Marshal(s)
+		out = append(out, q...)
+	}
+	num := func(f float64) {
+		q, _ := json.Marshal(f)
+		out = append(out, q...)
+	}
+	out = append(out, `{"model":`...)
+	str(b.Model)
+	out = append(out, `,"prompt":[`...)
+	for i, id := range b.Prompt {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = strconv.AppendInt(out, int64(id), 10)
+	}
+	out = append(out, `],"max_tokens":`...)
+	out = strconv.AppendInt(out, int64(b.MaxTokens), 10)
+	out = append(out, `,"temperature":`...)
+	num(b.Temperature)
+	out = append(out, `,"top_p":`...)
+	num(b.TopP)
+	out = append(out, `,"top_k":`...)
+	out = strconv.AppendInt(out, int64(b.TopK), 10)
+	if b.Seed != nil {
+		out = append(out, `,"seed":`...)
+		out = strconv.AppendInt(out, *b.Seed, 10)
+	}
+	out = append(out, `,"n":`...)
+	out = strconv.AppendInt(out, int64(b.N), 10)
+	out = append(out, `,"stop":[`...)
+	for i, s := range b.Stop {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		str(s)
+	}
+	out = append(out, `],"include_stop_str_in_output":`...)
+	out = strconv.AppendBool(out, b.IncludeStopStrInOutput)
+	out = append(out, `,"skip_special_tokens":`...)
+	out = strconv.AppendBool(out, b.SkipSpecialTokens)
+	out = append(out, `,"logprobs":`...)
+	out = strconv.AppendInt(out, int64(b.Logprobs), 10)
+	out = append(out, `,"return_tokens_as_token_ids":`...)
+	out = strconv.AppendBool(out, b.ReturnTokensAsTokenIDs)
+	out = append(out, '}')
+	return out
+}
+
+// decodeTokens reads the ids of a /tokenize answer. The "tokens" array of
+// integers is scanned directly (the hot path); any other shape falls back
+// to encoding/json, whose errors are returned.
+func decodeTokens(raw []byte) ([]int, error) {
+	if ids, ok := scanTokens(raw); ok {
+		return ids, nil
+	}
+	var resp tokenizeResponse
+	if err := json.Unmarshal(raw, &resp); err != nil {
+		return nil, err
+	}
+	if resp.Tokens == nil {
+		return nil, errors.New(`no "tokens" array`)
+	}
+	return resp.Tokens, nil
+}
+
+// scanTokens parses `"tokens":[1,2,...]` out of raw when the array holds
+// only non-negative decimal integers and the key appears once.
+func scanTokens(raw []byte) ([]int, bool) {
+	key := []byte(`"tokens":[`)
+	i := bytes.Index(raw, key)
+	if i < 0 || bytes.Index(raw[i+len(key):], key) >= 0 || !json.Valid(raw) {
+		return nil, false
+	}
+	rest := raw[i+len(key):]
+	ids := make([]int, 0, len(rest)/5)
+	j := 0
+	for {
+		for j < len(rest) && (rest[j] == ' ' || rest[j] == '\n' || rest[j] == '\t' || rest[j] == '\r') {
+			j++
+		}
+		if j < len(rest) && rest[j] == ']' && len(ids) == 0 {
+			return ids, true
+		}
+		start := j
+		v := 0
+		for j < len(rest) && rest[j] >= '0' && rest[j] <= '9' {
+			v = v*10 + int(rest[j]-'0')
+			j++
+			if j-start > 12 {
+				return nil, false
+			}
+		}
+		if j == start {
+			return nil, false
+		}
+		ids = append(ids, v)
+		for j < len(rest) && (rest[j] == ' ' || rest[j] == '\n' || rest[j] == '\t' || rest[j] == '\r') {
+			j++
+		}
+		if j >= len(rest) {
+			return nil, false
+		}
+		switch rest[j] {
+		case ',':
+			j++
+		case ']':
+			return ids, true
+		default:
+			return nil, false
+		}
+	}
 }

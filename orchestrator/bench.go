@@ -1,0 +1,440 @@
+package orchestrator
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/olekukonko/tablewriter"
+	"github.com/olekukonko/tablewriter/tw"
+	"github.com/sourcegraph/conc/pool"
+
+	"github.com/hindsearch/hindsearch/recipes"
+)
+
+// BenchOptions configure orchestrate bench.
+type BenchOptions struct {
+	// Recipe is the base recipe every scenario overrides (recipes/sim.yaml).
+	Recipe string
+	// Dir receives the scenarios' run directories.
+	Dir string
+	// Scale multiplies the scenarios' workloads (1: the documented sizes;
+	// tests use less).
+	Scale float64
+	// SimCommand starts the zero-latency simulator in a separate process
+	// for the CPU scenario: the argv of `orchestrate serve sim`, to which
+	// the recipe path and --set flags are appended. Nil skips the CPU and
+	// memory figures.
+	SimCommand []string
+	// Out receives progress lines.
+	Out io.Writer
+	// Only, when non-empty, runs only these scenario groups: speedup
+	// (async, lockstep: async_speedup, busy_fraction,
+	// retriever_calls_saved), hindsight, replicas, cpu.
+	Only []string
+}
+
+func (o BenchOptions) wants(group string) bool {
+	return len(o.Only) == 0 || slices.Contains(o.Only, group)
+}
+
+// BenchReport is what orchestrate bench measures; docs/bench.md defines
+// every figure and its scenario.
+type BenchReport struct {
+	AsyncSpeedup          float64 `json:"async_speedup"`
+	HindsightOverhead     float64 `json:"hindsight_overhead"`
+	BusyFraction          float64 `json:"busy_fraction"`
+	CPUMicrosPerTurn      float64 `json:"cpu_us_per_turn"`
+	BytesPerInflightToken float64 `json:"bytes_per_inflight_token"`
+	ReplicaScaling2       float64 `json:"replica_scaling_2"`
+	ReplicaScaling4       float64 `json:"replica_scaling_4"`
+	RetrieverCallsSaved   float64 `json:"retriever_calls_saved"`
+	// Scenarios holds the raw measurements behind the figures.
+	Scenarios map[string]map[string]float64 `json:"scenarios"`
+	// Simulated is always true: the figures come from the simulator's
+	// latency model.
+	Simulated bool    `json:"simulated"`
+	Seconds   float64 `json:"seconds"`
+}
+
+// benchLatency is the simulated GPU and servers of the timed scenarios: a
+// vLLM-like replica (decode step 6 ms + 0.03 ms per running sequence,
+// 1 us per token beyond a step's 512-token compute slack, 8192-token prefill
+// chunks, capacity 256), long-tail generation lengths (60 hidden thinking
+// tokens on average, lognormal sigma 1), a 50 ms judge, a trainer at 1 ms per
+// datum and 100 ms per optimiser step, and a retriever at 10 ms per call plus
+// 0.5 ms per query.
+var benchLatency = []string{
+	"sim.capacity=256", "sim.decode_ms=6", "sim.decode_per_seq_ms=0.03",
+	"sim.prefill_us_per_token=1", "sim.prefill_free_tokens=512", "sim.prefill_chunk_tokens=8192",
+	"sim.think_tokens=60", "sim.think_sigma=1",
+	"sim.judge_ms=50", "sim.trainer_datum_ms=1", "sim.trainer_step_ms=100",
+	"sim.retriever_batch_ms=10", "sim.retriever_query_ms=0.5",
+}
+
+// benchCommon makes every scenario one training step with no evaluation.
+var benchCommon = []string{
+	"train.steps=1", "output.trajectories=0", "judge.concurrency=256",
+	"eval.datasets.nq=", "eval.datasets.triviaqa=", "eval.datasets.popqa=", "eval.datasets.hotpotqa=",
+	"eval.datasets.2wikimultihopqa=", "eval.datasets.musique=", "eval.datasets.bamboogle=",
+}
+
+// benchOutcome is one scenario run's measurements.
+type benchOutcome struct {
+	rollout, wall, busy float64
+	// throughput is trajectories per second until 80% of them finished,
+	// the steady state before the tail.
+	throughput float64
+	trajectories        int
+	turns               int
+	searches, calls     int64
+}
+
+// Bench runs the fixed scenarios side by side and returns the figures.
+func Bench(ctx context.Context, o BenchOptions) (*BenchReport, error) {
+	if o.Out == nil {
+		o.Out = io.Discard
+	}
+	if o.Scale <= 0 {
+		o.Scale = 1
+	}
+	t0 := time.Now()
+	rep := &BenchReport{Scenarios: map[string]map[string]float64{}, Simulated: true}
+	n := func(v int) int { return max(1, int(float64(v)*o.Scale+0.5)) }
+	run := func(name string, sets ...string) (*benchOutcome, error) {
+		all := append(append(append([]string{}, benchCommon...), benchLatency...), sets...)
+		all = append(all, "output.dir="+filepath.Join(o.Dir, name))
+		fmt.Fprintf(o.Out, "bench: %s ...\n", name)
+		out, err := benchRun(ctx, o.Recipe, all)
+		if err != nil {
+			return nil, fmt.Errorf("scenario %s: %w", name, err)
+		}
+		rep.Scenarios[name] = map[string]float64{"rollout_seconds": out.rollout, "step_seconds": out.wall,
+			"busy_seconds": out.busy, "trajectories": float64(out.trajectories), "turns": float64(out.turns),
+			"searches": float64(out.searches), "retriever_calls": float64(out.calls), "throughput_80": out.throughput}
+		fmt.Fprintf(o.Out, "bench: %s: %d trajectories, rollout %.2fs, step %.2fs\n", name, out.trajectories, out.rollout, out.wall)
+		return out, nil
+	}
+	// Long-tail rollouts, async and lockstep, on one replica.
+	longTail := []string{fmt.Sprintf("train.batch_size=%d", n(32)), "train.group_size=5", "policy.concurrency=256",
+		"hindsight.enabled=false"}
+	if o.wants("speedup") {
+		async, err := run("async", append(longTail, "rollout.schedule=async")...)
+		if err != nil {
+			return nil, err
+		}
+		lock, err := run("lockstep", append(longTail, "rollout.schedule=lockstep")...)
+		if err != nil {
+			return nil, err
+		}
+		rep.AsyncSpeedup = lock.rollout / async.rollout
+		rep.BusyFraction = min(async.busy/async.rollout, 1)
+		if async.searches > 0 {
+			rep.RetrieverCallsSaved = 1 - float64(async.calls)/float64(async.searches)
+		}
+	}
+	// Hindsight against plain GRPO: the same step, alternated twice.
+	var with, without float64
+	for i := range 2 {
+		if !o.wants("hindsight") {
+			break
+		}
+		plain, err := run(fmt.Sprintf("plain-%d", i+1), append(longTail[:3:3], "hindsight.enabled=false")...)
+		if err != nil {
+			return nil, err
+		}
+		hs, err := run(fmt.Sprintf("hindsight-%d", i+1), append(longTail[:3:3], "hindsight.enabled=true")...)
+		if err != nil {
+			return nil, err
+		}
+		without += plain.wall
+		with += hs.wall
+	}
+	if without > 0 {
+		rep.HindsightOverhead = with / without
+	}
+	// Replica scaling: the same load per replica on 1, 2 and 4 replicas.
+	var tput [3]float64
+	for i, reps := range []int{1, 2, 4} {
+		if !o.wants("replicas") {
+			break
+		}
+		urls := strings.TrimSuffix(strings.Repeat("embedded,", reps), ",")
+		out, err := run(fmt.Sprintf("replicas-%d", reps), "policy.urls="+urls, "policy.concurrency=64", "sim.capacity=64",
+			fmt.Sprintf("train.batch_size=%d", n(40)*reps), "train.group_size=4", "hindsight.enabled=false")
+		if err != nil {
+			return nil, err
+		}
+		tput[i] = out.throughput
+	}
+	if tput[0] > 0 {
+		rep.ReplicaScaling2, rep.ReplicaScaling4 = tput[1]/tput[0], tput[2]/tput[0]
+	}
+	// The control plane's own cost, against zero-latency servers in another
+	// process.
+	if o.SimCommand != nil && o.wants("cpu") {
+		cpu, err := benchCPU(ctx, o, n(400))
+		if err != nil {
+			return nil, fmt.Errorf("scenario cpu: %w", err)
+		}
+		rep.Scenarios["cpu"] = cpu
+		rep.CPUMicrosPerTurn = cpu["cpu_us_per_turn"]
+		rep.BytesPerInflightToken = cpu["bytes_per_token"]
+	}
+	rep.Seconds = time.Since(t0).Seconds()
+	return rep, nil
+}
+
+// benchRun runs one scenario recipe against its own embedded servers.
+func benchRun(ctx context.Context, path string, sets []string) (*benchOutcome, error) {
+	r, err := recipes.Load(path, sets, nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := ApplyRunDefaults(r); err != nil {
+		return nil, err
+	}
+	deps, emb, err := Connect(ctx, r, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer emb.Close()
+	busy := func() float64 {
+		b := 0.0
+		for _, p := range emb.Sim().Policies {
+			b += p.Stats().BusySeconds
+		}
+		return b
+	}
+	b0 := busy()
+	rn := &Runner{Recipe: r, Deps: deps, Out: io.Discard, Overwrite: true}
+	sum, err := rn.Run(ctx)
+	if err != nil {
+		return nil, err
+	}
+	st := sum.Steps[0]
+	out := &benchOutcome{rollout: st.PhaseSeconds["rollout"], wall: st.WallSeconds, busy: busy() - b0,
+		trajectories: st.Trajectories, turns: int(st.MeanTurns*float64(st.Trajectories) + 0.5)}
+	if ts := rn.last.lastTrajs; len(ts) > 0 {
+		var ends []float64
+		for _, t := range ts {
+			ends = append(ends, t.done.Sub(rn.last.lastStart).Seconds())
+		}
+		slices.Sort(ends)
+		k := max(int(0.8*float64(len(ends)))-1, 0)
+		out.throughput = float64(k+1) / ends[k]
+	}
+	if b := rn.last.roller.batch; b != nil && r.Rollout.Schedule == recipes.ScheduleAsync {
+		out.searches, out.calls = b.queries.Load(), b.calls.Load()
+	} else if er := emb.Retriever(); er != nil {
+		out.calls, out.searches = er.Stats()
+	}
+	return out, nil
+}
+
+// benchCPU measures the orchestrator's CPU time per policy turn and heap
+// per held token, rolling out batch*5 trajectories against zero-latency
+// simulated servers started in a separate process.
+func benchCPU(ctx context.Context, o BenchOptions, batch int) (map[string]float64, error) {
+	sets := append([]string{}, benchCommon...)
+	urls, stop, err := startSimProcess(ctx, o.SimCommand, o.Recipe, sets)
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+	sets = append(sets, "policy.urls="+strings.Join(urls.Policy, ","), "retriever.url="+urls.Retriever,
+		"judge.url="+urls.Judge, "trainer.url="+urls.Trainer, "trainer.checkpoints_dir="+urls.Checkpoints,
+		"output.dir="+filepath.Join(o.Dir, "cpu"))
+	r, err := recipes.Load(o.Recipe, sets, nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := ApplyRunDefaults(r); err != nil {
+		return nil, err
+	}
+	deps, emb, err := Connect(ctx, r, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer emb.Close()
+	train := []Question{}
+	for _, f := range r.Train.Data {
+		qs, err := LoadQuestions(f)
+		if err != nil {
+			return nil, err
+		}
+		train = append(train, qs...)
+	}
+	rl := newRoller(r, deps, nil)
+	const group = 5
+	trajs := make([]*Trajectory, 0, batch*group)
+	for i := range batch {
+		q := train[i%len(train)]
+		for k := range group {
+			trajs = append(trajs, &Trajectory{ID: fmt.Sprintf("b%d-%d", i, k), Group: i, Sample: k, Question: q})
+		}
+	}
+	// Prompts first (one tokenization per question), outside the measure.
+	for i := 0; i < len(trajs); i += group {
+		ids, err := rl.promptIDs(ctx, trajs[i].Question.Question, "")
+		if err != nil {
+			return nil, err
+		}
+		for k := range group {
+			trajs[i+k].PromptIDs = ids
+		}
+	}
+	runtime.GC()
+	var m0 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	cpu0 := processCPU()
+	wall0 := time.Now()
+	var turns atomic.Int64
+	p := pool.New().WithContext(ctx).WithCancelOnError().WithFirstError().WithMaxGoroutines(benchCPUConcurrency)
+	sp := sampling{temperature: 1, topP: 1, topK: -1}
+	for _, t := range trajs {
+		p.Go(func(ctx context.Context) error {
+			err := rl.rollout(ctx, t, r.Policy.Model, sp, seedFor(r.Seed, int64(t.Group), int64(t.Sample)))
+			turns.Add(int64(len(t.Turns)))
+			return err
+		})
+	}
+	if err := p.Wait(); err != nil {
+		return nil, err
+	}
+	cpu := processCPU() - cpu0
+	wall := time.Since(wall0).Seconds()
+	runtime.GC()
+	var m1 runtime.MemStats
+	runtime.ReadMemStats(&m1)
+	tokens := 0
+	for _, t := range trajs {
+		tokens += len(t.PromptIDs) + len(t.Tokens)
+	}
+	held := float64(int64(m1.HeapAlloc) - int64(m0.HeapAlloc))
+	runtime.KeepAlive(trajs)
+	return map[string]float64{
+		"trajectories": float64(len(trajs)), "turns": float64(turns.Load()), "cpu_seconds": cpu, "wall_seconds": wall,
+		"cpu_us_per_turn": cpu / float64(turns.Load()) * 1e6, "tokens": float64(tokens),
+		"heap_bytes": held, "bytes_per_token": held / float64(tokens),
+	}, nil
+}
+
+// processCPU is this process's user plus system CPU time, in seconds.
+func processCPU() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return float64(ru.Utime.Sec+ru.Stime.Sec) + float64(ru.Utime.Usec+ru.Stime.Usec)/1e6
+}
+
+// simURLs is what `orchestrate serve sim` prints.
+type simURLs struct {
+	Policy      []string `json:"policy"`
+	Judge       string   `json:"judge"`
+	Trainer     string   `json:"trainer"`
+	Retriever   string   `json:"retriever"`
+	Checkpoints string   `json:"checkpoints_dir"`
+}
+
+// startSimProcess starts `orchestrate serve sim RECIPE --set ...` and reads
+// its addresses; stop ends it.
+func startSimProcess(ctx context.Context, argv []string, recipe string, sets []string) (simURLs, func(), error) {
+	args := append(append([]string{}, argv[1:]...), recipe)
+	for _, s := range sets {
+		args = append(args, "--set", s)
+	}
+	cmd := exec.CommandContext(ctx, argv[0], args...)
+	cmd.Stderr = io.Discard
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return simURLs{}, nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return simURLs{}, nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return simURLs{}, nil, fmt.Errorf("start %s: %w", argv[0], err)
+	}
+	stop := func() {
+		_ = stdin.Close() // serve sim stops when its stdin pipe closes
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		stop()
+		return simURLs{}, nil, fmt.Errorf("serve sim printed no addresses: %w", err)
+	}
+	var u simURLs
+	if err := json.Unmarshal([]byte(line), &u); err != nil || len(u.Policy) == 0 {
+		stop()
+		return simURLs{}, nil, errors.Join(fmt.Errorf("serve sim printed %q", strings.TrimSpace(line)), err)
+	}
+	return u, stop, nil
+}
+
+// BenchTargets are the issue's targets, for the table.
+var benchTargets = []struct {
+	key, target, scenario string
+	get                   func(*BenchReport) float64
+}{
+	{"async_speedup", ">= 1.5", "rollout makespan, lockstep / async, long-tail workload", func(r *BenchReport) float64 { return r.AsyncSpeedup }},
+	{"hindsight_overhead", "<= 1.05", "step wall time, hindsight / plain GRPO", func(r *BenchReport) float64 { return r.HindsightOverhead }},
+	{"busy_fraction", ">= 0.95", "share of the async rollout with policy work running", func(r *BenchReport) float64 { return r.BusyFraction }},
+	{"cpu_us_per_turn", "<= 200", "orchestrator CPU per policy turn, servers in another process", func(r *BenchReport) float64 { return r.CPUMicrosPerTurn }},
+	{"bytes_per_inflight_token", "-", "orchestrator heap per token held by trajectories", func(r *BenchReport) float64 { return r.BytesPerInflightToken }},
+	{"replica_scaling_2", ">= 1.8", "throughput, 2 replicas / 1", func(r *BenchReport) float64 { return r.ReplicaScaling2 }},
+	{"replica_scaling_4", ">= 3.4", "throughput, 4 replicas / 1", func(r *BenchReport) float64 { return r.ReplicaScaling4 }},
+	{"retriever_calls_saved", "-", "share of searches without an HTTP call of their own", func(r *BenchReport) float64 { return r.RetrieverCallsSaved }},
+}
+
+// WriteBenchTable prints the figures with their targets.
+func WriteBenchTable(w io.Writer, r *BenchReport) error {
+	t := tablewriter.NewTable(w, tablewriter.WithConfig(tablewriter.Config{
+		Header: tw.CellConfig{Formatting: tw.CellFormatting{AutoFormat: tw.Off}},
+	}))
+	t.Header("figure", "value", "target", "measured as")
+	for _, b := range benchTargets {
+		if err := t.Append(b.key, fmt.Sprintf("%.3f", b.get(r)), b.target, b.scenario); err != nil {
+			return err
+		}
+	}
+	if err := t.Render(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "SIMULATED: figures from the simulator's latency model (docs/bench.md); %.0f s on %d CPUs.\n", r.Seconds, runtime.NumCPU())
+	return err
+}
+
+// benchSimArgs is the argv of this binary's `serve sim`.
+func BenchSimCommand() ([]string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	return []string{exe, "serve", "sim"}, nil
+}
+
+// benchCPUConcurrency is the trajectories in flight in the CPU scenario.
+var benchCPUConcurrency = 64
