@@ -61,17 +61,21 @@ type completionBody struct {
 }
 
 type completionResponse struct {
-	Choices []struct {
-		Text         string          `json:"text"`
-		FinishReason *string         `json:"finish_reason"`
-		StopReason   json.RawMessage `json:"stop_reason"`
-		TokenIDs     []int           `json:"token_ids"`
-		Logprobs     *struct {
-			Tokens        []string   `json:"tokens"`
-			TokenLogprobs []*float64 `json:"token_logprobs"`
-			TextOffset    []int      `json:"text_offset"`
-		} `json:"logprobs"`
-	} `json:"choices"`
+	Choices []completionChoice `json:"choices"`
+}
+
+type completionChoice struct {
+	Text         string              `json:"text"`
+	FinishReason *string             `json:"finish_reason"`
+	StopReason   json.RawMessage     `json:"stop_reason"`
+	TokenIDs     []int               `json:"token_ids"`
+	Logprobs     *completionLogprobs `json:"logprobs"`
+}
+
+type completionLogprobs struct {
+	Tokens        []string   `json:"tokens"`
+	TokenLogprobs []*float64 `json:"token_logprobs"`
+	TextOffset    []int      `json:"text_offset"`
 }
 
 // Complete samples one continuation of req.Prompt (POST /v1/completions,
@@ -100,9 +104,13 @@ func (c *Client) Complete(ctx context.Context, req CompletionRequest) (*Completi
 		Logprobs:               1,
 		ReturnTokensAsTokenIDs: true,
 	}
-	var resp completionResponse
-	if err := c.do(ctx, http.MethodPost, "/v1/completions", body.encode(), &resp); err != nil {
+	var raw []byte
+	if err := c.do(ctx, http.MethodPost, "/v1/completions", body.encode(), &raw); err != nil {
 		return nil, fmt.Errorf("policy complete: %w", err)
+	}
+	var resp completionResponse
+	if err := decodeCompletion(raw, &resp); err != nil {
+		return nil, fmt.Errorf("policy complete %s: decode response: %w", c.URL(), err)
 	}
 	out, err := c.parseCompletion(&resp)
 	if err != nil {

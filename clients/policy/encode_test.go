@@ -73,3 +73,33 @@ func FuzzDecodeTokens(f *testing.F) {
 		}
 	})
 }
+
+// The completion scanner and encoding/json agree on every answer
+// encoding/json accepts.
+func FuzzDecodeCompletion(f *testing.F) {
+	f.Add(cannedCompletion())
+	f.Add([]byte(`{"choices":[{"text":"a\u00e9\"","finish_reason":null,"stop_reason":7,"token_ids":[1,2],"logprobs":{"tokens":["token_id:1","token_id:2"],"token_logprobs":[null,-1.5e-3],"text_offset":[0,1]}},{"text":"x"}]}`))
+	f.Add([]byte(`{"Choices":[{"text":"a"}]}`))
+	f.Add([]byte(`{"choices":[{"TEXT":"a","logprobs":null}],"choices":[{"text":"b"}]}`))
+	f.Add([]byte(`{"choices":[{"text":"\xff"}]}`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		var want completionResponse
+		if json.Unmarshal(raw, &want) != nil {
+			return
+		}
+		var got completionResponse
+		if err := decodeCompletion(raw, &got); err != nil {
+			t.Fatalf("%q: %v", raw, err)
+		}
+		// Only the first choice is read by parseCompletion.
+		if len(want.Choices) > 1 {
+			want.Choices = want.Choices[:1]
+		}
+		if len(got.Choices) > 1 {
+			got.Choices = got.Choices[:1]
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q:\nscan %+v\njson %+v", raw, got, want)
+		}
+	})
+}

@@ -1,0 +1,45 @@
+package orchestrator
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// The benchmark's plumbing on a tiny workload: every figure it can compute
+// without the separate simulator process is produced and reported. No
+// figure is compared against a target here: the bench is not a test.
+func TestBenchPlumbing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs simulated scenarios")
+	}
+	rep, err := Bench(context.Background(), BenchOptions{Recipe: "../recipes/sim.yaml", Dir: t.TempDir(), Scale: 0.05,
+		Only: []string{"speedup", "replicas"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, v := range map[string]float64{"async_speedup": rep.AsyncSpeedup, "busy_fraction": rep.BusyFraction,
+		"replica_scaling_2": rep.ReplicaScaling2, "replica_scaling_4": rep.ReplicaScaling4} {
+		if !(v > 0) {
+			t.Errorf("%s = %v", name, v)
+		}
+	}
+	for _, sc := range []string{"async", "lockstep", "replicas-1", "replicas-2", "replicas-4"} {
+		if rep.Scenarios[sc]["trajectories"] == 0 {
+			t.Errorf("scenario %s: %v", sc, rep.Scenarios[sc])
+		}
+	}
+	b, _ := json.Marshal(rep)
+	for _, k := range []string{"async_speedup", "hindsight_overhead", "busy_fraction", "cpu_us_per_turn",
+		"bytes_per_inflight_token", "replica_scaling_2", "replica_scaling_4", "retriever_calls_saved"} {
+		if !strings.Contains(string(b), `"`+k+`"`) {
+			t.Errorf("JSON lacks %q", k)
+		}
+	}
+	var out bytes.Buffer
+	if err := WriteBenchTable(&out, rep); err != nil || !strings.Contains(out.String(), "SIMULATED") {
+		t.Errorf("table: %v\n%s", err, out.String())
+	}
+}
