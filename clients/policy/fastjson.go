@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"bytes"
 	"encoding/json"
 	"strconv"
 	"strings"
@@ -107,7 +106,7 @@ func (s *scan) skip() {
 			}
 		}
 	default:
-		for s.i < len(s.b) && !bytes.ContainsRune([]byte(",]} \t\n\r"), rune(s.b[s.i])) {
+		for s.i < len(s.b) && !isDelim(s.b[s.i]) {
 			s.i++
 		}
 	}
@@ -117,7 +116,7 @@ func (s *scan) skip() {
 func (s *scan) number() (string, bool) {
 	s.ws()
 	start := s.i
-	for s.i < len(s.b) && bytes.IndexByte([]byte("+-.0123456789eE"), s.b[s.i]) >= 0 {
+	for s.i < len(s.b) && isNumByte(s.b[s.i]) {
 		s.i++
 	}
 	return string(s.b[start:s.i]), s.i > start
@@ -337,4 +336,16 @@ func (s *scan) choice(ch *completionChoice) bool {
 		s.skip()
 		return true
 	})
+}
+
+func isDelim(c byte) bool {
+	switch c {
+	case ',', ']', '}', ' ', '\t', '\n', '\r':
+		return true
+	}
+	return false
+}
+
+func isNumByte(c byte) bool {
+	return c >= '0' && c <= '9' || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E'
 }
