@@ -3,7 +3,7 @@ GO ?= go
 BIN := bin/orchestrate
 RECIPE ?= recipes/sim.yaml
 
-.PHONY: all build demo test test-race test-short vet fmt fmt-check recipes-check ci clean
+.PHONY: all build demo bench test test-race test-short vet fmt fmt-check recipes-check ci clean
 
 all: build
 
@@ -14,6 +14,10 @@ build:
 ## demo: the whole HindSearch loop on the embedded default (no GPU, no servers)
 demo:
 	$(GO) run ./cmd/orchestrate run $(RECIPE) --overwrite
+
+## bench: the scheduling benchmark on the simulator (docs/bench.md)
+bench:
+	$(GO) run ./cmd/orchestrate bench --json bench.json
 
 ## test: the README's test command
 test:
