@@ -104,13 +104,9 @@ func (c *Client) Complete(ctx context.Context, req CompletionRequest) (*Completi
 		Logprobs:               1,
 		ReturnTokensAsTokenIDs: true,
 	}
-	var raw []byte
-	if err := c.do(ctx, http.MethodPost, "/v1/completions", body.encode(), &raw); err != nil {
-		return nil, fmt.Errorf("policy complete: %w", err)
-	}
 	var resp completionResponse
-	if err := decodeCompletion(raw, &resp); err != nil {
-		return nil, fmt.Errorf("policy complete %s: decode response: %w", c.URL(), err)
+	if err := c.do(ctx, http.MethodPost, "/v1/completions", body.encode(), completionDecoder{&resp}); err != nil {
+		return nil, fmt.Errorf("policy complete: %w", err)
 	}
 	out, err := c.parseCompletion(&resp)
 	if err != nil {
@@ -263,15 +259,24 @@ type tokenizeResponse struct {
 // Tokenize tokenizes text without a chat template (POST /tokenize).
 func (c *Client) Tokenize(ctx context.Context, model, text string, addSpecialTokens bool) ([]int, error) {
 	body := map[string]any{"model": model, "prompt": text, "add_special_tokens": addSpecialTokens}
-	var raw []byte
-	if err := c.do(ctx, http.MethodPost, "/tokenize", body, &raw); err != nil {
+	var d tokensDecoder
+	if err := c.do(ctx, http.MethodPost, "/tokenize", body, &d); err != nil {
 		return nil, fmt.Errorf("policy tokenize: %w", err)
 	}
-	ids, err := decodeTokens(raw)
-	if err != nil {
-		return nil, fmt.Errorf("policy tokenize %s: decode response: %w", c.URL(), err)
-	}
-	return ids, nil
+	return d.ids, nil
+}
+
+// completionDecoder and tokensDecoder decode hot answers through the
+// transport, so a malformed one is retried.
+type completionDecoder struct{ resp *completionResponse }
+
+func (d completionDecoder) DecodeJSON(b []byte) error { return decodeCompletion(b, d.resp) }
+
+type tokensDecoder struct{ ids []int }
+
+func (d *tokensDecoder) DecodeJSON(b []byte) (err error) {
+	d.ids, err = decodeTokens(b)
+	return err
 }
 
 // TokenizeChat applies the server's chat template to messages and tokenizes

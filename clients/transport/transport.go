@@ -267,6 +267,39 @@ func (c *Client) Do(ctx context.Context, method, path string, in, out any) error
 		}
 		req.SetHeader("Content-Type", "application/json").SetBody([]byte(b))
 	}
+	for attempt := 0; ; attempt++ {
+		err := c.once(ctx, req, method, full, shown, out)
+		var de *decodeError
+		if !errors.As(err, &de) || attempt >= c.opts.Retries || ctx.Err() != nil {
+			return err
+		}
+		// A 2xx answer that does not decode (cut short, garbled) is
+		// transient too: ask again after a backoff.
+		if c.opts.OnRetry != nil {
+			c.opts.OnRetry(c.role, attempt+2, 0)
+		}
+		select {
+		case <-time.After(jitterBackoff(c.opts.RetryWaitMin, c.opts.RetryWaitMax, attempt)):
+		case <-ctx.Done():
+			return err
+		}
+	}
+}
+
+// Decoder is an out value of Do that decodes a 2xx body itself (a fast
+// path for a hot answer); its failure counts as a malformed answer and is
+// retried like one.
+type Decoder interface {
+	DecodeJSON(body []byte) error
+}
+
+// decodeError is a 2xx answer whose body could not be decoded.
+type decodeError struct{ msg string }
+
+func (e *decodeError) Error() string { return e.msg }
+
+// once makes one call through the retry layer and decodes its answer.
+func (c *Client) once(ctx context.Context, req *resty.Request, method, full, shown string, out any) error {
 	resp, err := req.Execute(method, full)
 	if err != nil {
 		var ue *url.Error
@@ -286,6 +319,11 @@ func (c *Client) Do(ctx context.Context, method, path string, in, out any) error
 	switch o := out.(type) {
 	case nil:
 		return nil
+	case Decoder:
+		if err := o.DecodeJSON(body); err != nil {
+			return &decodeError{fmt.Sprintf("%s %s: decode response: %s", c.role, shown, c.redact(err.Error()))}
+		}
+		return nil
 	case *[]byte:
 		*o = append((*o)[:0], body...)
 		return nil
@@ -294,10 +332,10 @@ func (c *Client) Do(ctx context.Context, method, path string, in, out any) error
 		return nil
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
-		return fmt.Errorf("%s %s: decode response: empty body", c.role, shown)
+		return &decodeError{fmt.Sprintf("%s %s: decode response: empty body", c.role, shown)}
 	}
 	if err := json.Unmarshal(body, out); err != nil {
-		return fmt.Errorf("%s %s: decode response: %s", c.role, shown, c.redact(err.Error()))
+		return &decodeError{fmt.Sprintf("%s %s: decode response: %s", c.role, shown, c.redact(err.Error()))}
 	}
 	return nil
 }
@@ -336,7 +374,11 @@ func checkRetry(ctx context.Context, resp *http.Response, err error) (bool, erro
 		return false, ctx.Err()
 	}
 	if err != nil {
-		return isConnectError(err), nil
+		// Every call our clients make is idempotent (seeded sampling,
+		// trainer calls de-duplicated by seq_id), so an attempt that timed
+		// out or lost its connection is sent again while the call's own
+		// deadline allows.
+		return isConnectError(err) || isTransient(err), nil
 	}
 	switch st := resp.StatusCode; {
 	case st == http.StatusRequestTimeout, st == http.StatusTooManyRequests,
@@ -350,6 +392,20 @@ func checkRetry(ctx context.Context, resp *http.Response, err error) (bool, erro
 		}
 	}
 	return true, nil
+}
+
+// isTransient reports an attempt that timed out on its own deadline or
+// whose connection was reset or closed mid-exchange.
+func isTransient(err error) bool {
+	if errors.Is(err, context.Canceled) {
+		return false
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return true
+	}
+	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
 }
 
 // isConnectError reports whether err happened while connecting, so the
