@@ -96,10 +96,10 @@ type benchOutcome struct {
 	rollout, wall, busy float64
 	// throughput is trajectories per second until 80% of them finished,
 	// the steady state before the tail.
-	throughput float64
-	trajectories        int
-	turns               int
-	searches, calls     int64
+	throughput      float64
+	trajectories    int
+	turns           int
+	searches, calls int64
 }
 
 // Bench runs the fixed scenarios side by side and returns the figures.

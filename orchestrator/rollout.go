@@ -6,8 +6,8 @@ import (
 	"hash/fnv"
 	"strings"
 	"sync"
-	"time"
 	"sync/atomic"
+	"time"
 
 	"github.com/sourcegraph/conc/pool"
 

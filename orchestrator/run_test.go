@@ -364,3 +364,49 @@ func TestOffPolicyStalenessAndSamplingLogprobs(t *testing.T) {
 		t.Fatal("no policy token checked")
 	}
 }
+
+// Transient faults on every role are absorbed: with the same seed the run
+// sends the trainer the same batches with faults as without, at rollout
+// concurrency 1 and 16.
+func TestFaultsDoNotChangeBatches(t *testing.T) {
+	base := []string{"eval.datasets.nq=", "eval.datasets.hotpotqa=", "http.retries=10", "http.retry_wait_min_ms=1",
+		"http.retry_wait_max_ms=20", "http.timeout_seconds=1"}
+	var faults []string
+	for _, role := range []string{"policy", "judge", "retriever", "trainer"} {
+		faults = append(faults, "sim.faults."+role+".rate=0.12",
+			"sim.faults."+role+".kinds=500,502,503,429,reset,malformed,slow,hang",
+			"sim.faults."+role+".slow_ms=20", "sim.faults."+role+".hang_ms=1500")
+	}
+	run := func(sets ...string) ([]string, int64) {
+		r := testRecipe(t, "", append(append([]string{}, base...), sets...)...)
+		ctx := context.Background()
+		deps, emb, err := Connect(ctx, r, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer emb.Close()
+		sum, err := (&Runner{Recipe: r, Deps: deps}).Run(ctx)
+		if err != nil {
+			t.Fatalf("%v: %v", sets, err)
+		}
+		var ds []string
+		for _, s := range sum.Steps {
+			ds = append(ds, s.BatchDigest)
+		}
+		return ds, emb.FaultsInjected()
+	}
+	clean, n := run()
+	if n != 0 {
+		t.Fatalf("%d faults without any configured", n)
+	}
+	for _, conc := range []string{"policy.concurrency=1", "policy.concurrency=16"} {
+		got, n := run(append(faults, conc)...)
+		if n == 0 {
+			t.Fatalf("%s: no fault injected", conc)
+		}
+		if strings.Join(got, ",") != strings.Join(clean, ",") {
+			t.Fatalf("%s, %d faults: digests %v, clean %v", conc, n, got, clean)
+		}
+		t.Logf("%s: %d faults absorbed, same batches", conc, n)
+	}
+}

@@ -53,6 +53,20 @@ type Embedded struct {
 	index *bm25.Index
 	srv   *http.Server
 	ret   *sim.DelayedRetriever
+	// retFaults injects the retriever's faults (nil: none).
+	retFaults *sim.Faulty
+}
+
+// FaultsInjected is the number of faults the embedded servers injected.
+func (e *Embedded) FaultsInjected() int64 {
+	n := int64(0)
+	if e.sim != nil {
+		n += e.sim.FaultsInjected()
+	}
+	if e.retFaults != nil {
+		n += e.retFaults.Injected()
+	}
+	return n
 }
 
 // Retriever returns the embedded retriever's handler with its call counts
@@ -70,6 +84,9 @@ func (e *Embedded) Close() {
 	if e.sim != nil {
 		e.sim.Close()
 	}
+	if e.retFaults != nil {
+		e.retFaults.Close()
+	}
 	if e.srv != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_ = e.srv.Shutdown(ctx)
@@ -80,7 +97,7 @@ func (e *Embedded) Close() {
 	}
 }
 
-func (e *Embedded) serveIndex(ix *bm25.Index, lat sim.Latency) (string, error) {
+func (e *Embedded) serveIndex(ix *bm25.Index, lat sim.Latency, faults sim.Faults) (string, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", fmt.Errorf("embedded retriever: %w", err)
@@ -88,7 +105,12 @@ func (e *Embedded) serveIndex(ix *bm25.Index, lat sim.Latency) (string, error) {
 	e.index = ix
 	// The simulator's retriever latency (sim.retriever_*), zero by default.
 	e.ret = sim.NewDelayedRetriever(ix.Handler(), lat.RetrieverBatch, lat.RetrieverQuery)
-	e.srv = &http.Server{Handler: e.ret, ReadHeaderTimeout: 10 * time.Second}
+	var h http.Handler = e.ret
+	if faults.Rate > 0 {
+		e.retFaults = sim.NewFaulty(e.ret, faults)
+		h = e.retFaults
+	}
+	e.srv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = e.srv.Serve(l) }()
 	return "http://" + l.Addr().String(), nil
 }
@@ -142,7 +164,7 @@ func Connect(ctx context.Context, r *recipes.Recipe, environ []string, log io.Wr
 		s, err := sim.Start(sim.Config{BaseModel: r.Policy.Model, JudgeModel: r.Judge.Model, JudgeAPIKey: key(r.Judge.APIKeyEnv),
 			CheckpointsDir: r.Trainer.CheckpointsDir, Corpus: corpus, VocabTexts: texts, Epsilon: r.Sim.Epsilon,
 			PolicyReplicas: nEmbedded, Judge: r.Judge.URL == recipes.Embedded, Trainer: r.Trainer.URL == recipes.Embedded,
-			Latency: sim.LatencyFromRecipe(r.Sim)})
+			Latency: sim.LatencyFromRecipe(r.Sim), Faults: sim.FaultsFromRecipe(r.Sim.Faults, r.Seed)})
 		if err != nil {
 			return fail(err)
 		}
@@ -216,7 +238,7 @@ func Connect(ctx context.Context, r *recipes.Recipe, environ []string, log io.Wr
 		if built {
 			fmt.Fprintf(log, "BM25 index of %d passages built in %.1fs\n", ix.Len(), time.Since(t0).Seconds())
 		}
-		ru, err = e.serveIndex(ix, sim.LatencyFromRecipe(r.Sim))
+		ru, err = e.serveIndex(ix, sim.LatencyFromRecipe(r.Sim), sim.FaultsFromRecipe(r.Sim.Faults, r.Seed).Retriever)
 		if err != nil {
 			_ = ix.Close()
 			return fail(err)

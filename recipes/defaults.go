@@ -166,6 +166,12 @@ func Defaults() Recipe {
 			Epsilon:       1e-6,
 			ThinkSigma:    1.0,
 			PrefixCaching: true,
+			Faults: SimFaults{
+				Policy:    FaultSpec{Kinds: []string{}, HangMS: 5000, SlowMS: 200},
+				Judge:     FaultSpec{Kinds: []string{}, HangMS: 5000, SlowMS: 200},
+				Retriever: FaultSpec{Kinds: []string{}, HangMS: 5000, SlowMS: 200},
+				Trainer:   FaultSpec{Kinds: []string{}, HangMS: 5000, SlowMS: 200},
+			},
 		},
 	}
 }

@@ -270,4 +270,24 @@ type Sim struct {
 	// per /retrieve call and per query of a call.
 	RetrieverBatchMS float64 `mapstructure:"retriever_batch_ms" yaml:"retriever_batch_ms"`
 	RetrieverQueryMS float64 `mapstructure:"retriever_query_ms" yaml:"retriever_query_ms"`
+	// Faults injects faults into the simulated servers, per role.
+	Faults SimFaults `mapstructure:"faults" yaml:"faults"`
+}
+
+// SimFaults configures fault injection per simulated role.
+type SimFaults struct {
+	Policy    FaultSpec `mapstructure:"policy" yaml:"policy"`
+	Judge     FaultSpec `mapstructure:"judge" yaml:"judge"`
+	Retriever FaultSpec `mapstructure:"retriever" yaml:"retriever"`
+	Trainer   FaultSpec `mapstructure:"trainer" yaml:"trainer"`
+}
+
+// FaultSpec is one role's faults: each request is faulted with probability
+// Rate, with a kind drawn from Kinds (500, 502, 503, 429, reset, hang,
+// slow, malformed); a hang lasts HangMS and a slow answer waits SlowMS.
+type FaultSpec struct {
+	Rate   float64  `mapstructure:"rate" yaml:"rate"`
+	Kinds  []string `mapstructure:"kinds" yaml:"kinds"`
+	HangMS float64  `mapstructure:"hang_ms" yaml:"hang_ms"`
+	SlowMS float64  `mapstructure:"slow_ms" yaml:"slow_ms"`
 }

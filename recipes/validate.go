@@ -252,6 +252,26 @@ func (r *Recipe) Validate() error {
 	nonNeg("sim.retriever_batch_ms", r.Sim.RetrieverBatchMS)
 	nonNeg("sim.retriever_query_ms", r.Sim.RetrieverQueryMS)
 
+	for _, rf := range []struct {
+		role string
+		f    FaultSpec
+	}{{"policy", r.Sim.Faults.Policy}, {"judge", r.Sim.Faults.Judge}, {"retriever", r.Sim.Faults.Retriever}, {"trainer", r.Sim.Faults.Trainer}} {
+		f, key := rf.f, "sim.faults."+rf.role
+		if !(f.Rate >= 0 && f.Rate <= 1) {
+			bad(key+".rate", "must be in [0, 1], got %g", f.Rate)
+		}
+		for i, k := range f.Kinds {
+			if !slices.Contains(faultKinds, k) {
+				bad(fmt.Sprintf("%s.kinds[%d]", key, i), "must be one of %s, got %q", strings.Join(faultKinds, ", "), k)
+			}
+		}
+		if f.Rate > 0 && len(f.Kinds) == 0 {
+			bad(key+".kinds", "a fault rate needs at least one kind")
+		}
+		nonNeg(key+".hang_ms", f.HangMS)
+		nonNeg(key+".slow_ms", f.SlowMS)
+	}
+
 	for _, name := range slices.Sorted(maps.Keys(r.Variants)) {
 		key := "variants." + name
 		if !nameRE.MatchString(name) {
@@ -335,3 +355,6 @@ func checkOverride(o string) string {
 	}
 	return fmt.Sprintf("%q: unknown recipe key %q", o, key)
 }
+
+// faultKinds are the kinds of sim.faults.*.kinds (sim.FaultKinds).
+var faultKinds = []string{"500", "502", "503", "429", "reset", "hang", "slow", "malformed"}

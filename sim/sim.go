@@ -44,6 +44,8 @@ type Config struct {
 	// Latency is the simulated servers' timing (zero: instant). The
 	// retriever is not started here: wrap it with DelayRetriever.
 	Latency Latency
+	// Faults injects faults into each role (zero: none).
+	Faults RoleFaults
 }
 
 // Servers are running simulated servers on loopback.
@@ -60,7 +62,8 @@ type Servers struct {
 	JudgeSrv *JudgeServer
 	Trainer  *TrainerServer
 
-	https []*http.Server
+	https  []*http.Server
+	faults []*Faulty
 }
 
 // Vocabulary returns the texts the simulated tokenizer is built from.
@@ -93,7 +96,7 @@ func Start(cfg Config) (*Servers, error) {
 		p := NewPolicyServer(s.Model, cfg.BaseModel)
 		p.SetLatency(cfg.Latency)
 		s.Policies = append(s.Policies, p)
-		u, err := serve(p.Handler())
+		u, err := serve(s.faulty(p.Handler(), cfg.Faults.Policy, uint64(i)))
 		if err != nil {
 			s.Close()
 			return nil, err
@@ -103,7 +106,7 @@ func Start(cfg Config) (*Servers, error) {
 	if cfg.Judge {
 		s.JudgeSrv = NewJudgeServer(cfg.JudgeModel, cfg.JudgeAPIKey, cfg.Corpus)
 		s.JudgeSrv.Delay = cfg.Latency.Judge
-		u, err := serve(s.JudgeSrv.Handler())
+		u, err := serve(s.faulty(s.JudgeSrv.Handler(), cfg.Faults.Judge, 0))
 		if err != nil {
 			s.Close()
 			return nil, err
@@ -115,7 +118,7 @@ func Start(cfg Config) (*Servers, error) {
 		s.Trainer.PollWait = 500 * time.Millisecond
 		s.Trainer.DatumDelay = cfg.Latency.TrainerPerDatum
 		s.Trainer.StepDelay = cfg.Latency.TrainerStep
-		u, err := serve(s.Trainer.Handler())
+		u, err := serve(s.faulty(s.Trainer.Handler(), cfg.Faults.Trainer, 0))
 		if err != nil {
 			s.Close()
 			return nil, err
@@ -128,6 +131,9 @@ func Start(cfg Config) (*Servers, error) {
 // Close stops every server and waits for their handlers; requests still
 // waiting in a policy engine or on a trainer future are answered 503.
 func (s *Servers) Close() {
+	for _, f := range s.faults {
+		f.Close()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if s.Trainer != nil {
@@ -141,4 +147,24 @@ func (s *Servers) Close() {
 			_ = h.Close()
 		}
 	}
+}
+
+// faulty wraps h with f's fault injection (replica offsets the seed).
+func (s *Servers) faulty(h http.Handler, f Faults, replica uint64) http.Handler {
+	if f.Rate <= 0 {
+		return h
+	}
+	f.Seed += 1000 * replica
+	x := NewFaulty(h, f)
+	s.faults = append(s.faults, x)
+	return x
+}
+
+// FaultsInjected is the number of faults the servers injected so far.
+func (s *Servers) FaultsInjected() int64 {
+	n := int64(0)
+	for _, f := range s.faults {
+		n += f.Injected()
+	}
+	return n
 }

@@ -110,7 +110,7 @@ func serveSim(ctx context.Context, e *env, r *recipes.Recipe, stdin io.Reader, j
 		servers, err = sim.Start(sim.Config{BaseModel: r.Policy.Model, JudgeModel: r.Judge.Model,
 			JudgeAPIKey: envValue(e.environ, r.Judge.APIKeyEnv), CheckpointsDir: ckpt, Corpus: corpus,
 			VocabTexts: texts, Epsilon: r.Sim.Epsilon, PolicyReplicas: replicas, Judge: judge, Trainer: trainer,
-			Latency: lat})
+			Latency: lat, Faults: sim.FaultsFromRecipe(r.Sim.Faults, r.Seed)})
 		if err != nil {
 			return err
 		}
@@ -148,7 +148,13 @@ func serveSim(ctx context.Context, e *env, r *recipes.Recipe, stdin io.Reader, j
 			return fmt.Errorf("embedded retriever: %w", err)
 		}
 		delayed = sim.NewDelayedRetriever(ix.Handler(), lat.RetrieverBatch, lat.RetrieverQuery)
-		srv := &http.Server{Handler: delayed, ReadHeaderTimeout: 10 * time.Second}
+		var h http.Handler = delayed
+		if f := sim.FaultsFromRecipe(r.Sim.Faults, r.Seed).Retriever; f.Rate > 0 {
+			fy := sim.NewFaulty(delayed, f)
+			defer fy.Close()
+			h = fy
+		}
+		srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = srv.Serve(l) }()
 		defer func() {
 			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
