@@ -218,6 +218,11 @@ func Evaluate(ctx context.Context, r *recipes.Recipe, deps Deps, opt EvalOptions
 	if err != nil {
 		return nil, fmt.Errorf("output.dir: %w", err)
 	}
+	lock, err := dir.Lock()
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Unlock()
 	if _, err := os.Stat(filepath.Join(dir.Path, "recipe.yaml")); err != nil {
 		red := r.Redacted()
 		if y, err := red.YAML(); err == nil {

@@ -128,6 +128,11 @@ func (rn *Runner) Run(ctx context.Context) (*Summary, error) {
 	if err != nil {
 		return nil, fmt.Errorf("output.dir: %w", err)
 	}
+	lock, err := dir.Lock()
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Unlock()
 	if err := rn.claim(dir); err != nil {
 		return nil, err
 	}

@@ -410,3 +410,26 @@ func TestFaultsDoNotChangeBatches(t *testing.T) {
 		t.Logf("%s: %d faults absorbed, same batches", conc, n)
 	}
 }
+
+// A second orchestrator on the same run directory is refused, clearly.
+func TestSecondOrchestratorRefused(t *testing.T) {
+	r := testRecipe(t, "", "eval.datasets.nq=", "eval.datasets.hotpotqa=")
+	dir, err := results.Create(r.Output.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := dir.Lock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Unlock()
+	deps, emb, err := Connect(context.Background(), r, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emb.Close()
+	_, err = (&Runner{Recipe: r, Deps: deps}).Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "another orchestrator") {
+		t.Fatalf("err %v", err)
+	}
+}

@@ -37,6 +37,7 @@ type simAddrs struct {
 
 func newServeSimCmd(e *env) *cobra.Command {
 	var rf recipeFlags
+	var faults string
 	jsonOut := true
 	cmd := &cobra.Command{
 		Use:   "sim RECIPE",
@@ -55,6 +56,13 @@ Prints one line of JSON to stdout:
 SIGTERM) or, when stdin is a pipe, until the pipe closes.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if faults != "" {
+				sets, err := faultSets(faults)
+				if err != nil {
+					return err
+				}
+				rf.sets = append(sets, rf.sets...)
+			}
 			r, err := rf.load(e, args[0])
 			if err != nil {
 				return err
@@ -63,6 +71,7 @@ SIGTERM) or, when stdin is a pipe, until the pipe closes.`,
 		},
 	}
 	rf.register(cmd.Flags())
+	cmd.Flags().StringVar(&faults, "faults", "", "inject faults into every simulated role: KIND[,KIND...]@RATE, kinds among "+strings.Join(sim.FaultKinds, ", ")+" (sim.faults.* keys set them per role)")
 	cmd.Flags().BoolVar(&jsonOut, "json", true, "print the addresses as one JSON line (--json=false: one \"role URL\" line per server)")
 	return cmd
 }
@@ -262,4 +271,18 @@ func questionTexts(path string) []string {
 		out = append(out, q.Question, strings.Join(q.Golds, " "))
 	}
 	return out
+}
+
+// faultSets turns --faults KIND[,KIND...]@RATE into sim.faults overrides
+// for every role.
+func faultSets(spec string) ([]string, error) {
+	kinds, rate, ok := strings.Cut(spec, "@")
+	if !ok || kinds == "" || rate == "" {
+		return nil, fmt.Errorf("--faults %q: want KIND[,KIND...]@RATE, e.g. 500,reset@0.05", spec)
+	}
+	var sets []string
+	for _, role := range []string{"policy", "judge", "retriever", "trainer"} {
+		sets = append(sets, "sim.faults."+role+".rate="+rate, "sim.faults."+role+".kinds="+kinds)
+	}
+	return sets, nil
 }
