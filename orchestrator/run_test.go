@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hindsearch/hindsearch/clients/judge"
+	"github.com/hindsearch/hindsearch/clients/transport"
 	"github.com/hindsearch/hindsearch/recipes"
 	"github.com/hindsearch/hindsearch/results"
 )
@@ -432,4 +434,63 @@ func TestSecondOrchestratorRefused(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "another orchestrator") {
 		t.Fatalf("err %v", err)
 	}
+}
+
+// API keys come only from the environment variables the recipe names and
+// appear in no output, no file of the run directory and no error message.
+func TestSecretsNeverWritten(t *testing.T) {
+	const key = "sk-hindsearch-test-secret-4242"
+	r := testRecipe(t, "", "judge.api_key_env=HS_TEST_JUDGE_KEY", "trainer.api_key_env=HS_TEST_TRAINER_KEY",
+		"eval.datasets.nq=", "train.steps=1", "output.trajectories=4")
+	environ := []string{"HS_TEST_JUDGE_KEY=" + key, "HS_TEST_TRAINER_KEY=" + key}
+	ctx := context.Background()
+	deps, emb, err := Connect(ctx, r, environ, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	sum, err := (&Runner{Recipe: r, Deps: deps, Out: &out}).Run(ctx)
+	emb.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Steps[0].Critiques == 0 {
+		t.Fatal("the judge (which requires the key) wrote no critique")
+	}
+	if strings.Contains(out.String(), key) {
+		t.Error("the key is in the output")
+	}
+	err = filepath.Walk(r.Output.Dir, func(path string, info os.FileInfo, err error) error {
+		if err != nil || info.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err == nil && bytes.Contains(b, []byte(key)) {
+			t.Errorf("the key is in %s", path)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A wrong key: the judge's 401 is reported without either key.
+	r2 := testRecipe(t, "", "judge.api_key_env=HS_TEST_JUDGE_KEY", "eval.datasets.nq=", "train.steps=1")
+	deps2, emb2, err := Connect(ctx, r2, []string{"HS_TEST_JUDGE_KEY=" + key}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emb2.Close()
+	wrong := "sk-wrong-key-0000000000"
+	jc, err := judgeClientWithKey(deps2.Judge.URL(), r2.Judge.Model, wrong)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = jc.Chat(ctx, judge.ChatRequest{Messages: []judge.Message{{Role: "user", Content: "Question: q?"}}, MaxTokens: 10})
+	if err == nil || !strings.Contains(err.Error(), "401") || strings.Contains(err.Error(), wrong) || strings.Contains(err.Error(), key) {
+		t.Fatalf("err %v", err)
+	}
+}
+
+func judgeClientWithKey(url, model, key string) (*judge.Client, error) {
+	return judge.New(transport.DefaultOptions("judge", url), model, key)
 }
