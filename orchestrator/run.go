@@ -56,6 +56,11 @@ type Runner struct {
 	// Overwrite lets a run replace the results of an earlier run in the
 	// same output directory.
 	Overwrite bool
+	// Resume continues the run in the output directory from its last
+	// completed step (state.json): records past it are dropped, the trainer
+	// state and the adapters are restored, and the same data order and seeds
+	// make the same batches as an uninterrupted run.
+	Resume bool
 
 	// advantageSign multiplies every GRPO advantage (tests flip it to -1 to
 	// check that the learning signal has the right sign).
@@ -63,6 +68,8 @@ type Runner struct {
 	// last is the run's live state once Run returns (for the benchmark's
 	// counters).
 	last *run
+	// afterStep, when set (tests), runs after each recorded step.
+	afterStep func(step int)
 }
 
 // Summary is what a finished run reports.
@@ -83,6 +90,14 @@ type state struct {
 	Cursor    int    `json:"cursor"`
 	Simulated bool   `json:"simulated"`
 	Updated   string `json:"updated"`
+	// TrainerState is the trainer's saved full state (save_weights) after
+	// Step, from which a resumed run continues.
+	TrainerState string `json:"trainer_state"`
+	// Adapters maps a step to the adapter carrying its weights, and
+	// Samplers an adapter to its sampler path, for the adapters a resumed
+	// run must serve again.
+	Adapters map[int]string    `json:"adapters"`
+	Samplers map[string]string `json:"samplers"`
 }
 
 // run holds one run's live state.
@@ -105,6 +120,10 @@ type run struct {
 	adapters map[int]string // step -> adapter name carrying its weights
 	// judgeSem bounds the judge requests in flight (judge.concurrency).
 	judgeSem semaphore
+	// samplers maps adapter names to sampler paths; resumed is the state a
+	// resumed run continues from (nil: a new run).
+	samplers map[string]string
+	resumed  *state
 	// lastTrajs and lastStart are the last finished step's trajectories and
 	// start time (for the benchmark).
 	lastTrajs []*Trajectory
@@ -133,7 +152,12 @@ func (rn *Runner) Run(ctx context.Context) (*Summary, error) {
 		return nil, err
 	}
 	defer lock.Unlock()
-	if err := rn.claim(dir); err != nil {
+	var resumed *state
+	if rn.Resume {
+		if resumed, err = readState(dir); err != nil {
+			return nil, err
+		}
+	} else if err := rn.claim(dir); err != nil {
 		return nil, err
 	}
 	red := r.Redacted()
@@ -144,7 +168,7 @@ func (rn *Runner) Run(ctx context.Context) (*Summary, error) {
 	if err := dir.WriteFileAtomic("recipe.yaml", y); err != nil {
 		return nil, fmt.Errorf("save recipe: %w", err)
 	}
-	ru := &run{Runner: rn, r: r, dir: dir, sim: len(rn.Deps.Simulated) > 0, adapters: map[int]string{},
+	ru := &run{Runner: rn, r: r, dir: dir, sim: len(rn.Deps.Simulated) > 0, adapters: map[int]string{}, samplers: map[string]string{}, resumed: resumed,
 		judgeSem: make(semaphore, max(r.Judge.Concurrency, 1))}
 	rn.last = ru
 	if err := ru.load(); err != nil {
@@ -238,7 +262,13 @@ func (ru *run) loop(ctx context.Context) (*Summary, error) {
 		return nil, fmt.Errorf("trainer create_model: %w", err)
 	}
 	sum := &Summary{Dir: ru.dir.Path}
-	if len(ru.evalSet) > 0 {
+	first := 1
+	if ru.resumed != nil {
+		if err := ru.restore(ctx, sum); err != nil {
+			return nil, err
+		}
+		first = ru.resumed.Step + 1
+	} else if len(ru.evalSet) > 0 {
 		recs, err := ru.evaluate(ctx, 0, format.StrategySearch)
 		if err != nil {
 			return nil, err
@@ -259,7 +289,7 @@ func (ru *run) loop(ctx context.Context) (*Summary, error) {
 	}
 	pipelined := r.Train.MaxOffPolicySteps > 0
 	var next chan collectResult
-	for step := 1; step <= r.Train.Steps; step++ {
+	for step := first; step <= r.Train.Steps; step++ {
 		if next == nil {
 			next = startCollect(step)
 		}
@@ -291,14 +321,15 @@ func (ru *run) loop(ctx context.Context) (*Summary, error) {
 			ru.drain(next)
 			return sum, fmt.Errorf("record step %d: %w", step, err)
 		}
-		st := state{Step: step, Adapter: rec.Adapter, ModelID: ru.modelID, Cursor: ru.cursor, Simulated: ru.sim, Updated: time.Now().UTC().Format(time.RFC3339)}
-		b, _ := json.MarshalIndent(st, "", "  ")
-		if err := ru.dir.WriteFileAtomic("state.json", append(b, '\n')); err != nil {
+		if err := ru.checkpoint(ctx, step, rec.Adapter); err != nil {
 			ru.drain(next)
 			return sum, fmt.Errorf("record step %d: %w", step, err)
 		}
 		sum.Steps = append(sum.Steps, *rec)
 		ru.printStep(rec)
+		if ru.afterStep != nil {
+			ru.afterStep(step)
+		}
 	}
 	if len(sum.Evals) > 0 {
 		fmt.Fprintln(ru.Out)
@@ -606,6 +637,7 @@ func (ru *run) finish(ctx context.Context, c *collected) (*results.StepRecord, e
 	ru.mu.Lock()
 	ru.adapter = name
 	ru.adapters[c.step] = name
+	ru.samplers[name] = path
 	ru.mu.Unlock()
 
 	var all []*Trajectory
@@ -850,4 +882,108 @@ func newRoller(r *recipes.Recipe, deps Deps, clock *phaseClock) *roller {
 		maxCtx: r.Rollout.MaxContextTokens, baseModel: r.Policy.Model, phases: clock,
 		batch:    newBatcher(deps.Retriever, r.Retriever.TopK, window, r.Retriever.MaxBatch, r.Retriever.Cache),
 		maxBatch: r.Retriever.MaxBatch}
+}
+
+// checkpoint saves the trainer's full state after step and then writes
+// state.json, the resume point: a crash before it resumes from the step
+// before.
+func (ru *run) checkpoint(ctx context.Context, step int, adapter string) error {
+	name := reUnsafe.ReplaceAllString(ru.r.Name, "_") + fmt.Sprintf("-state%04d", step)
+	path, err := ru.Deps.Trainer.SaveState(ctx, ru.modelID, name)
+	if err != nil {
+		return fmt.Errorf("save_weights: %w", err)
+	}
+	ru.mu.Lock()
+	// Every step draws exactly batch_size questions; the cursor after step
+	// is not ru.cursor, which a collection started ahead may have moved.
+	st := state{Step: step, Adapter: adapter, ModelID: ru.modelID, Cursor: step * ru.r.Train.BatchSize, Simulated: ru.sim,
+		Updated: time.Now().UTC().Format(time.RFC3339), TrainerState: path,
+		Adapters: map[int]string{}, Samplers: map[string]string{}}
+	// The adapters a later step may still sample from (off-policy) or
+	// serve: the newest k+1.
+	for v, n := range ru.adapters {
+		if v >= step-ru.r.Train.MaxOffPolicySteps {
+			st.Adapters[v] = n
+			st.Samplers[n] = ru.samplers[n]
+		}
+	}
+	ru.mu.Unlock()
+	b, _ := json.MarshalIndent(st, "", "  ")
+	return ru.dir.WriteFileAtomic("state.json", append(b, '\n'))
+}
+
+// readState reads a run directory's resume point.
+func readState(dir *results.RunDir) (*state, error) {
+	b, err := os.ReadFile(filepath.Join(dir.Path, "state.json"))
+	if err != nil {
+		return nil, fmt.Errorf("--resume: %s has no completed step to resume from (%w)", dir.Path, err)
+	}
+	var st state
+	if err := json.Unmarshal(b, &st); err != nil {
+		return nil, fmt.Errorf("--resume: %s/state.json: %w", dir.Path, err)
+	}
+	if st.TrainerState == "" {
+		return nil, fmt.Errorf("--resume: %s/state.json has no trainer state", dir.Path)
+	}
+	return &st, nil
+}
+
+// restore prepares a resumed run: drops records past the resume point,
+// restores the trainer state into the new model and serves the adapters
+// again; the summary gets the records kept.
+func (ru *run) restore(ctx context.Context, sum *Summary) error {
+	st := ru.resumed
+	steps, err := ru.dir.ReadSteps()
+	if err != nil {
+		return err
+	}
+	evals, err := ru.dir.ReadEval()
+	if err != nil {
+		return err
+	}
+	var keptSteps []results.StepRecord
+	var b strings.Builder
+	for _, s := range steps {
+		if s.Step <= st.Step {
+			keptSteps = append(keptSteps, s)
+			line, _ := json.Marshal(s)
+			b.Write(line)
+			b.WriteByte('\n')
+		}
+	}
+	if err := ru.dir.WriteFileAtomic("steps.jsonl", []byte(b.String())); err != nil {
+		return err
+	}
+	b.Reset()
+	var keptEvals []results.EvalRecord
+	for _, e := range evals {
+		if e.Step <= st.Step {
+			keptEvals = append(keptEvals, e)
+			line, _ := json.Marshal(e)
+			b.Write(line)
+			b.WriteByte('\n')
+		}
+	}
+	if err := ru.dir.WriteFileAtomic("eval.jsonl", []byte(b.String())); err != nil {
+		return err
+	}
+	sum.Steps, sum.Evals = keptSteps, keptEvals
+	if err := ru.Deps.Trainer.LoadState(ctx, ru.modelID, st.TrainerState); err != nil {
+		return fmt.Errorf("--resume: load_weights %s: %w", st.TrainerState, err)
+	}
+	ru.cursor, ru.adapter = st.Cursor, st.Adapter
+	vs := make([]int, 0, len(st.Adapters))
+	for v := range st.Adapters {
+		vs = append(vs, v)
+	}
+	sort.Ints(vs)
+	for _, v := range vs {
+		name := st.Adapters[v]
+		if _, err := ru.sync.load(ctx, ru.Deps.Policies, st.Samplers[name], name, true); err != nil {
+			return fmt.Errorf("--resume: %w", err)
+		}
+		ru.adapters[v], ru.samplers[name] = name, st.Samplers[name]
+	}
+	fmt.Fprintf(ru.Out, "resuming %s after step %d\n", ru.dir.Path, st.Step)
+	return nil
 }

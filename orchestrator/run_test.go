@@ -494,3 +494,64 @@ func TestSecretsNeverWritten(t *testing.T) {
 func judgeClientWithKey(url, model, key string) (*judge.Client, error) {
 	return judge.New(transport.DefaultOptions("judge", url), model, key)
 }
+
+// A run interrupted in the middle of a step and resumed produces the same
+// steps, batches and evaluations as an uninterrupted run.
+func TestResumeAfterInterruption(t *testing.T) {
+	sets := []string{"train.steps=4", "eval.every=2", "eval.datasets.nq=", "train.max_off_policy_steps=0"}
+	for _, k := range []string{"0", "1"} {
+		t.Run("off_policy_"+k, func(t *testing.T) {
+			ss := append(append([]string{}, sets...), "train.max_off_policy_steps="+k)
+			whole := testRecipe(t, "", ss...)
+			want, _ := runRecipe(t, whole, 1)
+
+			r := testRecipe(t, "", ss...)
+			ctx, cancel := context.WithCancel(context.Background())
+			deps, emb, err := Connect(context.Background(), r, nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Cancel as soon as step 2 is recorded: step 3 is cut short.
+			rn := &Runner{Recipe: r, Deps: deps, afterStep: func(step int) {
+				if step == 2 {
+					cancel()
+				}
+			}}
+			if _, err := rn.Run(ctx); err == nil {
+				t.Fatal("the interrupted run did not fail")
+			}
+			emb.Close()
+			// A fresh set of servers, as after a crash of everything.
+			deps, emb, err = Connect(context.Background(), r, nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer emb.Close()
+			var out bytes.Buffer
+			got, err := (&Runner{Recipe: r, Deps: deps, Resume: true, Out: &out}).Run(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(out.String(), "resuming") {
+				t.Errorf("output: %s", out.String())
+			}
+			digests := func(s *Summary) (ds []string) {
+				for _, st := range s.Steps {
+					ds = append(ds, fmt.Sprint(st.Step, st.BatchDigest, st.RewardMean))
+				}
+				return ds
+			}
+			if strings.Join(digests(got), ";") != strings.Join(digests(want), ";") {
+				t.Fatalf("resumed %v\nwhole %v", digests(got), digests(want))
+			}
+			if fmt.Sprint(got.Evals) != fmt.Sprint(want.Evals) {
+				t.Fatalf("evals: resumed %v\nwhole %v", got.Evals, want.Evals)
+			}
+			rd := &results.RunDir{Path: r.Output.Dir}
+			steps, err := rd.ReadSteps()
+			if err != nil || len(steps) != 4 {
+				t.Fatalf("steps.jsonl: %v, %d records", err, len(steps))
+			}
+		})
+	}
+}

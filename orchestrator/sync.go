@@ -128,6 +128,12 @@ type loraSync struct {
 // replica, confirming it through /v1/models, then unloads adapters beyond
 // the keep count. It returns the URLs of the replicas now serving name.
 func (s *loraSync) apply(ctx context.Context, ps []policy.Policy, tinkerPath, name string) ([]string, error) {
+	return s.load(ctx, ps, tinkerPath, name, false)
+}
+
+// load is apply; with reload set (a resumed run) an adapter of that name
+// already on a replica is unloaded first, since it may be stale.
+func (s *loraSync) load(ctx context.Context, ps []policy.Policy, tinkerPath, name string, reload bool) ([]string, error) {
 	archive, err := ArchivePath(s.checkpointsDir, tinkerPath)
 	if err != nil {
 		return nil, fmt.Errorf("sync: %w", err)
@@ -142,6 +148,9 @@ func (s *loraSync) apply(ctx context.Context, ps []policy.Policy, tinkerPath, na
 	}
 	var served []string
 	for _, p := range ps {
+		if reload {
+			_ = p.UnloadLoRA(ctx, name) // absent after a restart: nothing to do
+		}
 		if err := p.LoadLoRA(ctx, name, abs); err != nil {
 			return served, fmt.Errorf("sync: load adapter %s on %s: %w", name, p.URL(), err)
 		}

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 )
@@ -170,6 +171,8 @@ func (s *TrainerServer) Handler() http.Handler {
 	mux.HandleFunc("POST /api/v1/forward_backward", s.forwardBackward)
 	mux.HandleFunc("POST /api/v1/optim_step", s.optimStep)
 	mux.HandleFunc("POST /api/v1/save_weights_for_sampler", s.saveWeights)
+	mux.HandleFunc("POST /api/v1/save_weights", s.saveState)
+	mux.HandleFunc("POST /api/v1/load_weights", s.loadState)
 	mux.HandleFunc("POST /api/v1/retrieve_future", s.retrieveFuture)
 	return labelled(mux)
 }
@@ -616,4 +619,79 @@ func (s *TrainerServer) ModelParams(modelID string) (Params, bool) {
 	s.trainMu.Lock()
 	defer s.trainMu.Unlock()
 	return append(Params(nil), m.params...), true
+}
+
+// trainState is a saved training state: parameters and Adam moments.
+type trainState struct {
+	Simulated bool      `json:"hindsearch_simulator"`
+	Params    []float64 `json:"params"`
+	M         []float64 `json:"adam_m"`
+	V         []float64 `json:"adam_v"`
+	T         int       `json:"adam_t"`
+}
+
+// saveState implements save_weights: the full training state, written to
+// <checkpoints>/<model_id>/weights/<name>.json.
+func (s *TrainerServer) saveState(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		ModelID string `json:"model_id"`
+		Path    string `json:"path"`
+		SeqID   int    `json:"seq_id"`
+		Type    string `json:"type"`
+	}
+	if err := decodeStrict(r, &req); err != nil {
+		detail(w, http.StatusUnprocessableEntity, "%v", err)
+		return
+	}
+	if !reName.MatchString(req.Path) {
+		detail(w, http.StatusBadRequest, "path %q must match ^[A-Za-z0-9_-]+$", req.Path)
+		return
+	}
+	s.sequenced(w, req.ModelID, req.SeqID, req, s.StepDelay, 0, func(m *trainedModel) (int, any) {
+		b, _ := json.Marshal(trainState{Simulated: true, Params: m.params, M: m.m, V: m.v, T: m.t})
+		if err := writeFileAtomic(filepath.Join(s.ckptDir, m.id, "weights", req.Path+".json"), b); err != nil {
+			return http.StatusInternalServerError, map[string]any{"detail": fmt.Sprintf("save weights: %v", err)}
+		}
+		return http.StatusOK, map[string]any{"path": "tinker://" + m.id + "/weights/" + req.Path, "type": "save_weights"}
+	})
+}
+
+// loadState implements load_weights: restores a saved state (with the
+// optimiser state) into the model.
+func (s *TrainerServer) loadState(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		ModelID   string `json:"model_id"`
+		Path      string `json:"path"`
+		Optimizer bool   `json:"optimizer"`
+		SeqID     int    `json:"seq_id"`
+		Type      string `json:"type"`
+	}
+	if err := decodeStrict(r, &req); err != nil {
+		detail(w, http.StatusUnprocessableEntity, "%v", err)
+		return
+	}
+	rest, ok := strings.CutPrefix(req.Path, "tinker://")
+	parts := strings.Split(rest, "/")
+	if !ok || len(parts) != 3 || parts[1] != "weights" || !reName.MatchString(parts[2]) || !reName.MatchString(parts[0]) {
+		detail(w, http.StatusBadRequest, "path %q: want tinker://<model_id>/weights/<name>", req.Path)
+		return
+	}
+	s.sequenced(w, req.ModelID, req.SeqID, req, s.StepDelay, 0, func(m *trainedModel) (int, any) {
+		b, err := os.ReadFile(filepath.Join(s.ckptDir, parts[0], "weights", parts[2]+".json"))
+		if err != nil {
+			return http.StatusBadRequest, map[string]any{"detail": fmt.Sprintf("load weights %s: %v", req.Path, err)}
+		}
+		var st trainState
+		if err := json.Unmarshal(b, &st); err != nil || len(st.Params) != int(NumParams) || len(st.M) != int(NumParams) || len(st.V) != int(NumParams) {
+			return http.StatusBadRequest, map[string]any{"detail": fmt.Sprintf("load weights %s: not a simulator training state", req.Path)}
+		}
+		copy(m.params, st.Params)
+		if req.Optimizer {
+			copy(m.m, st.M)
+			copy(m.v, st.V)
+			m.t = st.T
+		}
+		m.pending = nil
+		return http.StatusOK, map[string]any{"path": req.Path, "type": "load_weights"}
+	})
 }

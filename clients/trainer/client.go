@@ -591,3 +591,33 @@ func DecodeFloats(t TensorData) ([]float64, error) {
 	}
 	return out, nil
 }
+
+// SaveState saves the model's full training state (weights and optimiser
+// state) under name (POST save_weights) and returns its tinker:// path,
+// from which LoadState resumes training exactly.
+func (c *Client) SaveState(ctx context.Context, modelID, name string) (string, error) {
+	if !checkpointName.MatchString(name) {
+		return "", fmt.Errorf("trainer save_weights: name %q: want letters, digits, _ and - only", name)
+	}
+	var res struct {
+		Path string `json:"path"`
+	}
+	err := c.modelCall(ctx, "save_weights", modelID, func(seq int) any {
+		return map[string]any{"model_id": modelID, "path": name, "seq_id": seq, "type": "save_weights"}
+	}, &res)
+	if err != nil {
+		return "", err
+	}
+	if res.Path == "" {
+		return "", fmt.Errorf("trainer save_weights %s: no path in result", c.URL())
+	}
+	return res.Path, nil
+}
+
+// LoadState restores a training state saved by SaveState (POST
+// load_weights with optimizer true) into the model.
+func (c *Client) LoadState(ctx context.Context, modelID, path string) error {
+	return c.modelCall(ctx, "load_weights", modelID, func(seq int) any {
+		return map[string]any{"model_id": modelID, "path": path, "optimizer": true, "seq_id": seq, "type": "load_weights"}
+	}, nil)
+}

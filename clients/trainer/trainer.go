@@ -23,6 +23,10 @@ type Trainer interface {
 	// SaveWeightsForSampler saves the current weights under name and
 	// returns the server's path for them (tinker://...).
 	SaveWeightsForSampler(ctx context.Context, modelID, name string) (string, error)
+	// SaveState saves the full training state (weights and optimiser) and
+	// returns its path; LoadState restores one, for an exact resume.
+	SaveState(ctx context.Context, modelID, name string) (string, error)
+	LoadState(ctx context.Context, modelID, path string) error
 	// URL is the server's base URL.
 	URL() string
 }

@@ -8,7 +8,7 @@ import (
 
 func newRunCmd(e *env) *cobra.Command {
 	var rf recipeFlags
-	var overwrite bool
+	var overwrite, resume bool
 	cmd := &cobra.Command{
 		Use:   "run RECIPE",
 		Short: "Run the training loop of a recipe and print the results table",
@@ -31,12 +31,14 @@ real BM25 index).`,
 				return err
 			}
 			defer emb.Close()
-			rn := &orchestrator.Runner{Recipe: r, Deps: deps, Out: e.stdout, Overwrite: overwrite}
+			rn := &orchestrator.Runner{Recipe: r, Deps: deps, Out: e.stdout, Overwrite: overwrite, Resume: resume}
 			_, err = rn.Run(cmd.Context())
 			return err
 		},
 	}
 	rf.register(cmd.Flags())
 	cmd.Flags().BoolVar(&overwrite, "overwrite", false, "replace the results of an earlier run in output.dir")
+	cmd.Flags().BoolVar(&resume, "resume", false, "continue the run in output.dir from its last completed step")
+	cmd.MarkFlagsMutuallyExclusive("overwrite", "resume")
 	return cmd
 }
