@@ -3,7 +3,7 @@ GO ?= go
 BIN := bin/orchestrate
 RECIPE ?= recipes/sim.yaml
 
-.PHONY: all build demo bench test test-race test-short vet fmt fmt-check recipes-check ci clean
+.PHONY: all build demo bench chaos test test-race test-short vet fmt fmt-check recipes-check ci clean
 
 all: build
 
@@ -18,6 +18,10 @@ demo:
 ## bench: the scheduling benchmark on the simulator (docs/bench.md)
 bench:
 	$(GO) run ./cmd/orchestrate bench --json bench.json
+
+## chaos: the sim recipe under heavy faults with kill -9 and --resume, compared with a clean run
+chaos: build
+	$(BIN) chaos $(RECIPE) --kills 4 --set train.steps=8 --set eval.every=4
 
 ## test: the README's test command
 test:

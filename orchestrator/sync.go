@@ -151,15 +151,22 @@ func (s *loraSync) load(ctx context.Context, ps []policy.Policy, tinkerPath, nam
 		if reload {
 			_ = p.UnloadLoRA(ctx, name) // absent after a restart: nothing to do
 		}
-		if err := p.LoadLoRA(ctx, name, abs); err != nil {
-			return served, fmt.Errorf("sync: load adapter %s on %s: %w", name, p.URL(), err)
+		// Load, then confirm through /v1/models; a load that answered but
+		// did not take (a garbled answer, a restarted replica) is tried
+		// again a few times.
+		var confirmed bool
+		for try := 0; try < 3 && !confirmed; try++ {
+			if err := p.LoadLoRA(ctx, name, abs); err != nil && !policy.AlreadyLoaded(err) {
+				return served, fmt.Errorf("sync: load adapter %s on %s: %w", name, p.URL(), err)
+			}
+			models, err := p.Models(ctx)
+			if err != nil {
+				return served, fmt.Errorf("sync: confirm adapter %s on %s: %w", name, p.URL(), err)
+			}
+			confirmed = slices.Contains(models, name)
 		}
-		models, err := p.Models(ctx)
-		if err != nil {
-			return served, fmt.Errorf("sync: confirm adapter %s on %s: %w", name, p.URL(), err)
-		}
-		if !slices.Contains(models, name) {
-			return served, fmt.Errorf("sync: %s does not list adapter %s after loading it", p.URL(), name)
+		if !confirmed {
+			return served, fmt.Errorf("sync: %s does not list adapter %s after loading it three times", p.URL(), name)
 		}
 		served = append(served, p.URL())
 	}

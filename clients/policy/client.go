@@ -490,3 +490,11 @@ func scanTokens(raw []byte) ([]int, bool) {
 		}
 	}
 }
+
+// AlreadyLoaded reports an error of LoadLoRA saying the adapter is already
+// loaded (vLLM answers 400 "... has already been loaded"), which a retried
+// load may meet when the first attempt did take.
+func AlreadyLoaded(err error) bool {
+	var se *transport.StatusError
+	return errors.As(err, &se) && se.Status == http.StatusBadRequest && strings.Contains(se.Body, "already been loaded")
+}

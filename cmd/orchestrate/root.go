@@ -27,7 +27,7 @@ func newRootCmd(stdout, stderr io.Writer, environ []string) *cobra.Command {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newRunCmd(e), newEvalCmd(e), newAblateCmd(e), newBenchCmd(e), newRecipeCmd(e), newServeCmd(e), newResultsCmd(e))
+	root.AddCommand(newRunCmd(e), newEvalCmd(e), newAblateCmd(e), newBenchCmd(e), newChaosCmd(e), newRecipeCmd(e), newServeCmd(e), newResultsCmd(e))
 	return root
 }
 

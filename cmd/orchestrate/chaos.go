@@ -1,0 +1,200 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hindsearch/hindsearch/results"
+)
+
+// chaosFaults are the faults of the chaos run, on every simulated role.
+var chaosFaults = "500,502,503,429,reset,malformed,slow,hang@0.08"
+
+func newChaosCmd(e *env) *cobra.Command {
+	var rf recipeFlags
+	kills := 3
+	seed := uint64(1)
+	cmd := &cobra.Command{
+		Use:   "chaos RECIPE",
+		Short: "Run a recipe cleanly, then again under heavy faults with kill -9 and --resume, and compare",
+		Long: `Run RECIPE once without faults; then run it again in another directory, as a
+separate orchestrate process, with faults injected into every simulated role
+(` + chaosFaults + `) and http.timeout_seconds=1, killing the
+process with SIGKILL at random moments (--kills times) and resuming it with
+--resume until it finishes. The batch digests of every step, the step count
+and the evaluation records must equal the clean run's.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			exe, err := os.Executable()
+			if err != nil {
+				return err
+			}
+			base, err := os.MkdirTemp("", "hindsearch-chaos-")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(base)
+			common := []string{args[0]}
+			for _, s := range rf.sets {
+				common = append(common, "--set", s)
+			}
+			run := func(ctx context.Context, dir string, extra ...string) *exec.Cmd {
+				argv := append(append([]string{"run"}, common...), "--set", "output.dir="+dir)
+				c := exec.CommandContext(ctx, exe, append(argv, extra...)...)
+				c.Stdout, c.Stderr = &bytes.Buffer{}, &bytes.Buffer{}
+				return c
+			}
+			ctx := cmd.Context()
+			clean := filepath.Join(base, "clean")
+			fmt.Fprintf(e.stdout, "chaos: clean run into %s\n", clean)
+			c := run(ctx, clean)
+			t0 := time.Now()
+			if err := c.Run(); err != nil {
+				return fmt.Errorf("clean run: %w\n%s", err, c.Stderr)
+			}
+			cleanSecs := time.Since(t0).Seconds()
+			cleanSteps, err := (&results.RunDir{Path: clean}).ReadSteps()
+			if err != nil {
+				return err
+			}
+			var faultSets []string
+			spec := strings.Split(chaosFaults, "@")
+			for _, role := range []string{"policy", "judge", "retriever", "trainer"} {
+				faultSets = append(faultSets, "--set", "sim.faults."+role+".rate="+spec[1], "--set", "sim.faults."+role+".kinds="+spec[0],
+					"--set", "sim.faults."+role+".hang_ms=1500")
+			}
+			faultSets = append(faultSets, "--set", "http.timeout_seconds=1", "--set", "http.retries=10",
+				"--set", "http.retry_wait_min_ms=1", "--set", "http.retry_wait_max_ms=50")
+			chaos := filepath.Join(base, "chaos")
+			rng := rand.New(rand.NewPCG(seed, 7))
+			killed, resumed := 0, 0
+			for attempt := 0; ; attempt++ {
+				extra := faultSets
+				if attempt > 0 {
+					extra = append(append([]string{}, faultSets...), "--resume")
+					resumed++
+				}
+				c := run(ctx, chaos, extra...)
+				if err := c.Start(); err != nil {
+					return err
+				}
+				done := make(chan error, 1)
+				go func() { done <- c.Wait() }()
+				var timer <-chan time.Time
+				if killed < kills {
+					// Kill at a random moment after a random step has completed
+					// (so resumes happen from every kind of point), or at a
+					// random time when the run is still starting.
+					target := 1 + rng.IntN(max(len(cleanSteps)-1, 1))
+					extra := time.Duration(rng.Float64() * cleanSecs / float64(max(len(cleanSteps), 1)) * float64(time.Second))
+					timer = killAfter(ctx, chaos, target, extra, done)
+				}
+				select {
+				case err := <-doneOut(done):
+					if err != nil {
+						var ee *exec.ExitError
+						if errors.As(err, &ee) && attempt > 0 && strings.Contains(c.Stderr.(*bytes.Buffer).String(), "no completed step") {
+							continue // killed before its first step: start over
+						}
+						return fmt.Errorf("chaos run: %w\n%s", err, c.Stderr)
+					}
+				case <-timer:
+					_ = c.Process.Signal(syscall.SIGKILL)
+					<-done
+					killed++
+					fmt.Fprintf(e.stdout, "chaos: killed the run with SIGKILL (%d/%d)\n", killed, kills)
+					if _, err := os.Stat(filepath.Join(chaos, "state.json")); err != nil {
+						// Killed before the first step completed: there is nothing to
+						// resume; the next attempt starts over.
+						_ = os.RemoveAll(chaos)
+						attempt = -1
+					}
+					continue
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+				break
+			}
+			want := cleanSteps
+			got, err := (&results.RunDir{Path: chaos}).ReadSteps()
+			if err != nil {
+				return err
+			}
+			if len(got) != len(want) {
+				return fmt.Errorf("chaos: %d steps, clean %d", len(got), len(want))
+			}
+			for i := range want {
+				if got[i].Step != want[i].Step || got[i].BatchDigest != want[i].BatchDigest {
+					return fmt.Errorf("chaos: step %d digest %s, clean step %d %s", got[i].Step, got[i].BatchDigest, want[i].Step, want[i].BatchDigest)
+				}
+			}
+			we, err := (&results.RunDir{Path: clean}).ReadEval()
+			if err != nil {
+				return err
+			}
+			ge, err := (&results.RunDir{Path: chaos}).ReadEval()
+			if err != nil {
+				return err
+			}
+			if fmt.Sprint(ge) != fmt.Sprint(we) {
+				return fmt.Errorf("chaos: evaluations differ:\n%v\n%v", ge, we)
+			}
+			fmt.Fprintf(e.stdout, "chaos: OK: %d steps and %d evaluation records equal the clean run's after %d kills and %d resumes under faults (%s)\n",
+				len(got), len(ge), killed, resumed, chaosFaults)
+			return nil
+		},
+	}
+	rf.register(cmd.Flags())
+	cmd.Flags().IntVar(&kills, "kills", kills, "how many times to kill the run")
+	cmd.Flags().Uint64Var(&seed, "seed", seed, "seed of the kill times")
+	return cmd
+}
+
+// killAfter fires after the run in dir has completed step target (read
+// from its state.json) and a further delay, unless the run ends first.
+func killAfter(ctx context.Context, dir string, target int, delay time.Duration, done chan error) <-chan time.Time {
+	fire := make(chan time.Time, 1)
+	go func() {
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if len(done) > 0 {
+				return
+			}
+			b, err := os.ReadFile(filepath.Join(dir, "state.json"))
+			if err != nil {
+				continue
+			}
+			var st struct {
+				Step int `json:"step"`
+			}
+			if json.Unmarshal(b, &st) == nil && st.Step >= target {
+				time.Sleep(delay)
+				fire <- time.Now()
+				return
+			}
+		}
+	}()
+	return fire
+}
+
+// doneOut reads the run's result without consuming it for killAfter's
+// check.
+func doneOut(done chan error) <-chan error { return done }
