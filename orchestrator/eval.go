@@ -214,11 +214,7 @@ func Evaluate(ctx context.Context, r *recipes.Recipe, deps Deps, opt EvalOptions
 	if len(sets) == 0 {
 		return nil, errors.New("eval.datasets: no dataset to evaluate on")
 	}
-	dir, err := results.Create(r.Output.Dir)
-	if err != nil {
-		return nil, fmt.Errorf("output.dir: %w", err)
-	}
-	lock, err := dir.Lock()
+	dir, lock, err := openRunDir(r.Output.Dir)
 	if err != nil {
 		return nil, err
 	}

@@ -143,11 +143,7 @@ func (rn *Runner) Run(ctx context.Context) (*Summary, error) {
 		rn.Out = io.Discard
 	}
 	r := rn.Recipe
-	dir, err := results.Create(r.Output.Dir)
-	if err != nil {
-		return nil, fmt.Errorf("output.dir: %w", err)
-	}
-	lock, err := dir.Lock()
+	dir, lock, err := openRunDir(r.Output.Dir)
 	if err != nil {
 		return nil, err
 	}
@@ -986,4 +982,17 @@ func (ru *run) restore(ctx context.Context, sum *Summary) error {
 	}
 	fmt.Fprintf(ru.Out, "resuming %s after step %d\n", ru.dir.Path, st.Step)
 	return nil
+}
+
+// openRunDir creates the run directory and takes its lock.
+func openRunDir(path string) (*results.RunDir, *results.Lock, error) {
+	dir, err := results.Create(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("output.dir: %w", err)
+	}
+	lock, err := dir.Lock()
+	if err != nil {
+		return nil, nil, err
+	}
+	return dir, lock, nil
 }

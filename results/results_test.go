@@ -190,7 +190,7 @@ func TestStepRecordKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"step":0,"reward_mean":0,"em_mean":0,"f1_mean":0,"trajectories":0,"failed":0,"critiques":0,"critique_failures":0,"opd_tokens":0,"opd_mean":0,"mean_turns":0,"mean_searches":0,"phase_seconds":null,"batch_digest":"","adapter":"","wall_seconds":0,"simulated":false}`
+	want := `{"step":0,"reward_mean":0,"em_mean":0,"f1_mean":0,"trajectories":0,"failed":0,"critiques":0,"critique_failures":0,"opd_tokens":0,"opd_mean":0,"mean_turns":0,"mean_searches":0,"phase_seconds":null,"batch_digest":"","adapter":"","sampled_with":"","policy_lag":0,"wall_seconds":0,"simulated":false}`
 	if string(b) != want {
 		t.Errorf("got  %s\nwant %s", b, want)
 	}

@@ -534,19 +534,32 @@ func (s *TrainerServer) optimStep(w http.ResponseWriter, r *http.Request) {
 
 var reName = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 
-func (s *TrainerServer) saveWeights(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		ModelID string `json:"model_id"`
-		Path    string `json:"path"`
-		SeqID   int    `json:"seq_id"`
-		Type    string `json:"type"`
-	}
+// saveRequest is the body of save_weights_for_sampler and save_weights.
+type saveRequest struct {
+	ModelID string `json:"model_id"`
+	Path    string `json:"path"`
+	SeqID   int    `json:"seq_id"`
+	Type    string `json:"type"`
+}
+
+// decodeSave decodes a save request and checks its name; false means an
+// error was answered.
+func decodeSave(w http.ResponseWriter, r *http.Request) (saveRequest, bool) {
+	var req saveRequest
 	if err := decodeStrict(r, &req); err != nil {
 		detail(w, http.StatusUnprocessableEntity, "%v", err)
-		return
+		return req, false
 	}
 	if !reName.MatchString(req.Path) {
 		detail(w, http.StatusBadRequest, "path %q must match ^[A-Za-z0-9_-]+$", req.Path)
+		return req, false
+	}
+	return req, true
+}
+
+func (s *TrainerServer) saveWeights(w http.ResponseWriter, r *http.Request) {
+	req, ok := decodeSave(w, r)
+	if !ok {
 		return
 	}
 	s.sequenced(w, req.ModelID, req.SeqID, req, s.StepDelay, 0, func(m *trainedModel) (int, any) {
@@ -633,18 +646,8 @@ type trainState struct {
 // saveState implements save_weights: the full training state, written to
 // <checkpoints>/<model_id>/weights/<name>.json.
 func (s *TrainerServer) saveState(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		ModelID string `json:"model_id"`
-		Path    string `json:"path"`
-		SeqID   int    `json:"seq_id"`
-		Type    string `json:"type"`
-	}
-	if err := decodeStrict(r, &req); err != nil {
-		detail(w, http.StatusUnprocessableEntity, "%v", err)
-		return
-	}
-	if !reName.MatchString(req.Path) {
-		detail(w, http.StatusBadRequest, "path %q must match ^[A-Za-z0-9_-]+$", req.Path)
+	req, ok := decodeSave(w, r)
+	if !ok {
 		return
 	}
 	s.sequenced(w, req.ModelID, req.SeqID, req, s.StepDelay, 0, func(m *trainedModel) (int, any) {
