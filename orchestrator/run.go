@@ -8,6 +8,7 @@ package orchestrator
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -120,6 +121,9 @@ type run struct {
 	adapters map[int]string // step -> adapter name carrying its weights
 	// judgeSem bounds the judge requests in flight (judge.concurrency).
 	judgeSem semaphore
+	// trainer is Deps.Trainer with trainer.call_timeout_seconds on every
+	// call.
+	trainer trainer.Trainer
 	// samplers maps adapter names to sampler paths; resumed is the state a
 	// resumed run continues from (nil: a new run).
 	samplers map[string]string
@@ -165,6 +169,7 @@ func (rn *Runner) Run(ctx context.Context) (*Summary, error) {
 		return nil, fmt.Errorf("save recipe: %w", err)
 	}
 	ru := &run{Runner: rn, r: r, dir: dir, sim: len(rn.Deps.Simulated) > 0, adapters: map[int]string{}, samplers: map[string]string{}, resumed: resumed,
+		trainer:  boundedTrainer{rn.Deps.Trainer, time.Duration(r.Trainer.CallTimeoutSeconds * float64(time.Second))},
 		judgeSem: make(semaphore, max(r.Judge.Concurrency, 1))}
 	rn.last = ru
 	if err := ru.load(); err != nil {
@@ -248,12 +253,12 @@ func (ru *run) model() string {
 
 func (ru *run) loop(ctx context.Context) (*Summary, error) {
 	r := ru.r
-	sess, err := ru.Deps.Trainer.StartSession(ctx)
+	sess, err := ru.trainer.StartSession(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("trainer session: %w", err)
 	}
 	defer sess.Close()
-	ru.modelID, err = ru.Deps.Trainer.CreateModel(ctx, sess, r.Trainer.BaseModel, r.Trainer.LoRARank)
+	ru.modelID, err = ru.trainer.CreateModel(ctx, sess, r.Trainer.BaseModel, r.Trainer.LoRARank)
 	if err != nil {
 		return nil, fmt.Errorf("trainer create_model: %w", err)
 	}
@@ -444,7 +449,7 @@ func (ru *run) collect(ctx context.Context, step int, model string, stream bool)
 				return
 			}
 			done := clock.start("train")
-			res, err := ru.Deps.Trainer.ForwardBackward(ctx, ru.modelID, chunk, r.Trainer.Loss, lossConfig(r))
+			res, err := ru.trainer.ForwardBackward(ctx, ru.modelID, chunk, r.Trainer.Loss, lossConfig(r))
 			done()
 			if err != nil {
 				trainErr = fmt.Errorf("forward_backward: %w", err)
@@ -603,7 +608,7 @@ func (ru *run) finish(ctx context.Context, c *collected) (*results.StepRecord, e
 				chunk = append(chunk, d.datum)
 			}
 			done := clock.start("train")
-			res, err := ru.Deps.Trainer.ForwardBackward(ctx, ru.modelID, chunk, r.Trainer.Loss, lossConfig(r))
+			res, err := ru.trainer.ForwardBackward(ctx, ru.modelID, chunk, r.Trainer.Loss, lossConfig(r))
 			done()
 			if err != nil {
 				return nil, fmt.Errorf("forward_backward: %w", err)
@@ -612,7 +617,7 @@ func (ru *run) finish(ctx context.Context, c *collected) (*results.StepRecord, e
 		}
 	}
 	done := clock.start("train")
-	om, err := ru.Deps.Trainer.OptimStep(ctx, ru.modelID, trainer.AdamParams{LearningRate: r.Trainer.LearningRate,
+	om, err := ru.trainer.OptimStep(ctx, ru.modelID, trainer.AdamParams{LearningRate: r.Trainer.LearningRate,
 		Beta1: r.Trainer.Beta1, Beta2: r.Trainer.Beta2, Eps: r.Trainer.Eps, WeightDecay: r.Trainer.WeightDecay})
 	done()
 	if err != nil {
@@ -620,7 +625,7 @@ func (ru *run) finish(ctx context.Context, c *collected) (*results.StepRecord, e
 	}
 	name := reUnsafe.ReplaceAllString(r.Name, "_") + fmt.Sprintf("-step%04d", c.step)
 	done = clock.start("sync")
-	path, err := ru.Deps.Trainer.SaveWeightsForSampler(ctx, ru.modelID, name)
+	path, err := ru.trainer.SaveWeightsForSampler(ctx, ru.modelID, name)
 	if err != nil {
 		done()
 		return nil, fmt.Errorf("save_weights_for_sampler: %w", err)
@@ -885,7 +890,7 @@ func newRoller(r *recipes.Recipe, deps Deps, clock *phaseClock) *roller {
 // before.
 func (ru *run) checkpoint(ctx context.Context, step int, adapter string) error {
 	name := reUnsafe.ReplaceAllString(ru.r.Name, "_") + fmt.Sprintf("-state%04d", step)
-	path, err := ru.Deps.Trainer.SaveState(ctx, ru.modelID, name)
+	path, err := ru.trainer.SaveState(ctx, ru.modelID, name)
 	if err != nil {
 		return fmt.Errorf("save_weights: %w", err)
 	}
@@ -964,7 +969,7 @@ func (ru *run) restore(ctx context.Context, sum *Summary) error {
 		return err
 	}
 	sum.Steps, sum.Evals = keptSteps, keptEvals
-	if err := ru.Deps.Trainer.LoadState(ctx, ru.modelID, st.TrainerState); err != nil {
+	if err := ru.trainer.LoadState(ctx, ru.modelID, st.TrainerState); err != nil {
 		return fmt.Errorf("--resume: load_weights %s: %w", st.TrainerState, err)
 	}
 	ru.cursor, ru.adapter = st.Cursor, st.Adapter
@@ -995,4 +1000,59 @@ func openRunDir(path string) (*results.RunDir, *results.Lock, error) {
 		return nil, nil, err
 	}
 	return dir, lock, nil
+}
+
+// boundedTrainer bounds every training call, its future's polling
+// included, so that a future that never resolves fails the step.
+type boundedTrainer struct {
+	trainer.Trainer
+	timeout time.Duration
+}
+
+func (b boundedTrainer) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if b.timeout <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, b.timeout)
+}
+
+func (b boundedTrainer) wrap(err error) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%w (trainer.call_timeout_seconds is %v; continue with --resume)", err, b.timeout.Seconds())
+	}
+	return err
+}
+
+func (b boundedTrainer) ForwardBackward(ctx context.Context, modelID string, data []trainer.Datum, lossFn string, lossCfg map[string]float64) (*trainer.ForwardBackwardResult, error) {
+	ctx, cancel := b.bound(ctx)
+	defer cancel()
+	res, err := b.Trainer.ForwardBackward(ctx, modelID, data, lossFn, lossCfg)
+	return res, b.wrap(err)
+}
+
+func (b boundedTrainer) OptimStep(ctx context.Context, modelID string, adam trainer.AdamParams) (map[string]float64, error) {
+	ctx, cancel := b.bound(ctx)
+	defer cancel()
+	m, err := b.Trainer.OptimStep(ctx, modelID, adam)
+	return m, b.wrap(err)
+}
+
+func (b boundedTrainer) SaveWeightsForSampler(ctx context.Context, modelID, name string) (string, error) {
+	ctx, cancel := b.bound(ctx)
+	defer cancel()
+	p, err := b.Trainer.SaveWeightsForSampler(ctx, modelID, name)
+	return p, b.wrap(err)
+}
+
+func (b boundedTrainer) SaveState(ctx context.Context, modelID, name string) (string, error) {
+	ctx, cancel := b.bound(ctx)
+	defer cancel()
+	p, err := b.Trainer.SaveState(ctx, modelID, name)
+	return p, b.wrap(err)
+}
+
+func (b boundedTrainer) LoadState(ctx context.Context, modelID, path string) error {
+	ctx, cancel := b.bound(ctx)
+	defer cancel()
+	return b.wrap(b.Trainer.LoadState(ctx, modelID, path))
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/hindsearch/hindsearch/clients/judge"
+	"github.com/hindsearch/hindsearch/clients/trainer"
 	"github.com/hindsearch/hindsearch/clients/transport"
 	"github.com/hindsearch/hindsearch/recipes"
 	"github.com/hindsearch/hindsearch/results"
@@ -553,5 +554,28 @@ func TestResumeAfterInterruption(t *testing.T) {
 				t.Fatalf("steps.jsonl: %v, %d records", err, len(steps))
 			}
 		})
+	}
+}
+
+// hungTrainer's forward_backward future never resolves.
+type hungTrainer struct{ trainer.Trainer }
+
+func (h hungTrainer) ForwardBackward(ctx context.Context, modelID string, data []trainer.Datum, lossFn string, lossCfg map[string]float64) (*trainer.ForwardBackwardResult, error) {
+	<-ctx.Done()
+	return nil, fmt.Errorf("trainer forward_backward: %w", ctx.Err())
+}
+
+// A hung trainer future fails the step with what to do, instead of hanging.
+func TestHungTrainerFutureFailsTheStep(t *testing.T) {
+	r := testRecipe(t, "", "trainer.call_timeout_seconds=0.3", "eval.datasets.nq=", "eval.datasets.hotpotqa=")
+	deps, emb, err := Connect(context.Background(), r, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emb.Close()
+	deps.Trainer = hungTrainer{deps.Trainer}
+	_, err = (&Runner{Recipe: r, Deps: deps}).Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "trainer.call_timeout_seconds") || !strings.Contains(err.Error(), "--resume") {
+		t.Fatalf("err %v", err)
 	}
 }

@@ -111,6 +111,9 @@ func Defaults() Recipe {
 			WeightDecay:    0,
 			CheckpointsDir: "",
 			ChunkSize:      32,
+			// SkyRL holds a poll up to 300 s; a whole call may queue behind
+			// other users' work.
+			CallTimeoutSeconds: 1800,
 		},
 		Sync: Sync{
 			Kind: SyncLoRA,

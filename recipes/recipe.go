@@ -113,6 +113,10 @@ type Trainer struct {
 	CheckpointsDir string `mapstructure:"checkpoints_dir" yaml:"checkpoints_dir"`
 	// ChunkSize is the number of datums per forward_backward call.
 	ChunkSize int `mapstructure:"chunk_size" yaml:"chunk_size"`
+	// CallTimeoutSeconds bounds one training call, its future's polling
+	// included: a future that never resolves fails the step (resume it
+	// with --resume) instead of hanging the run.
+	CallTimeoutSeconds float64 `mapstructure:"call_timeout_seconds" yaml:"call_timeout_seconds"`
 }
 
 // Sync configures how new weights reach the policy servers.

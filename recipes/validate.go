@@ -231,6 +231,7 @@ func (r *Recipe) Validate() error {
 	atLeast("http.pool_size", r.HTTP.PoolSize, 1)
 
 	oneOf("rollout.schedule", r.Rollout.Schedule, ScheduleAsync, ScheduleLockstep)
+	positive("trainer.call_timeout_seconds", r.Trainer.CallTimeoutSeconds)
 	nonNeg("retriever.batch_window_ms", r.Retriever.BatchWindowMS)
 	atLeast("retriever.max_batch", r.Retriever.MaxBatch, 1)
 	if r.Train.MaxOffPolicySteps < 0 {
