@@ -157,22 +157,24 @@ func (ev *evaluator) one(ctx context.Context, t *Trajectory, strategy, model str
 		return fmt.Errorf("unknown strategy %q (want one of %v)", strategy, format.Strategies)
 	}
 	// Direct and RAG: one turn, stopped at </answer>.
-	i, p := ev.roller.reps.acquire()
-	ids, err := p.TokenizeChat(ctx, ev.roller.baseModel, []policy.Message{{Role: "user", Content: prompt}}, true)
-	if err == nil {
-		t.PromptIDs = ids
-		var c *policy.Completion
-		c, err = p.Complete(ctx, policy.CompletionRequest{Model: model, Prompt: ids, MaxTokens: ev.roller.maxTurn,
-			Temperature: 0, TopP: 1, TopK: -1, Seed: &seed, Stop: []string{"</answer>"}})
-		if err == nil {
-			t.Model = model
-			t.Tokens, t.Logprobs = c.TokenIDs, c.Logprobs
-			kind, content := format.ParseAction(c.Text)
-			t.Turns = []Turn{{Text: c.Text, Action: kind, Content: content, Finish: c.FinishReason}}
-			t.Finish = c.FinishReason
+	err := ev.roller.reps.call(ctx, func(p policy.Policy) error {
+		ids, err := p.TokenizeChat(ctx, ev.roller.baseModel, []policy.Message{{Role: "user", Content: prompt}}, true)
+		if err != nil {
+			return err
 		}
-	}
-	ev.roller.reps.release(i)
+		t.PromptIDs = ids
+		c, err := p.Complete(ctx, policy.CompletionRequest{Model: model, Prompt: ids, MaxTokens: ev.roller.maxTurn,
+			Temperature: 0, TopP: 1, TopK: -1, Seed: &seed, Stop: []string{"</answer>"}})
+		if err != nil {
+			return err
+		}
+		t.Model = model
+		t.Tokens, t.Logprobs = c.TokenIDs, c.Logprobs
+		kind, content := format.ParseAction(c.Text)
+		t.Turns = []Turn{{Text: c.Text, Action: kind, Content: content, Finish: c.FinishReason}}
+		t.Finish = c.FinishReason
+		return nil
+	})
 	if err != nil {
 		return fmt.Errorf("question %s: %w", t.Question.ID, err)
 	}

@@ -88,28 +88,124 @@ func (t *Trajectory) Searches() int {
 type replicas struct {
 	ps          []policy.Policy
 	outstanding []atomic.Int64
+	down        []atomic.Bool
 	next        atomic.Uint64
+	// readmit, when set, brings a replica that is down back: it checks the
+	// replica is healthy and serves the weights in use, loading them again
+	// if it lost them; nil means keep it down.
+	readmit func(ctx context.Context, p policy.Policy) error
+	mu      sync.Mutex
+	probing []bool
 }
 
 func newReplicas(ps []policy.Policy) *replicas {
-	return &replicas{ps: ps, outstanding: make([]atomic.Int64, len(ps))}
+	return &replicas{ps: ps, outstanding: make([]atomic.Int64, len(ps)), down: make([]atomic.Bool, len(ps)), probing: make([]bool, len(ps))}
 }
 
-// acquire picks a replica and counts a request on it; call release after.
+// acquire picks the live replica with the fewest outstanding requests
+// (ties round-robin; when every replica is down, any) and counts a request
+// on it; call release after.
 func (r *replicas) acquire() (int, policy.Policy) {
 	start := int(r.next.Add(1) % uint64(len(r.ps)))
-	best := start
-	for k := 1; k < len(r.ps); k++ {
+	best := -1
+	for k := 0; k < len(r.ps); k++ {
 		i := (start + k) % len(r.ps)
-		if r.outstanding[i].Load() < r.outstanding[best].Load() {
+		if r.down[i].Load() {
+			continue
+		}
+		if best < 0 || r.outstanding[i].Load() < r.outstanding[best].Load() {
 			best = i
 		}
+	}
+	if best < 0 {
+		best = start
 	}
 	r.outstanding[best].Add(1)
 	return best, r.ps[best]
 }
 
 func (r *replicas) release(i int) { r.outstanding[i].Add(-1) }
+
+// markDown drains replica i: no request is sent to it until a background
+// probe re-admits it.
+func (r *replicas) markDown(i int) {
+	if r.down[i].Swap(true) {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.probing[i] || r.readmit == nil {
+		return
+	}
+	r.probing[i] = true
+	go r.probe(i)
+}
+
+// probe tries to re-admit replica i every 200 ms, for at most 10 minutes.
+func (r *replicas) probe(i int) {
+	defer func() {
+		r.mu.Lock()
+		r.probing[i] = false
+		r.mu.Unlock()
+	}()
+	deadline := time.Now().Add(10 * time.Minute)
+	for time.Now().Before(deadline) {
+		time.Sleep(200 * time.Millisecond)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := r.ps[i].Health(ctx)
+		if err == nil {
+			err = r.readmit(ctx, r.ps[i])
+		}
+		cancel()
+		if err == nil {
+			r.down[i].Store(false)
+			return
+		}
+	}
+}
+
+// up returns the replicas not drained.
+func (r *replicas) up() []policy.Policy {
+	var out []policy.Policy
+	for i, p := range r.ps {
+		if !r.down[i].Load() {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// live reports whether some replica is up.
+func (r *replicas) live() bool {
+	for i := range r.down {
+		if !r.down[i].Load() {
+			return true
+		}
+	}
+	return false
+}
+
+// call runs f on a replica; when the replica turns out to be down it is
+// drained and f is tried on another (waiting for one to come back when all
+// are down), so a replica that dies loses no trajectory.
+func (r *replicas) call(ctx context.Context, f func(p policy.Policy) error) error {
+	for attempt := 0; ; attempt++ {
+		i, p := r.acquire()
+		err := f(p)
+		r.release(i)
+		if err == nil || !policy.ReplicaDown(err) || ctx.Err() != nil || attempt >= 50 {
+			return err
+		}
+		r.markDown(i)
+		for !r.live() {
+			select {
+			case <-ctx.Done():
+				return err
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+}
 
 // sampling are the sampling settings of a rollout.
 type sampling struct {
@@ -160,9 +256,10 @@ func (r *roller) tokenize(ctx context.Context, text string) ([]int, error) {
 	if ok {
 		return ids, nil
 	}
-	i, p := r.reps.acquire()
-	ids, err := p.Tokenize(ctx, r.baseModel, text, false)
-	r.reps.release(i)
+	err := r.reps.call(ctx, func(p policy.Policy) (err error) {
+		ids, err = p.Tokenize(ctx, r.baseModel, text, false)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("tokenize: %w", err)
 	}
@@ -191,10 +288,12 @@ func (r *roller) invalidTokens(ctx context.Context) ([]int, error) {
 // promptIDs applies the chat template to the Search-R1 prompt (with an
 // optional hint) through the policy server.
 func (r *roller) promptIDs(ctx context.Context, question, hint string) ([]int, error) {
-	i, p := r.reps.acquire()
-	defer r.reps.release(i)
 	msgs := []policy.Message{{Role: "user", Content: format.UserPrompt(question, hint)}}
-	ids, err := p.TokenizeChat(ctx, r.baseModel, msgs, true)
+	var ids []int
+	err := r.reps.call(ctx, func(p policy.Policy) (err error) {
+		ids, err = p.TokenizeChat(ctx, r.baseModel, msgs, true)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("tokenize prompt: %w", err)
 	}
@@ -250,16 +349,19 @@ func (r *roller) policyTurn(ctx context.Context, l *live) error {
 		Temperature: l.sp.temperature, TopP: l.sp.topP, TopK: l.sp.topK, Stop: format.StopStrings}
 	s := seedFor(l.seed, int64(l.turn))
 	req.Seed = &s
-	i, p := r.reps.acquire()
-	done := r.phases.start("rollout_policy")
-	c, err := p.Complete(ctx, req)
-	done()
-	r.reps.release(i)
+	var c *policy.Completion
+	err := r.reps.call(ctx, func(p policy.Policy) error {
+		done := r.phases.start("rollout_policy")
+		var err error
+		c, err = p.Complete(ctx, req)
+		done()
+		if err == nil && len(c.TokenIDs) != len(c.Logprobs) {
+			err = fmt.Errorf("%s returned %d tokens and %d logprobs", p.URL(), len(c.TokenIDs), len(c.Logprobs))
+		}
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("trajectory %s turn %d: %w", t.ID, l.turn, err)
-	}
-	if len(c.TokenIDs) != len(c.Logprobs) {
-		return fmt.Errorf("trajectory %s turn %d: %s returned %d tokens and %d logprobs", t.ID, l.turn, p.URL(), len(c.TokenIDs), len(c.Logprobs))
 	}
 	kind, content, aStart, aEnd := format.ActionSpan(c.Text)
 	inSearch := searchTokenMask(c, kind, aStart, aEnd)

@@ -121,6 +121,8 @@ type run struct {
 	adapters map[int]string // step -> adapter name carrying its weights
 	// judgeSem bounds the judge requests in flight (judge.concurrency).
 	judgeSem semaphore
+	// syncMu serialises weight syncs and replica re-admissions.
+	syncMu sync.Mutex
 	// trainer is Deps.Trainer with trainer.call_timeout_seconds on every
 	// call.
 	trainer trainer.Trainer
@@ -229,10 +231,19 @@ func (ru *run) load() error {
 	clock := newPhaseClock()
 	ru.roller = newRoller(r, ru.Deps, clock)
 	ru.hinter = newHinter(r, ru.Deps.Judge, tmpl, clock)
-	ru.ev = &evaluator{roller: newRoller(r, ru.Deps, nil), datasets: ru.evalSet, concurrency: r.Policy.Concurrency * len(ru.Deps.Policies),
+	evr := newRoller(r, ru.Deps, nil)
+	evr.reps = ru.roller.reps // one view of the replicas' health
+	ru.ev = &evaluator{roller: evr, datasets: ru.evalSet, concurrency: r.Policy.Concurrency * len(ru.Deps.Policies),
 		seed: r.Seed, out: ru.Out}
 	// Off-policy sampling needs the k steps before the newest kept loaded.
 	ru.sync = &loraSync{checkpointsDir: r.Trainer.CheckpointsDir, dir: r.Sync.Dir, keep: max(r.Sync.Keep, r.Train.MaxOffPolicySteps+2, 1)}
+	// A replica that died and came back is re-admitted once it serves the
+	// adapters in use again.
+	ru.roller.reps.readmit = func(ctx context.Context, p policy.Policy) error {
+		ru.syncMu.Lock()
+		defer ru.syncMu.Unlock()
+		return ru.sync.restore(ctx, p)
+	}
 	return nil
 }
 
@@ -630,7 +641,10 @@ func (ru *run) finish(ctx context.Context, c *collected) (*results.StepRecord, e
 		done()
 		return nil, fmt.Errorf("save_weights_for_sampler: %w", err)
 	}
-	if _, err := ru.sync.apply(ctx, ru.Deps.Policies, path, name); err != nil {
+	ru.syncMu.Lock()
+	_, err = ru.sync.apply(ctx, ru.roller.reps.up(), path, name)
+	ru.syncMu.Unlock()
+	if err != nil {
 		done()
 		return nil, err
 	}
@@ -753,9 +767,10 @@ func (ru *run) hindsightOne(ctx context.Context, t *Trajectory) bool {
 	}
 	tp, err := ru.roller.promptIDs(ctx, t.Question.Question, ru.hinter.hintText(c))
 	if err == nil {
-		i, p := ru.roller.reps.acquire()
-		t.OPD, err = ru.hinter.opd(ctx, t, tp, p, ru.teacherModel(t))
-		ru.roller.reps.release(i)
+		err = ru.roller.reps.call(ctx, func(p policy.Policy) (err error) {
+			t.OPD, err = ru.hinter.opd(ctx, t, tp, p, ru.teacherModel(t))
+			return err
+		})
 	}
 	if err != nil {
 		t.CritiqueError = err.Error()

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hindsearch/hindsearch/clients/judge"
 	"github.com/hindsearch/hindsearch/clients/trainer"
@@ -577,5 +578,51 @@ func TestHungTrainerFutureFailsTheStep(t *testing.T) {
 	_, err = (&Runner{Recipe: r, Deps: deps}).Run(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "trainer.call_timeout_seconds") || !strings.Contains(err.Error(), "--resume") {
 		t.Fatalf("err %v", err)
+	}
+}
+
+// A policy replica killed mid-run and restarted (losing its adapters) is
+// drained, then re-admitted once it serves the weights in use again; no
+// trajectory is lost or counted twice: the batches equal a clean run's.
+func TestReplicaKilledAndRestarted(t *testing.T) {
+	sets := []string{"policy.urls=embedded,embedded", "train.steps=6", "eval.datasets.nq=", "eval.datasets.hotpotqa=",
+		"http.retries=2", "http.retry_wait_min_ms=5", "http.retry_wait_max_ms=20"}
+	clean, _ := runRecipe(t, testRecipe(t, "", sets...), 1)
+
+	r := testRecipe(t, "", sets...)
+	deps, emb, err := Connect(context.Background(), r, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emb.Close()
+	s := emb.Sim()
+	restarted := make(chan error, 1)
+	rn := &Runner{Recipe: r, Deps: deps, afterStep: func(step int) {
+		if step == 1 {
+			s.KillPolicy(0)
+			go func() {
+				time.Sleep(150 * time.Millisecond)
+				restarted <- s.RestartPolicy(0)
+			}()
+		}
+	}}
+	got, err := rn.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-restarted; err != nil {
+		t.Fatal(err)
+	}
+	for i := range clean.Steps {
+		if got.Steps[i].BatchDigest != clean.Steps[i].BatchDigest {
+			t.Fatalf("step %d: digest differs from the clean run", i+1)
+		}
+	}
+	// The restarted replica was re-admitted with the adapters in use.
+	if s.Policies[0].Stats().Requests == 0 {
+		t.Error("the restarted replica served no request")
+	}
+	if _, ok := s.Policies[0].Params("test-step0006"); !ok {
+		t.Error("the restarted replica does not serve the last adapter")
 	}
 }

@@ -122,6 +122,34 @@ type loraSync struct {
 	dir            string
 	keep           int
 	loaded         []string // adapter names loaded by this run, oldest first
+	paths          map[string]string
+}
+
+// restore loads on p every adapter this run keeps loaded that p lacks (a
+// replica that restarted), and confirms them.
+func (s *loraSync) restore(ctx context.Context, p policy.Policy) error {
+	models, err := p.Models(ctx)
+	if err != nil {
+		return err
+	}
+	for _, name := range s.loaded {
+		if slices.Contains(models, name) {
+			continue
+		}
+		if err := p.LoadLoRA(ctx, name, s.paths[name]); err != nil && !policy.AlreadyLoaded(err) {
+			return fmt.Errorf("reload adapter %s on %s: %w", name, p.URL(), err)
+		}
+	}
+	models, err = p.Models(ctx)
+	if err != nil {
+		return err
+	}
+	for _, name := range s.loaded {
+		if !slices.Contains(models, name) {
+			return fmt.Errorf("%s does not list adapter %s after reloading it", p.URL(), name)
+		}
+	}
+	return nil
 }
 
 // apply unpacks the sampler archive and loads it as adapter name on every
@@ -171,6 +199,10 @@ func (s *loraSync) load(ctx context.Context, ps []policy.Policy, tinkerPath, nam
 		served = append(served, p.URL())
 	}
 	s.loaded = append(s.loaded, name)
+	if s.paths == nil {
+		s.paths = map[string]string{}
+	}
+	s.paths[name] = abs
 	for len(s.loaded) > s.keep {
 		old := s.loaded[0]
 		s.loaded = s.loaded[1:]
@@ -179,6 +211,7 @@ func (s *loraSync) load(ctx context.Context, ps []policy.Policy, tinkerPath, nam
 			_ = p.UnloadLoRA(ctx, old)
 		}
 		_ = os.RemoveAll(filepath.Join(s.dir, old))
+		delete(s.paths, old)
 	}
 	return served, nil
 }

@@ -15,6 +15,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/hindsearch/hindsearch/orchestrator/format"
@@ -64,6 +66,10 @@ type Servers struct {
 
 	https  []*http.Server
 	faults []*Faulty
+
+	cfg       Config
+	mu        sync.Mutex
+	policySrv []*http.Server // each replica's server, for KillPolicy
 }
 
 // Vocabulary returns the texts the simulated tokenizer is built from.
@@ -92,6 +98,7 @@ func Start(cfg Config) (*Servers, error) {
 		go func() { _ = srv.Serve(l) }()
 		return "http://" + l.Addr().String(), nil
 	}
+	s.cfg = cfg
 	for i := 0; i < cfg.PolicyReplicas; i++ {
 		p := NewPolicyServer(s.Model, cfg.BaseModel)
 		p.SetLatency(cfg.Latency)
@@ -102,6 +109,7 @@ func Start(cfg Config) (*Servers, error) {
 			return nil, err
 		}
 		s.PolicyURLs = append(s.PolicyURLs, u)
+		s.policySrv = append(s.policySrv, s.https[len(s.https)-1])
 	}
 	if cfg.Judge {
 		s.JudgeSrv = NewJudgeServer(cfg.JudgeModel, cfg.JudgeAPIKey, cfg.Corpus)
@@ -167,4 +175,40 @@ func (s *Servers) FaultsInjected() int64 {
 		n += f.Injected()
 	}
 	return n
+}
+
+// KillPolicy stops policy replica i at once, as a crashed server: open
+// connections are dropped and new ones refused.
+func (s *Servers) KillPolicy(i int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_ = s.policySrv[i].Close()
+	s.Policies[i].Close()
+}
+
+// RestartPolicy starts policy replica i again on its address, as a fresh
+// server: it serves the base model only, every adapter is gone.
+func (s *Servers) RestartPolicy(i int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	addr := strings.TrimPrefix(s.PolicyURLs[i], "http://")
+	var l net.Listener
+	var err error
+	for try := 0; try < 50; try++ { // the old socket may linger a moment
+		if l, err = net.Listen("tcp", addr); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		return fmt.Errorf("sim restart %s: %w", addr, err)
+	}
+	p := NewPolicyServer(s.Model, s.cfg.BaseModel)
+	p.SetLatency(s.cfg.Latency)
+	s.Policies[i] = p
+	srv := &http.Server{Handler: s.faulty(p.Handler(), s.cfg.Faults.Policy, uint64(i)), ReadHeaderTimeout: 10 * time.Second}
+	s.policySrv[i] = srv
+	s.https = append(s.https, srv)
+	go func() { _ = srv.Serve(l) }()
+	return nil
 }

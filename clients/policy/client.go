@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/hindsearch/hindsearch/clients/transport"
 )
@@ -497,4 +499,18 @@ func scanTokens(raw []byte) ([]int, bool) {
 func AlreadyLoaded(err error) bool {
 	var se *transport.StatusError
 	return errors.As(err, &se) && se.Status == http.StatusBadRequest && strings.Contains(se.Body, "already been loaded")
+}
+
+// ReplicaDown reports an error meaning the replica cannot serve now: it
+// could not be reached (after the transport's retries), answered 503 (a dead
+// engine), or does not serve the model asked for (a restarted replica that
+// lost its adapters). The caller should use another replica.
+func ReplicaDown(err error) bool {
+	var se *transport.StatusError
+	if errors.As(err, &se) {
+		return se.Status == http.StatusServiceUnavailable ||
+			se.Status == http.StatusNotFound && strings.Contains(se.Body, "does not exist")
+	}
+	var op *net.OpError
+	return errors.As(err, &op) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET)
 }
