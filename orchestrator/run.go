@@ -177,6 +177,9 @@ func (rn *Runner) Run(ctx context.Context) (*Summary, error) {
 	if err := ru.load(); err != nil {
 		return nil, err
 	}
+	if err := Preflight(ctx, r, rn.Deps); err != nil {
+		return nil, err
+	}
 	if ru.sim {
 		fmt.Fprintf(rn.Out, "SIMULATED: %s served by the embedded hindsearch simulator, not by language models; results show the control plane at work, not model quality.\n",
 			strings.Join(rn.Deps.Simulated, ", "))

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -624,5 +625,46 @@ func TestReplicaKilledAndRestarted(t *testing.T) {
 	}
 	if _, ok := s.Policies[0].Params("test-step0006"); !ok {
 		t.Error("the restarted replica does not serve the last adapter")
+	}
+}
+
+// Permanent misconfiguration fails before any work, naming the role, the
+// URL and what to do.
+func TestPreflightNamesTheProblem(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "http://" + l.Addr().String()
+	l.Close()
+	for _, tc := range []struct {
+		sets []string
+		want []string
+	}{
+		{[]string{"hindsight.teacher=no-such-teacher"}, []string{`does not serve model "no-such-teacher"`, "--served-model-name"}},
+		{[]string{"retriever.url=" + dead, "http.retries=0"}, []string{"retriever " + dead, "fix retriever.url"}},
+	} {
+		r := testRecipe(t, "", append(tc.sets, "eval.datasets.nq=", "eval.datasets.hotpotqa=")...)
+		deps, emb, err := Connect(context.Background(), r, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		_, err = (&Runner{Recipe: r, Deps: deps}).Run(context.Background())
+		emb.Close()
+		if err == nil {
+			t.Fatalf("%v: no error", tc.sets)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%v: %v lacks %q", tc.sets, err, w)
+			}
+		}
+		if d := time.Since(start); d > preflightTimeout {
+			t.Errorf("%v: failed after %v", tc.sets, d)
+		}
+		if _, statErr := os.Stat(filepath.Join(r.Output.Dir, "steps.jsonl")); statErr == nil {
+			t.Errorf("%v: a step ran", tc.sets)
+		}
 	}
 }
