@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sourcegraph/conc/pool"
 
@@ -455,6 +456,7 @@ func (r *roller) rollout(ctx context.Context, t *Trajectory, model string, sp sa
 
 // search retrieves one query through the batcher, or directly without one.
 func (r *roller) search(ctx context.Context, query string) ([]retriever.Hit, error) {
+	query = boundQuery(query)
 	if r.batch != nil {
 		return r.batch.search(ctx, query)
 	}
@@ -494,7 +496,7 @@ func (r *roller) lockstep(ctx context.Context, ls []*live, concurrency int) erro
 		for _, l := range active {
 			if !l.done && l.kind == format.ActionSearch {
 				searching = append(searching, l)
-				queries = append(queries, l.content)
+				queries = append(queries, boundQuery(l.content))
 			}
 		}
 		hits := make([][]retriever.Hit, len(queries))
@@ -566,4 +568,21 @@ func (t *Trajectory) score() {
 	}
 	t.Reward = format.ExactMatch(t.Answer, t.Question.Golds)
 	t.F1 = format.F1(t.Answer, t.Question.Golds)
+}
+
+// MaxQueryBytes bounds the query sent to the retriever: a policy that
+// writes a huge <search> block still sends a reasonable request (the turn
+// keeps the whole text).
+const MaxQueryBytes = 2000
+
+// boundQuery cuts q to MaxQueryBytes on a UTF-8 boundary.
+func boundQuery(q string) string {
+	if len(q) <= MaxQueryBytes {
+		return q
+	}
+	cut := MaxQueryBytes
+	for cut > 0 && !utf8.RuneStart(q[cut]) {
+		cut--
+	}
+	return q[:cut]
 }

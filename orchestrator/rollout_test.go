@@ -5,9 +5,11 @@ import (
 	"errors"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/hindsearch/hindsearch/clients/policy"
 	"github.com/hindsearch/hindsearch/clients/retriever"
@@ -415,5 +417,36 @@ func TestRolloutLimits(t *testing.T) {
 	if err := r.rollout(ctx, &Trajectory{ID: "t8", PromptIDs: []int{1}}, "base", sampling{}, 1); err == nil ||
 		!strings.Contains(err.Error(), "trajectory t8 turn 0: boom") {
 		t.Errorf("policy error: %v", err)
+	}
+}
+
+// A policy that writes megabytes, a hundred searches in one turn and a
+// 100 kB query gets a bounded, well-formed trajectory: the first search
+// only, its query cut before it reaches the retriever, the turn limit kept.
+func TestRolloutHugeOutput(t *testing.T) {
+	ctx := context.Background()
+	huge := strings.Repeat("é", 50_000) // 100 kB of two-byte runes
+	var many strings.Builder
+	for i := 0; i < 100; i++ {
+		many.WriteString("<search> q" + strconv.Itoa(i) + " </search>")
+	}
+	p := &fakePolicy{url: "p", script: []*policy.Completion{
+		completion(0, "<think>", strings.Repeat("x", 2<<20), "</think>", "<search> ", huge, " </search>", many.String()),
+		completion(0, many.String()),
+	}}
+	fr := &fakeRetriever{hits: []retriever.Hit{{ID: "1", Contents: "\"T\"\ntext"}}}
+	r := &roller{reps: newReplicas([]policy.Policy{p}), retriever: fr, topk: 3, maxTurns: 3, maxTurn: 500, maxObs: 500, maxCtx: 1 << 20, baseModel: "base"}
+	tr := &Trajectory{ID: "t", PromptIDs: []int{1, 2}}
+	if err := r.rollout(ctx, tr, "base", sampling{}, 1); err != nil {
+		t.Fatal(err)
+	}
+	if len(tr.Turns) != 3 || tr.Finish != "max_turns" {
+		t.Fatalf("%d turns, finish %q", len(tr.Turns), tr.Finish)
+	}
+	if len(fr.queries) != 2 || len(fr.queries[0]) > MaxQueryBytes || !utf8.ValidString(fr.queries[0]) || fr.queries[1] != "q0" {
+		t.Fatalf("queries sent: %d, first %d bytes", len(fr.queries), len(fr.queries[0]))
+	}
+	if tr.Turns[0].Content != strings.TrimSpace(huge) {
+		t.Error("the turn lost its query text")
 	}
 }
