@@ -154,13 +154,7 @@ func Connect(ctx context.Context, r *recipes.Recipe, environ []string, log io.Wr
 		if err != nil {
 			return fail(fmt.Errorf("retriever.corpus: %w", err))
 		}
-		var texts []string
-		for _, f := range r.Train.Data {
-			texts = append(texts, questionTexts(f)...)
-		}
-		for _, f := range r.Eval.Datasets {
-			texts = append(texts, questionTexts(f)...)
-		}
+		texts := VocabTexts(r)
 		s, err := sim.Start(sim.Config{BaseModel: r.Policy.Model, JudgeModel: r.Judge.Model, JudgeAPIKey: key(r.Judge.APIKeyEnv),
 			CheckpointsDir: r.Trainer.CheckpointsDir, Corpus: corpus, VocabTexts: texts, Epsilon: r.Sim.Epsilon,
 			PolicyReplicas: nEmbedded, Judge: r.Judge.URL == recipes.Embedded, Trainer: r.Trainer.URL == recipes.Embedded,
@@ -250,6 +244,21 @@ func Connect(ctx context.Context, r *recipes.Recipe, environ []string, log io.Wr
 	}
 	deps.Retriever = rc
 	return deps, e, nil
+}
+
+// VocabTexts are the texts, besides the corpus, that the simulated
+// tokenizer's vocabulary is built from: every question and its gold answers
+// of train.data and eval.datasets. Every process serving a recipe's
+// simulator must build the same vocabulary.
+func VocabTexts(r *recipes.Recipe) []string {
+	var texts []string
+	for _, f := range r.Train.Data {
+		texts = append(texts, questionTexts(f)...)
+	}
+	for _, f := range r.Eval.Datasets {
+		texts = append(texts, questionTexts(f)...)
+	}
+	return texts
 }
 
 // questionTexts returns a dataset's questions and answers for the simulated

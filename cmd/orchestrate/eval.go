@@ -33,14 +33,7 @@ with the strategy named, and per-question results go to output.dir/questions/.`,
 			if !slices.Contains(format.Strategies, opt.Strategy) {
 				return fmt.Errorf("--strategy %q: want one of %s", opt.Strategy, strings.Join(format.Strategies, ", "))
 			}
-			r, err := rf.load(e, args[0])
-			if err != nil {
-				return err
-			}
-			if err := orchestrator.ApplyRunDefaults(r); err != nil {
-				return err
-			}
-			deps, emb, err := orchestrator.Connect(cmd.Context(), r, e.environ, e.stderr)
+			r, deps, emb, err := rf.connect(cmd.Context(), e, args[0])
 			if err != nil {
 				return err
 			}

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"context"
 	"io"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/hindsearch/hindsearch/orchestrator"
 	"github.com/hindsearch/hindsearch/recipes"
 )
 
@@ -42,4 +44,18 @@ func (f *recipeFlags) register(fs *pflag.FlagSet) {
 
 func (f *recipeFlags) load(e *env, path string) (*recipes.Recipe, error) {
 	return recipes.Load(path, f.sets, e.environ)
+}
+
+// connect loads the recipe, fills its run defaults and connects to (or
+// starts) every server it names; close the returned servers when done.
+func (f *recipeFlags) connect(ctx context.Context, e *env, path string) (*recipes.Recipe, orchestrator.Deps, *orchestrator.Embedded, error) {
+	r, err := f.load(e, path)
+	if err != nil {
+		return nil, orchestrator.Deps{}, nil, err
+	}
+	if err := orchestrator.ApplyRunDefaults(r); err != nil {
+		return nil, orchestrator.Deps{}, nil, err
+	}
+	deps, emb, err := orchestrator.Connect(ctx, r, e.environ, e.stderr)
+	return r, deps, emb, err
 }

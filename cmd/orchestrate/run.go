@@ -19,14 +19,7 @@ loopback ports (policy, judge and trainer by the simulator, the retriever as a
 real BM25 index).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			r, err := rf.load(e, args[0])
-			if err != nil {
-				return err
-			}
-			if err := orchestrator.ApplyRunDefaults(r); err != nil {
-				return err
-			}
-			deps, emb, err := orchestrator.Connect(cmd.Context(), r, e.environ, e.stderr)
+			r, deps, emb, err := rf.connect(cmd.Context(), e, args[0])
 			if err != nil {
 				return err
 			}

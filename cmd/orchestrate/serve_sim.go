@@ -103,15 +103,8 @@ func serveSim(ctx context.Context, e *env, r *recipes.Recipe, stdin io.Reader, j
 		if err != nil {
 			return fmt.Errorf("retriever.corpus: %w", err)
 		}
-		// The vocabulary orchestrator.Connect builds: corpus, then every
-		// question and its gold answers of train.data and eval.datasets.
-		var texts []string
-		for _, f := range r.Train.Data {
-			texts = append(texts, questionTexts(f)...)
-		}
-		for _, f := range r.Eval.Datasets {
-			texts = append(texts, questionTexts(f)...)
-		}
+		// The vocabulary orchestrator.Connect builds.
+		texts := orchestrator.VocabTexts(r)
 		ckpt := r.Trainer.CheckpointsDir
 		if trainer && ckpt == "" {
 			ckpt = filepath.Join(r.Output.Dir, "checkpoints")
@@ -256,21 +249,6 @@ func envValue(environ []string, name string) string {
 		}
 	}
 	return val
-}
-
-// questionTexts returns a dataset's questions and answers for the simulated
-// tokenizer's vocabulary, as orchestrator.Connect adds them (a file that
-// cannot be read adds nothing).
-func questionTexts(path string) []string {
-	qs, err := orchestrator.LoadQuestions(path)
-	if err != nil {
-		return nil
-	}
-	out := make([]string, 0, 2*len(qs))
-	for _, q := range qs {
-		out = append(out, q.Question, strings.Join(q.Golds, " "))
-	}
-	return out
 }
 
 // faultSets turns --faults KIND[,KIND...]@RATE into sim.faults overrides
