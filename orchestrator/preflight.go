@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hindsearch/hindsearch/clients/policy"
 	"github.com/hindsearch/hindsearch/clients/transport"
 	"github.com/hindsearch/hindsearch/recipes"
 )
@@ -36,6 +37,13 @@ func Preflight(ctx context.Context, r *recipes.Recipe, deps Deps) error {
 		if err != nil {
 			fail("policy %s: GET /v1/models: %v", p.URL(), short(err))
 			continue
+		}
+		// Runtime LoRA loading: unloading an adapter that is not there is
+		// refused by a server with the routes, and missing without them.
+		if r.Sync.Kind == recipes.SyncLoRA {
+			if err := p.UnloadLoRA(ctx, "hindsearch-preflight-probe"); errors.Is(err, policy.ErrLoRADisabled) {
+				fail("policy %s: %v", p.URL(), policy.ErrLoRADisabled)
+			}
 		}
 		want := []string{r.Policy.Model}
 		if t := r.Hindsight.Teacher; r.Hindsight.Enabled && t != recipes.TeacherSelf && t != recipes.TeacherInitial {

@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 	"github.com/hindsearch/hindsearch/clients/policy"
 	"github.com/hindsearch/hindsearch/clients/retriever"
 	"github.com/hindsearch/hindsearch/orchestrator/format"
+	"github.com/hindsearch/hindsearch/recipes"
 )
 
 // completion builds a Completion from text pieces, one token per piece,
@@ -448,5 +450,23 @@ func TestRolloutHugeOutput(t *testing.T) {
 	}
 	if tr.Turns[0].Content != strings.TrimSpace(huge) {
 		t.Error("the turn lost its query text")
+	}
+}
+
+// noLoRA is a policy server started without runtime LoRA loading.
+type noLoRA struct{ *fakePolicy }
+
+func (noLoRA) Models(context.Context) ([]string, error) { return []string{"base"}, nil }
+func (noLoRA) UnloadLoRA(context.Context, string) error {
+	return fmt.Errorf("policy unload lora: %w", policy.ErrLoRADisabled)
+}
+
+func TestPreflightLoRADisabled(t *testing.T) {
+	r := recipes.Defaults()
+	r.Policy.Model = "base"
+	err := Preflight(context.Background(), &r, Deps{Policies: []policy.Policy{noLoRA{&fakePolicy{url: "http://gpu1:8000"}}}})
+	if err == nil || !strings.Contains(err.Error(), "http://gpu1:8000") || !strings.Contains(err.Error(), "--enable-lora") ||
+		!strings.Contains(err.Error(), "VLLM_ALLOW_RUNTIME_LORA_UPDATING=True") {
+		t.Fatalf("err %v", err)
 	}
 }

@@ -372,7 +372,7 @@ func TestOffPolicyStalenessAndSamplingLogprobs(t *testing.T) {
 
 // Transient faults on every role are absorbed: with the same seed the run
 // sends the trainer the same batches with faults as without, at rollout
-// concurrency 1 and 16.
+// concurrency 1 and 64.
 func TestFaultsDoNotChangeBatches(t *testing.T) {
 	base := []string{"eval.datasets.nq=", "eval.datasets.hotpotqa=", "http.retries=10", "http.retry_wait_min_ms=1",
 		"http.retry_wait_max_ms=20", "http.timeout_seconds=1"}
@@ -404,7 +404,7 @@ func TestFaultsDoNotChangeBatches(t *testing.T) {
 	if n != 0 {
 		t.Fatalf("%d faults without any configured", n)
 	}
-	for _, conc := range []string{"policy.concurrency=1", "policy.concurrency=16"} {
+	for _, conc := range []string{"policy.concurrency=1", "policy.concurrency=64"} {
 		got, n := run(append(faults, conc)...)
 		if n == 0 {
 			t.Fatalf("%s: no fault injected", conc)

@@ -298,6 +298,10 @@ func (c *Client) TokenizeChat(ctx context.Context, model string, messages []Mess
 // errLoRADisabled explains a missing LoRA route.
 const errLoRADisabled = "lora runtime loading is disabled: start vLLM with --enable-lora and VLLM_ALLOW_RUNTIME_LORA_UPDATING=True"
 
+// ErrLoRADisabled is wrapped by LoadLoRA and UnloadLoRA errors when the
+// server has no runtime LoRA routes.
+var ErrLoRADisabled = errors.New(errLoRADisabled)
+
 // routeMissing reports whether err is the server's answer to an unknown
 // route: 405, or 404 with FastAPI's {"detail":"Not Found"} or no body (vLLM
 // answers 404 with its own error object when the adapter itself is
@@ -329,7 +333,7 @@ func (c *Client) LoadLoRA(ctx context.Context, name, path string) error {
 	body := map[string]any{"lora_name": name, "lora_path": path}
 	if err := c.do(ctx, http.MethodPost, "/v1/load_lora_adapter", body, nil); err != nil {
 		if routeMissing(err) {
-			return fmt.Errorf("policy load lora %q at %s: %s", name, c.URL(), errLoRADisabled)
+			return fmt.Errorf("policy load lora %q at %s: %w", name, c.URL(), ErrLoRADisabled)
 		}
 		return fmt.Errorf("policy load lora %q: %w", name, err)
 	}
@@ -341,7 +345,7 @@ func (c *Client) UnloadLoRA(ctx context.Context, name string) error {
 	body := map[string]any{"lora_name": name}
 	if err := c.do(ctx, http.MethodPost, "/v1/unload_lora_adapter", body, nil); err != nil {
 		if routeMissing(err) {
-			return fmt.Errorf("policy unload lora %q at %s: %s", name, c.URL(), errLoRADisabled)
+			return fmt.Errorf("policy unload lora %q at %s: %w", name, c.URL(), ErrLoRADisabled)
 		}
 		return fmt.Errorf("policy unload lora %q: %w", name, err)
 	}
