@@ -13,6 +13,7 @@ import (
 
 // resultsFlags are the flags of the results subcommand.
 type resultsFlags struct {
+	phases    bool
 	format    string
 	byStep    bool
 	plot      string
@@ -41,10 +42,14 @@ numbers first; --plot writes average EM against training step as a PNG.`,
 	fs.StringVar(&f.plot, "plot", "", "also write a PNG of average EM by training step to this file")
 	fs.StringVar(&f.reference, "reference", "", "print the published rows of this reference first: "+strings.Join(results.ReferenceNames(), ", "))
 	fs.IntVar(&f.ciIters, "ci-iters", results.DefaultBootstrapIters, "bootstrap resamples for the confidence intervals (0: none)")
+	fs.BoolVar(&f.phases, "phases", false, "print each run's per-step timing breakdown (rollout, judge, teacher, train, sync, eval) instead")
 	return cmd
 }
 
 func runResults(e *env, f resultsFlags, dirs []string) error {
+	if f.phases {
+		return runPhases(e, dirs)
+	}
 	if !slices.Contains(results.Formats(), f.format) {
 		return fmt.Errorf("results: unknown --format %q (known: %s)", f.format, strings.Join(results.Formats(), ", "))
 	}
@@ -140,4 +145,28 @@ func rename(sums []results.RunSummary, name string) {
 			s.Name = name
 		}
 	}
+}
+
+// runPhases prints the per-step phase timings of each run directory.
+func runPhases(e *env, dirs []string) error {
+	if len(dirs) == 0 {
+		return fmt.Errorf("results --phases: give at least one run directory")
+	}
+	for i, d := range dirs {
+		steps, err := (&results.RunDir{Path: d}).ReadSteps()
+		if err != nil {
+			return fmt.Errorf("results --phases: %w", err)
+		}
+		if len(steps) == 0 {
+			return fmt.Errorf("results --phases: %s: no steps.jsonl records", d)
+		}
+		if i > 0 {
+			fmt.Fprintln(e.stdout)
+		}
+		fmt.Fprintf(e.stdout, "%s: seconds per phase and step (phases overlap: each is the time during which that phase had work in flight)\n", d)
+		if err := results.StepsTable(e.stdout, steps); err != nil {
+			return err
+		}
+	}
+	return nil
 }

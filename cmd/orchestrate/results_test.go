@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/csv"
 	"fmt"
 	"image/png"
@@ -162,5 +163,32 @@ func TestResultsErrors(t *testing.T) {
 	out, _, err := runCLI(t, nil, "results", "--reference", "search-r1")
 	if err != nil || !strings.Contains(out, "HindSearch, no-gold judge (published)") {
 		t.Errorf("--reference alone: %v\n%s", err, out)
+	}
+}
+
+func TestResultsPhases(t *testing.T) {
+	dir := t.TempDir()
+	rd := &results.RunDir{Path: dir}
+	for step := 1; step <= 2; step++ {
+		if err := rd.AppendJSONL("steps.jsonl", results.StepRecord{Step: step, RewardMean: 0.25, Failed: 3, Critiques: 3,
+			PhaseSeconds: map[string]float64{"rollout": 1.5, "judge": 0.25, "teacher": 0.5, "train": 0.75, "sync": 0.125, "eval": 0}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out, errOut bytes.Buffer
+	root := newRootCmd(&out, &errOut, nil)
+	root.SetArgs([]string{"results", dir, "--phases"})
+	if err := root.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| step |", "rollout", "teacher", "1.50", "0.12", "phases overlap"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	root = newRootCmd(&out, &errOut, nil)
+	root.SetArgs([]string{"results", t.TempDir(), "--phases"})
+	if err := root.Execute(); err == nil || !strings.Contains(err.Error(), "no steps.jsonl records") {
+		t.Errorf("empty dir: %v", err)
 	}
 }
