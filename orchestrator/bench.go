@@ -199,14 +199,7 @@ func Bench(ctx context.Context, o BenchOptions) (*BenchReport, error) {
 
 // benchRun runs one scenario recipe against its own embedded servers.
 func benchRun(ctx context.Context, path string, sets []string) (*benchOutcome, error) {
-	r, err := recipes.Load(path, sets, nil)
-	if err != nil {
-		return nil, err
-	}
-	if err := ApplyRunDefaults(r); err != nil {
-		return nil, err
-	}
-	deps, emb, err := Connect(ctx, r, nil, nil)
+	r, deps, emb, err := LoadAndConnect(ctx, path, sets, nil, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -257,14 +250,7 @@ func benchCPU(ctx context.Context, o BenchOptions, batch int) (map[string]float6
 	sets = append(sets, "policy.urls="+strings.Join(urls.Policy, ","), "retriever.url="+urls.Retriever,
 		"judge.url="+urls.Judge, "trainer.url="+urls.Trainer, "trainer.checkpoints_dir="+urls.Checkpoints,
 		"output.dir="+filepath.Join(o.Dir, "cpu"))
-	r, err := recipes.Load(o.Recipe, sets, nil)
-	if err != nil {
-		return nil, err
-	}
-	if err := ApplyRunDefaults(r); err != nil {
-		return nil, err
-	}
-	deps, emb, err := Connect(ctx, r, nil, nil)
+	r, deps, emb, err := LoadAndConnect(ctx, o.Recipe, sets, nil, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -960,30 +960,12 @@ func (ru *run) restore(ctx context.Context, sum *Summary) error {
 	if err != nil {
 		return err
 	}
-	var keptSteps []results.StepRecord
-	var b strings.Builder
-	for _, s := range steps {
-		if s.Step <= st.Step {
-			keptSteps = append(keptSteps, s)
-			line, _ := json.Marshal(s)
-			b.Write(line)
-			b.WriteByte('\n')
-		}
-	}
-	if err := ru.dir.WriteFileAtomic("steps.jsonl", []byte(b.String())); err != nil {
+	keptSteps, err := keepRecords(ru.dir, "steps.jsonl", steps, func(r results.StepRecord) bool { return r.Step <= st.Step })
+	if err != nil {
 		return err
 	}
-	b.Reset()
-	var keptEvals []results.EvalRecord
-	for _, e := range evals {
-		if e.Step <= st.Step {
-			keptEvals = append(keptEvals, e)
-			line, _ := json.Marshal(e)
-			b.Write(line)
-			b.WriteByte('\n')
-		}
-	}
-	if err := ru.dir.WriteFileAtomic("eval.jsonl", []byte(b.String())); err != nil {
+	keptEvals, err := keepRecords(ru.dir, "eval.jsonl", evals, func(r results.EvalRecord) bool { return r.Step <= st.Step })
+	if err != nil {
 		return err
 	}
 	sum.Steps, sum.Evals = keptSteps, keptEvals
@@ -1073,4 +1055,20 @@ func (b boundedTrainer) LoadState(ctx context.Context, modelID, path string) err
 	ctx, cancel := b.bound(ctx)
 	defer cancel()
 	return b.wrap(b.Trainer.LoadState(ctx, modelID, path))
+}
+
+// keepRecords rewrites a JSONL file of the run directory, atomically, with
+// the records that keep accepts, and returns them.
+func keepRecords[T any](dir *results.RunDir, name string, recs []T, keep func(T) bool) ([]T, error) {
+	var kept []T
+	var b strings.Builder
+	for _, r := range recs {
+		if keep(r) {
+			kept = append(kept, r)
+			line, _ := json.Marshal(r)
+			b.Write(line)
+			b.WriteByte('\n')
+		}
+	}
+	return kept, dir.WriteFileAtomic(name, []byte(b.String()))
 }

@@ -70,6 +70,15 @@ output: {dir: '%[3]s/run', trajectories: 6}
 	return r
 }
 
+// stepDigests lists a run's batch digests, step by step.
+func stepDigests(sum *Summary) []string {
+	var ds []string
+	for _, s := range sum.Steps {
+		ds = append(ds, s.BatchDigest)
+	}
+	return ds
+}
+
 // runRecipe runs r against freshly started embedded servers.
 func runRecipe(t *testing.T, r *recipes.Recipe, sign float64) (*Summary, string) {
 	t.Helper()
@@ -204,9 +213,7 @@ func TestDigestsIndependentOfConcurrency(t *testing.T) {
 	for i, conc := range []string{"policy.concurrency=1", "policy.concurrency=16"} {
 		r := testRecipe(t, "", conc, "judge.concurrency="+strings.TrimPrefix(conc, "policy.concurrency="), "eval.datasets.nq=", "eval.datasets.hotpotqa=")
 		sum, _ := runRecipe(t, r, 1)
-		for _, s := range sum.Steps {
-			digests[i] = append(digests[i], s.BatchDigest)
-		}
+		digests[i] = stepDigests(sum)
 	}
 	if strings.Join(digests[0], ",") != strings.Join(digests[1], ",") {
 		t.Fatalf("digests differ with concurrency:\n%v\n%v", digests[0], digests[1])
@@ -287,9 +294,7 @@ func TestLockstepAndAsyncSendTheSameBatches(t *testing.T) {
 	for i, sched := range []string{"async", "lockstep"} {
 		r := testRecipe(t, "", "rollout.schedule="+sched, "eval.datasets.nq=", "eval.datasets.hotpotqa=")
 		sum, _ := runRecipe(t, r, 1)
-		for _, s := range sum.Steps {
-			digests[i] = append(digests[i], s.BatchDigest)
-		}
+		digests[i] = stepDigests(sum)
 	}
 	if strings.Join(digests[0], ",") != strings.Join(digests[1], ",") {
 		t.Fatalf("async %v\nlockstep %v", digests[0], digests[1])
@@ -394,11 +399,7 @@ func TestFaultsDoNotChangeBatches(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%v: %v", sets, err)
 		}
-		var ds []string
-		for _, s := range sum.Steps {
-			ds = append(ds, s.BatchDigest)
-		}
-		return ds, emb.FaultsInjected()
+		return stepDigests(sum), emb.FaultsInjected()
 	}
 	clean, n := run()
 	if n != 0 {

@@ -275,3 +275,18 @@ func questionTexts(path string) []string {
 	}
 	return out
 }
+
+// LoadAndConnect loads the recipe at path with its overrides, fills its run
+// defaults and connects to (or starts) every server it names; close the
+// returned servers when done.
+func LoadAndConnect(ctx context.Context, path string, sets, environ []string, log io.Writer) (*recipes.Recipe, Deps, *Embedded, error) {
+	r, err := recipes.Load(path, sets, environ)
+	if err != nil {
+		return nil, Deps{}, nil, err
+	}
+	if err := ApplyRunDefaults(r); err != nil {
+		return nil, Deps{}, nil, err
+	}
+	deps, emb, err := Connect(ctx, r, environ, log)
+	return r, deps, emb, err
+}

@@ -46,16 +46,8 @@ func (f *recipeFlags) load(e *env, path string) (*recipes.Recipe, error) {
 	return recipes.Load(path, f.sets, e.environ)
 }
 
-// connect loads the recipe, fills its run defaults and connects to (or
+// connect loads the recipe with the flags' overrides and connects to (or
 // starts) every server it names; close the returned servers when done.
 func (f *recipeFlags) connect(ctx context.Context, e *env, path string) (*recipes.Recipe, orchestrator.Deps, *orchestrator.Embedded, error) {
-	r, err := f.load(e, path)
-	if err != nil {
-		return nil, orchestrator.Deps{}, nil, err
-	}
-	if err := orchestrator.ApplyRunDefaults(r); err != nil {
-		return nil, orchestrator.Deps{}, nil, err
-	}
-	deps, emb, err := orchestrator.Connect(ctx, r, e.environ, e.stderr)
-	return r, deps, emb, err
+	return orchestrator.LoadAndConnect(ctx, path, f.sets, e.environ, e.stderr)
 }
