@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/hindsearch/hindsearch/orchestrator/progress"
 	"github.com/hindsearch/hindsearch/recipes"
 	"github.com/hindsearch/hindsearch/results"
 )
@@ -68,17 +69,37 @@ func Variants(path string, sets, environ, only []string) ([]Variant, error) {
 	return out, nil
 }
 
+// AblateOptions configure Ablate.
+type AblateOptions struct {
+	// Environ is where API keys are read from.
+	Environ []string
+	// Overwrite replaces earlier results in the variants' directories.
+	Overwrite bool
+	// Out receives the runs' lines and the comparison table; Log start-up
+	// messages such as the index build's.
+	Out, Log io.Writer
+	// Format is the comparison table's format (table, markdown or csv).
+	Format string
+	// Metrics and Progress, when set, watch every variant's run.
+	Metrics  *Metrics
+	Progress *progress.Reporter
+}
+
 // Ablate runs every variant in turn against its own embedded or remote
 // servers and prints the comparison of their last evaluations.
-func Ablate(ctx context.Context, vs []Variant, environ []string, overwrite bool, out, log io.Writer, format string) ([]results.RunSummary, error) {
+func Ablate(ctx context.Context, vs []Variant, opt AblateOptions) ([]results.RunSummary, error) {
+	out := opt.Out
+	if out == nil {
+		out = io.Discard
+	}
 	var rows []results.RunSummary
 	for i, v := range vs {
 		fmt.Fprintf(out, "\n== variant %d/%d: %s (%s)\n", i+1, len(vs), v.Name, v.Recipe.Switches())
-		deps, emb, err := Connect(ctx, v.Recipe, environ, log)
+		deps, emb, err := Connect(ctx, v.Recipe, opt.Environ, opt.Log, WithMetrics(opt.Metrics), WithProgress(opt.Progress))
 		if err != nil {
 			return rows, fmt.Errorf("variant %s: %w", v.Name, err)
 		}
-		_, err = (&Runner{Recipe: v.Recipe, Deps: deps, Out: out, Overwrite: overwrite}).Run(ctx)
+		_, err = (&Runner{Recipe: v.Recipe, Deps: deps, Out: out, Overwrite: opt.Overwrite, Metrics: opt.Metrics, Progress: opt.Progress}).Run(ctx)
 		emb.Close()
 		if err != nil {
 			return rows, fmt.Errorf("variant %s: %w", v.Name, err)
@@ -97,5 +118,5 @@ func Ablate(ctx context.Context, vs []Variant, environ []string, overwrite bool,
 	for _, v := range vs {
 		caption += fmt.Sprintf("\n  %s: %s", v.Name, v.Recipe.Switches())
 	}
-	return rows, results.CompareTable(out, rows, format, caption)
+	return rows, results.CompareTable(out, rows, opt.Format, caption)
 }

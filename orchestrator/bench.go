@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/metrics"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -285,7 +286,8 @@ func benchCPU(ctx context.Context, o BenchOptions, batch int) (map[string]float6
 	runtime.GC()
 	var m0 runtime.MemStats
 	runtime.ReadMemStats(&m0)
-	cpu0 := processCPU()
+	rt0 := readRuntimeMetrics()
+	user0, sys0 := processCPU()
 	wall0 := time.Now()
 	var turns atomic.Int64
 	p := pool.New().WithContext(ctx).WithCancelOnError().WithFirstError().WithMaxGoroutines(benchCPUConcurrency)
@@ -300,7 +302,10 @@ func benchCPU(ctx context.Context, o BenchOptions, batch int) (map[string]float6
 	if err := p.Wait(); err != nil {
 		return nil, err
 	}
-	cpu := processCPU() - cpu0
+	user1, sys1 := processCPU()
+	rt1 := readRuntimeMetrics()
+	user, sys := user1-user0, sys1-sys0
+	cpu := user + sys
 	wall := time.Since(wall0).Seconds()
 	runtime.GC()
 	var m1 runtime.MemStats
@@ -311,20 +316,56 @@ func benchCPU(ctx context.Context, o BenchOptions, batch int) (map[string]float6
 	}
 	held := float64(int64(m1.HeapAlloc) - int64(m0.HeapAlloc))
 	runtime.KeepAlive(trajs)
-	return map[string]float64{
-		"trajectories": float64(len(trajs)), "turns": float64(turns.Load()), "cpu_seconds": cpu, "wall_seconds": wall,
+	out := map[string]float64{
+		"trajectories": float64(len(trajs)), "turns": float64(turns.Load()), "cpu_seconds": cpu, "user_seconds": user, "system_seconds": sys, "wall_seconds": wall,
 		"cpu_us_per_turn": cpu / float64(turns.Load()) * 1e6, "tokens": float64(tokens),
 		"heap_bytes": held, "bytes_per_token": held / float64(tokens),
-	}, nil
+	}
+	// The Go runtime's own account of the same window, to see where the
+	// CPU goes: its estimate of GC CPU time, and allocations per turn.
+	for i := range benchRuntimeMetrics {
+		d := rt1[i] - rt0[i]
+		if i > 0 {
+			d /= float64(turns.Load())
+		}
+		out[benchRuntimeKeys[i]] = d
+	}
+	return out, nil
 }
 
-// processCPU is this process's user plus system CPU time, in seconds.
-func processCPU() float64 {
+// benchRuntimeMetrics are read around the CPU scenario's rollouts and
+// reported under benchRuntimeKeys (all but the first per turn).
+var (
+	benchRuntimeMetrics = []string{"/cpu/classes/gc/total:cpu-seconds", "/gc/heap/allocs:bytes", "/gc/heap/allocs:objects", "/gc/cycles/total:gc-cycles"}
+	benchRuntimeKeys    = []string{"gc_cpu_seconds", "alloc_bytes_per_turn", "allocs_per_turn", "gc_cycles_per_turn"}
+)
+
+// readRuntimeMetrics reads benchRuntimeMetrics as floats.
+func readRuntimeMetrics() []float64 {
+	samples := make([]metrics.Sample, len(benchRuntimeMetrics))
+	for i, name := range benchRuntimeMetrics {
+		samples[i].Name = name
+	}
+	metrics.Read(samples)
+	out := make([]float64, len(samples))
+	for i, s := range samples {
+		switch s.Value.Kind() {
+		case metrics.KindFloat64:
+			out[i] = s.Value.Float64()
+		case metrics.KindUint64:
+			out[i] = float64(s.Value.Uint64())
+		}
+	}
+	return out
+}
+
+// processCPU is this process's user and system CPU time, in seconds.
+func processCPU() (user, sys float64) {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
+		return 0, 0
 	}
-	return float64(ru.Utime.Sec+ru.Stime.Sec) + float64(ru.Utime.Usec+ru.Stime.Usec)/1e6
+	return float64(ru.Utime.Sec) + float64(ru.Utime.Usec)/1e6, float64(ru.Stime.Sec) + float64(ru.Stime.Usec)/1e6
 }
 
 // simURLs is what `orchestrate serve sim` prints.

@@ -12,13 +12,12 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync/atomic"
-	"time"
 
 	"github.com/sourcegraph/conc/pool"
 
 	"github.com/hindsearch/hindsearch/clients/policy"
 	"github.com/hindsearch/hindsearch/orchestrator/format"
+	"github.com/hindsearch/hindsearch/orchestrator/progress"
 	"github.com/hindsearch/hindsearch/recipes"
 	"github.com/hindsearch/hindsearch/results"
 )
@@ -30,6 +29,8 @@ type evaluator struct {
 	concurrency int
 	seed        int64
 	out         io.Writer
+	// progress shows the evaluation's progress (nil: none).
+	progress *progress.Reporter
 }
 
 // evalItem is one question of an evaluation.
@@ -53,17 +54,16 @@ func (ev *evaluator) evaluate(ctx context.Context, step int, strategy, model str
 		}
 	}
 	ev.roller.resetStep(ctx)
-	var done atomic.Int64
-	stopProgress := ev.progress(strategy, len(items), &done)
+	task := ev.progress.Start(fmt.Sprintf("eval step %d (%s)", step, strategy), len(items), "questions")
 	p := pool.New().WithContext(ctx).WithCancelOnError().WithFirstError().WithMaxGoroutines(max(ev.concurrency, 1))
 	for _, it := range items {
 		p.Go(func(ctx context.Context) error {
-			defer done.Add(1)
+			defer task.Add(1)
 			return ev.one(ctx, it.t, strategy, model)
 		})
 	}
 	err := p.Wait()
-	stopProgress()
+	task.Done()
 	if err != nil {
 		return nil, nil, fmt.Errorf("evaluate %s at step %d: %w", strategy, step, err)
 	}
@@ -97,27 +97,6 @@ func (ev *evaluator) evaluate(ctx context.Context, step int, strategy, model str
 	fmt.Fprintf(ev.out, "eval step %d (%s, %s, greedy): average EM %.1f%% over %d datasets, %d questions\n",
 		step, strategy, model, 100*avg, len(recs), len(items))
 	return recs, qrecs, nil
-}
-
-// progress prints a plain progress line every few seconds while an
-// evaluation runs; the returned func stops it.
-func (ev *evaluator) progress(strategy string, total int, done *atomic.Int64) func() {
-	stop := make(chan struct{})
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		t := time.NewTicker(5 * time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-				fmt.Fprintf(ev.out, "  eval %s: %d/%d questions\n", strategy, done.Load(), total)
-			}
-		}
-	}()
-	return func() { close(stop); <-finished }
 }
 
 // one answers one question with a strategy and scores it.
@@ -195,6 +174,11 @@ type EvalOptions struct {
 	Step int
 	// Out receives progress and the table.
 	Out io.Writer
+	// Progress, when set, shows the evaluation's progress; Out should then
+	// be its Writer.
+	Progress *progress.Reporter
+	// Metrics, when set, counts the evaluation's trajectories.
+	Metrics *Metrics
 }
 
 var reStepSuffix = regexp.MustCompile(`-step0*(\d+)$`)
@@ -238,10 +222,14 @@ func Evaluate(ctx context.Context, r *recipes.Recipe, deps Deps, opt EvalOptions
 		step = 0
 		if m := reStepSuffix.FindStringSubmatch(model); m != nil {
 			step, _ = strconv.Atoi(m[1])
+		} else if m := reStepSuffix.FindStringSubmatch(strings.TrimSuffix(filepath.Base(opt.Checkpoint), ".tar.gz")); opt.Checkpoint != "" && m != nil {
+			// Full weights keep the base name: the step is in the path.
+			step, _ = strconv.Atoi(m[1])
 		}
 	}
 	rl := newRoller(r, deps, nil)
-	ev := &evaluator{roller: rl, datasets: sets, concurrency: r.Policy.Concurrency * len(deps.Policies), seed: r.Seed, out: opt.Out}
+	rl.metrics = opt.Metrics
+	ev := &evaluator{roller: rl, datasets: sets, concurrency: r.Policy.Concurrency * len(deps.Policies), seed: r.Seed, out: opt.Out, progress: opt.Progress}
 	if len(deps.Simulated) > 0 {
 		fmt.Fprintf(opt.Out, "SIMULATED: %s served by the embedded hindsearch simulator, not by language models.\n", strings.Join(deps.Simulated, ", "))
 	}
@@ -279,6 +267,29 @@ func loadEvalSets(r *recipes.Recipe) (map[string][]Question, error) {
 	return sets, nil
 }
 
+// checkpointFullWeights loads full weights (a model directory, or an
+// archive unpacked under sync.dir) on every replica with
+// /update_weights_from_disk; the replicas keep serving the base model name.
+func checkpointFullWeights(ctx context.Context, r *recipes.Recipe, ps []policy.Policy, ckpt, name string, isDir bool) (string, error) {
+	path := ckpt
+	if !isDir {
+		var err error
+		if path, err = UnpackModel(ckpt, filepath.Join(r.Sync.Dir, name)); err != nil {
+			return "", fmt.Errorf("--checkpoint: %w", err)
+		}
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", err
+	}
+	for _, p := range ps {
+		if err := p.UpdateWeightsFromDisk(ctx, abs); err != nil {
+			return "", fmt.Errorf("--checkpoint: load %s on %s: %w", abs, p.URL(), err)
+		}
+	}
+	return r.Policy.Model, nil
+}
+
 // checkpointModel resolves --checkpoint to a model name the policy servers
 // serve, loading an adapter from a path first when given one.
 func checkpointModel(ctx context.Context, r *recipes.Recipe, ps []policy.Policy, ckpt string) (string, error) {
@@ -301,6 +312,9 @@ func checkpointModel(ctx context.Context, r *recipes.Recipe, ps []policy.Policy,
 	}
 	name := reUnsafe.ReplaceAllString(strings.TrimSuffix(filepath.Base(ckpt), ".tar.gz"), "_")
 	path := ckpt
+	if r.Sync.Kind == recipes.SyncSGLangDisk {
+		return checkpointFullWeights(ctx, r, ps, ckpt, name, info.IsDir())
+	}
 	if !info.IsDir() {
 		if path, err = UnpackAdapter(ckpt, filepath.Join(r.Sync.Dir, name)); err != nil {
 			return "", fmt.Errorf("--checkpoint: %w", err)

@@ -86,6 +86,26 @@ func TestEvaluateCheckpointArchive(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(r2.Sync.Dir, "test-step0001", "adapter_config.json")); err != nil {
 		t.Error(err)
 	}
+
+	// With sync.kind sglang_disk the archive is loaded as full weights with
+	// /update_weights_from_disk and evaluated under the base name; the
+	// simulator's full weights are the adapter's, so the records agree.
+	r3 := testRecipe(t, "", "eval.datasets.nq=", "sync.kind=sglang_disk")
+	deps3, emb3, err := Connect(context.Background(), r3, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emb3.Close()
+	recs3, err := Evaluate(context.Background(), r3, deps3, EvalOptions{Strategy: "search", Checkpoint: archives[0], Step: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs3) != len(recs) || recs3[0].EM != recs[0].EM || recs3[0].F1 != recs[0].F1 || recs3[0].Step != 1 {
+		t.Errorf("full-weight evaluation %+v, adapter evaluation %+v", recs3, recs)
+	}
+	if got := emb3.Sim().Policies[0].WeightsPath(); got == "" || !strings.HasPrefix(got, r3.Sync.Dir) {
+		t.Errorf("replica loaded weights from %q, want a directory under %s", got, r3.Sync.Dir)
+	}
 }
 
 // ablate runs the base and each variant into its own directory and prints
@@ -120,7 +140,7 @@ variants:
 		t.Fatal("variant overrides not applied")
 	}
 	var out bytes.Buffer
-	rows, err := Ablate(context.Background(), vs, nil, false, &out, nil, "table")
+	rows, err := Ablate(context.Background(), vs, AblateOptions{Out: &out, Format: "table"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
-	"github.com/hindsearch/hindsearch/clients/policy"
 	"github.com/hindsearch/hindsearch/clients/transport"
 	"github.com/hindsearch/hindsearch/recipes"
 )
@@ -19,57 +17,22 @@ import (
 const preflightTimeout = 20 * time.Second
 
 // Preflight checks, before any work, that every server answers and serves
-// what the recipe asks for: each policy replica is healthy and serves
-// policy.model (and the teacher model when it is another one); the
-// retriever answers a probe query; the trainer lists trainer.base_model.
-// Each failure names the role, the URL and what to do.
+// what the recipe asks for: each policy replica is healthy, serves
+// policy.model (and the teacher model when it is another one) and has the
+// route sync.kind needs (runtime LoRA loading, or SGLang's
+// /update_weights_from_disk); the retriever answers a probe query in the
+// Search-R1 shape; the trainer lists trainer.base_model. It is the fast
+// subset of Doctor's checks (the same code), and returns one error listing
+// every failure, each naming the role, the URL and what to do. Roles
+// without a client in deps are not checked.
 func Preflight(ctx context.Context, r *recipes.Recipe, deps Deps) error {
 	ctx, cancel := context.WithTimeout(ctx, preflightTimeout)
 	defer cancel()
+	checks := newChecker(r, deps, nil, preflightTimeout, false).run(ctx)
 	var problems []string
-	fail := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
-	for _, p := range deps.Policies {
-		if err := p.Health(ctx); err != nil {
-			fail("policy %s is not reachable or not healthy (%v): start the vLLM server or fix policy.urls", p.URL(), short(err))
-			continue
-		}
-		models, err := p.Models(ctx)
-		if err != nil {
-			fail("policy %s: GET /v1/models: %v", p.URL(), short(err))
-			continue
-		}
-		// Runtime LoRA loading: unloading an adapter that is not there is
-		// refused by a server with the routes, and missing without them.
-		if r.Sync.Kind == recipes.SyncLoRA {
-			if err := p.UnloadLoRA(ctx, "hindsearch-preflight-probe"); errors.Is(err, policy.ErrLoRADisabled) {
-				fail("policy %s: %v", p.URL(), policy.ErrLoRADisabled)
-			}
-		}
-		want := []string{r.Policy.Model}
-		if t := r.Hindsight.Teacher; r.Hindsight.Enabled && t != recipes.TeacherSelf && t != recipes.TeacherInitial {
-			want = append(want, t)
-		}
-		for _, m := range want {
-			if !slices.Contains(models, m) {
-				fail("policy %s does not serve model %q (it serves %s): set policy.model (or hindsight.teacher) to a served name, or start vLLM with --served-model-name %s",
-					p.URL(), m, strings.Join(models, ", "), m)
-			}
-		}
-	}
-	if deps.Retriever != nil {
-		hits, err := deps.Retriever.Retrieve(ctx, []string{"preflight probe"}, 1)
-		if err != nil || len(hits) != 1 {
-			fail("retriever %s does not answer POST /retrieve (%v): start the retrieval server or fix retriever.url", deps.Retriever.URL(), short(err))
-		}
-	}
-	if deps.Trainer != nil {
-		caps, err := deps.Trainer.Capabilities(ctx)
-		switch {
-		case err != nil:
-			fail("trainer %s is not reachable (%v): start the Tinker API server or fix trainer.url", deps.Trainer.URL(), short(err))
-		case !slices.Contains(caps, r.Trainer.BaseModel):
-			fail("trainer %s does not support base model %q (it supports %s): set trainer.base_model, or start the trainer with that model",
-				deps.Trainer.URL(), r.Trainer.BaseModel, strings.Join(caps, ", "))
+	for _, c := range checks {
+		if c.Status == CheckFail {
+			problems = append(problems, fmt.Sprintf("%s %s: %s: %s", c.Role, c.Server, c.Detail, c.Fix))
 		}
 	}
 	if len(problems) > 0 {

@@ -15,6 +15,7 @@ import (
 	"github.com/hindsearch/hindsearch/clients/policy"
 	"github.com/hindsearch/hindsearch/clients/retriever"
 	"github.com/hindsearch/hindsearch/orchestrator/format"
+	"github.com/hindsearch/hindsearch/orchestrator/progress"
 )
 
 // Turn records one policy turn of a trajectory, for inspection.
@@ -29,6 +30,9 @@ type Turn struct {
 	Titles []string `json:"titles,omitempty"`
 	// Finish is the policy's finish reason.
 	Finish string `json:"finish"`
+	// offsets[j] is where the turn's j-th sampled token starts in Text (nil
+	// when the server reported no offsets), for Trajectory.Pieces.
+	offsets []int32
 }
 
 // Trajectory is one rollout: the prompt, every response token with its loss
@@ -69,6 +73,9 @@ type Trajectory struct {
 	CritiqueError string `json:"critique_error,omitempty"`
 	// OPD is the per-token on-policy-distillation term (nil without one).
 	OPD []float64 `json:"opd,omitempty"`
+	// Pieces are the tokens' texts, "" for environment tokens; filled only
+	// in the trajectories kept for inspection (orchestrate show).
+	Pieces []string `json:"pieces,omitempty"`
 	// done is when the rollout ended (for throughput measurements).
 	done time.Time
 }
@@ -97,6 +104,10 @@ type replicas struct {
 	readmit func(ctx context.Context, p policy.Policy) error
 	mu      sync.Mutex
 	probing []bool
+	// book, when set, records which weights each replica holds (see
+	// weightBook): a request needing given weights goes only to a replica
+	// that holds them.
+	book *weightBook
 }
 
 func newReplicas(ps []policy.Policy) *replicas {
@@ -107,11 +118,19 @@ func newReplicas(ps []policy.Policy) *replicas {
 // (ties round-robin; when every replica is down, any) and counts a request
 // on it; call release after.
 func (r *replicas) acquire() (int, policy.Policy) {
+	i, p, _ := r.acquireFor("")
+	return i, p
+}
+
+// acquireFor is acquire among the replicas that hold the weights model
+// names ("": any replica); ok is false, and nothing is counted, when model
+// is weights the book tracks and no live replica holds them.
+func (r *replicas) acquireFor(model string) (int, policy.Policy, bool) {
 	start := int(r.next.Add(1) % uint64(len(r.ps)))
 	best := -1
 	for k := 0; k < len(r.ps); k++ {
 		i := (start + k) % len(r.ps)
-		if r.down[i].Load() {
+		if r.down[i].Load() || (model != "" && !r.book.has(i, model)) {
 			continue
 		}
 		if best < 0 || r.outstanding[i].Load() < r.outstanding[best].Load() {
@@ -119,10 +138,13 @@ func (r *replicas) acquire() (int, policy.Policy) {
 		}
 	}
 	if best < 0 {
+		if model != "" && r.book.tracks(model) {
+			return -1, nil, false
+		}
 		best = start
 	}
 	r.outstanding[best].Add(1)
-	return best, r.ps[best]
+	return best, r.ps[best], true
 }
 
 func (r *replicas) release(i int) { r.outstanding[i].Add(-1) }
@@ -165,17 +187,6 @@ func (r *replicas) probe(i int) {
 	}
 }
 
-// up returns the replicas not drained.
-func (r *replicas) up() []policy.Policy {
-	var out []policy.Policy
-	for i, p := range r.ps {
-		if !r.down[i].Load() {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
 // live reports whether some replica is up.
 func (r *replicas) live() bool {
 	for i := range r.down {
@@ -190,8 +201,22 @@ func (r *replicas) live() bool {
 // drained and f is tried on another (waiting for one to come back when all
 // are down), so a replica that dies loses no trajectory.
 func (r *replicas) call(ctx context.Context, f func(p policy.Policy) error) error {
+	return r.callFor(ctx, "", f)
+}
+
+// callFor is call among the replicas that hold the weights model names
+// ("": any replica); while none that is up holds them it waits for a
+// drained one to come back, and fails, naming each replica and why, when
+// none can (see awaitWeights).
+func (r *replicas) callFor(ctx context.Context, model string, f func(p policy.Policy) error) error {
 	for attempt := 0; ; attempt++ {
-		i, p := r.acquire()
+		i, p, ok := r.acquireFor(model)
+		if !ok {
+			if err := r.awaitWeights(ctx, model); err != nil {
+				return err
+			}
+			continue
+		}
 		err := f(p)
 		r.release(i)
 		if err == nil || !policy.ReplicaDown(err) || ctx.Err() != nil || attempt >= 50 {
@@ -232,6 +257,21 @@ type roller struct {
 
 	mu       sync.Mutex
 	tokCache map[string][]int // environment texts tokenized this step
+
+	// metrics counts trajectories in flight (nil: none); progress, when
+	// set, is told of each finished trajectory.
+	metrics  *Metrics
+	progress *progress.Task
+	// sampled, when set, records which replica sampled with which weights
+	// (a training step's rollouts).
+	sampled *sampledBy
+}
+
+// ended reports a finished (or abandoned) trajectory to the metrics and the
+// progress task.
+func (r *roller) ended(t *Trajectory) {
+	r.metrics.trajectoryDone(t)
+	r.progress.Add(1)
 }
 
 // seedFor derives a per-request seed from its coordinates.
@@ -320,7 +360,10 @@ type live struct {
 
 func newLive(t *Trajectory, model string, sp sampling, seed int64) *live {
 	t.Model = model
-	return &live{t: t, model: model, sp: sp, seed: seed, ctxIDs: append([]int(nil), t.PromptIDs...)}
+	// Room for the response up front: the first turn's append would
+	// otherwise copy the prompt into a grown array at once.
+	ctx := append(make([]int, 0, 2*len(t.PromptIDs)), t.PromptIDs...)
+	return &live{t: t, model: model, sp: sp, seed: seed, ctxIDs: ctx}
 }
 
 // finish closes the trajectory with a reason.
@@ -346,18 +389,21 @@ func (r *roller) policyTurn(ctx context.Context, l *live) error {
 		l.finish("context")
 		return nil
 	}
-	req := policy.CompletionRequest{Model: l.model, Prompt: l.ctxIDs, MaxTokens: min(r.maxTurn, budget),
+	req := policy.CompletionRequest{Model: r.reps.wire(l.model), Prompt: l.ctxIDs, MaxTokens: min(r.maxTurn, budget),
 		Temperature: l.sp.temperature, TopP: l.sp.topP, TopK: l.sp.topK, Stop: format.StopStrings}
 	s := seedFor(l.seed, int64(l.turn))
 	req.Seed = &s
 	var c *policy.Completion
-	err := r.reps.call(ctx, func(p policy.Policy) error {
+	err := r.reps.callFor(ctx, l.model, func(p policy.Policy) error {
 		done := r.phases.start("rollout_policy")
 		var err error
 		c, err = p.Complete(ctx, req)
 		done()
 		if err == nil && len(c.TokenIDs) != len(c.Logprobs) {
 			err = fmt.Errorf("%s returned %d tokens and %d logprobs", p.URL(), len(c.TokenIDs), len(c.Logprobs))
+		}
+		if err == nil {
+			r.sampled.note(p.URL(), l.model)
 		}
 		return err
 	})
@@ -366,16 +412,23 @@ func (r *roller) policyTurn(ctx context.Context, l *live) error {
 	}
 	kind, content, aStart, aEnd := format.ActionSpan(c.Text)
 	inSearch := searchTokenMask(c, kind, aStart, aEnd)
-	for j, id := range c.TokenIDs {
-		t.Tokens = append(t.Tokens, id)
+	// Whole-slice appends: one growth check per slice, not one per token.
+	t.Tokens = append(t.Tokens, c.TokenIDs...)
+	t.Search = append(t.Search, inSearch...)
+	t.Logprobs = append(t.Logprobs, c.Logprobs...)
+	for range c.TokenIDs {
 		t.Policy = append(t.Policy, true)
-		t.Search = append(t.Search, inSearch[j])
-		t.Logprobs = append(t.Logprobs, c.Logprobs[j])
 	}
 	l.ctxIDs = append(l.ctxIDs, c.TokenIDs...)
 	l.resp = append(l.resp, c.Text...)
 	l.kind, l.content = kind, content
 	l.tr = Turn{Text: c.Text, Action: kind, Content: content, Finish: c.FinishReason}
+	if len(c.TextOffsets) == len(c.TokenIDs) {
+		l.tr.offsets = make([]int32, len(c.TextOffsets))
+		for j, o := range c.TextOffsets {
+			l.tr.offsets[j] = int32(o)
+		}
+	}
 	if kind == format.ActionAnswer {
 		t.Turns = append(t.Turns, l.tr)
 		l.turn++
@@ -415,12 +468,11 @@ func (r *roller) envTurn(ctx context.Context, l *live, hits []retriever.Hit) err
 	}
 	t := l.t
 	t.Turns = append(t.Turns, l.tr)
-	for _, id := range env {
-		t.Tokens = append(t.Tokens, id)
-		t.Policy = append(t.Policy, false)
-		t.Search = append(t.Search, false)
-		t.Logprobs = append(t.Logprobs, 0)
-	}
+	// append(s, make(...)...) extends s with zeros without allocating.
+	t.Tokens = append(t.Tokens, env...)
+	t.Policy = append(t.Policy, make([]bool, len(env))...)
+	t.Search = append(t.Search, make([]bool, len(env))...)
+	t.Logprobs = append(t.Logprobs, make([]float64, len(env))...)
 	l.ctxIDs = append(l.ctxIDs, env...)
 	l.turn++
 	return nil
@@ -430,6 +482,8 @@ func (r *roller) envTurn(ctx context.Context, l *live, hits []retriever.Hit) err
 // seed identifies the request stream; model is the policy model to sample.
 func (r *roller) rollout(ctx context.Context, t *Trajectory, model string, sp sampling, seed int64) error {
 	l := newLive(t, model, sp, seed)
+	r.metrics.trajectoryStarted()
+	defer r.ended(t)
 	for !l.done {
 		if err := r.policyTurn(ctx, l); err != nil {
 			return err
@@ -474,11 +528,25 @@ func (r *roller) search(ctx context.Context, query string) ([]retriever.Hit, err
 // batching: the next turn of every live trajectory together, then every
 // search of that turn in batched /retrieve calls, then the next turn.
 func (r *roller) lockstep(ctx context.Context, ls []*live, concurrency int) error {
+	for range ls {
+		r.metrics.trajectoryStarted()
+	}
+	ended := make([]bool, len(ls))
+	defer func() {
+		for i, l := range ls {
+			if !ended[i] {
+				r.ended(l.t)
+			}
+		}
+	}()
 	for {
 		var active []*live
-		for _, l := range ls {
+		for i, l := range ls {
 			if !l.done {
 				active = append(active, l)
+			} else if !ended[i] {
+				ended[i] = true
+				r.ended(l.t)
 			}
 		}
 		if len(active) == 0 {

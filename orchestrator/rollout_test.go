@@ -173,11 +173,12 @@ func (p *fakePolicy) TokenizeChat(_ context.Context, _ string, msgs []policy.Mes
 	return []int{1, 2, 3, 4}, nil
 }
 
-func (p *fakePolicy) LoadLoRA(context.Context, string, string) error { return nil }
-func (p *fakePolicy) UnloadLoRA(context.Context, string) error       { return nil }
-func (p *fakePolicy) Health(context.Context) error                   { return nil }
-func (p *fakePolicy) Models(context.Context) ([]string, error)       { return nil, nil }
-func (p *fakePolicy) URL() string                                    { return p.url }
+func (p *fakePolicy) LoadLoRA(context.Context, string, string) error      { return nil }
+func (p *fakePolicy) UnloadLoRA(context.Context, string) error            { return nil }
+func (p *fakePolicy) UpdateWeightsFromDisk(context.Context, string) error { return nil }
+func (p *fakePolicy) Health(context.Context) error                        { return nil }
+func (p *fakePolicy) Models(context.Context) ([]string, error)            { return nil, nil }
+func (p *fakePolicy) URL() string                                         { return p.url }
 
 // fakeRetriever returns the same hits for every query and records queries.
 type fakeRetriever struct {

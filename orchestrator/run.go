@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -23,6 +24,7 @@ import (
 	"sync/atomic"
 	"text/template"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sourcegraph/conc/pool"
 
@@ -31,6 +33,7 @@ import (
 	"github.com/hindsearch/hindsearch/clients/retriever"
 	"github.com/hindsearch/hindsearch/clients/trainer"
 	"github.com/hindsearch/hindsearch/orchestrator/format"
+	"github.com/hindsearch/hindsearch/orchestrator/progress"
 	"github.com/hindsearch/hindsearch/recipes"
 	"github.com/hindsearch/hindsearch/results"
 )
@@ -62,6 +65,12 @@ type Runner struct {
 	// state and the adapters are restored, and the same data order and seeds
 	// make the same batches as an uninterrupted run.
 	Resume bool
+	// Metrics, when set, receives the run's Prometheus metrics (the
+	// transport's request metrics are wired by Connect's WithMetrics).
+	Metrics *Metrics
+	// Progress, when set, shows the rollouts' and evaluations' progress;
+	// Out should then be its Writer, so lines appear above live bars.
+	Progress *progress.Reporter
 
 	// advantageSign multiplies every GRPO advantage (tests flip it to -1 to
 	// check that the learning signal has the right sign).
@@ -111,11 +120,13 @@ type run struct {
 	roller  *roller
 	hinter  *hinter
 	ev      *evaluator
-	sync    *loraSync
+	sync    weightSync
 	modelID string
 	adapter string // policy model name currently served ("" = base)
 	cursor  int
 	sim     bool
+	// excluded counts the training questions train.exclude_eval dropped.
+	excluded int
 
 	mu       sync.Mutex
 	adapters map[int]string // step -> adapter name carrying its weights
@@ -184,6 +195,12 @@ func (rn *Runner) Run(ctx context.Context) (*Summary, error) {
 		fmt.Fprintf(rn.Out, "SIMULATED: %s served by the embedded hindsearch simulator, not by language models; results show the control plane at work, not model quality.\n",
 			strings.Join(rn.Deps.Simulated, ", "))
 	}
+	if ru.excluded > 0 {
+		fmt.Fprintf(rn.Out, "train.exclude_eval: %d training questions that are also evaluation questions left out of training (%d remain)\n", ru.excluded, len(ru.train))
+	}
+	if w := contamination(ru.train, ru.evalSet); w != "" {
+		fmt.Fprintf(rn.Out, "WARNING: %s\n", w)
+	}
 	fmt.Fprintf(rn.Out, "run %s: %d steps x %d questions x %d samples, %s; output %s\n",
 		r.Name, r.Train.Steps, r.Train.BatchSize, r.Train.GroupSize, r.Switches(), dir.Path)
 	return ru.loop(ctx)
@@ -227,27 +244,80 @@ func (ru *run) load() error {
 		return err
 	}
 	ru.evalSet = sets
+	if r.Train.ExcludeEval {
+		ru.train, ru.excluded = excludeEval(ru.train, sets)
+		if len(ru.train) == 0 && r.Train.Steps > 0 {
+			return fmt.Errorf("train.data: every training question is also an evaluation question (train.exclude_eval drops them): point train.data at a training split, or set train.exclude_eval=false")
+		}
+	}
 	tmpl, err := ParseJudgePrompt(r.Hindsight.Prompt)
 	if err != nil {
 		return err
 	}
 	clock := newPhaseClock()
 	ru.roller = newRoller(r, ru.Deps, clock)
+	ru.roller.metrics = ru.Metrics
 	ru.hinter = newHinter(r, ru.Deps.Judge, tmpl, clock)
 	evr := newRoller(r, ru.Deps, nil)
 	evr.reps = ru.roller.reps // one view of the replicas' health
+	evr.metrics = ru.Metrics
 	ru.ev = &evaluator{roller: evr, datasets: ru.evalSet, concurrency: r.Policy.Concurrency * len(ru.Deps.Policies),
-		seed: r.Seed, out: ru.Out}
-	// Off-policy sampling needs the k steps before the newest kept loaded.
-	ru.sync = &loraSync{checkpointsDir: r.Trainer.CheckpointsDir, dir: r.Sync.Dir, keep: max(r.Sync.Keep, r.Train.MaxOffPolicySteps+2, 1)}
+		seed: r.Seed, out: ru.Out, progress: ru.Progress}
+	if ru.sync, err = newWeightSync(r, ru.roller.reps); err != nil {
+		return err
+	}
 	// A replica that died and came back is re-admitted once it serves the
-	// adapters in use again.
+	// weights in use again.
 	ru.roller.reps.readmit = func(ctx context.Context, p policy.Policy) error {
 		ru.syncMu.Lock()
 		defer ru.syncMu.Unlock()
 		return ru.sync.restore(ctx, p)
 	}
 	return nil
+}
+
+// excludeEval returns train without the questions of sets (by normalised
+// text), and how many it dropped.
+func excludeEval(train []Question, sets map[string][]Question) ([]Question, int) {
+	held := map[string]bool{}
+	for _, qs := range sets {
+		for _, q := range qs {
+			held[format.Normalize(q.Question)] = true
+		}
+	}
+	kept := make([]Question, 0, len(train))
+	for _, q := range train {
+		if !held[format.Normalize(q.Question)] {
+			kept = append(kept, q)
+		}
+	}
+	return kept, len(train) - len(kept)
+}
+
+// contamination says how many evaluation questions also appear in the
+// training data (same normalised question text), "" when none do: training
+// on them inflates the evaluation.
+func contamination(train []Question, sets map[string][]Question) string {
+	seen := make(map[string]bool, len(train))
+	for _, q := range train {
+		seen[format.Normalize(q.Question)] = true
+	}
+	var parts []string
+	for _, name := range slices.Sorted(maps.Keys(sets)) {
+		n := 0
+		for _, q := range sets[name] {
+			if seen[format.Normalize(q.Question)] {
+				n++
+			}
+		}
+		if n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d/%d", name, n, len(sets[name])))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "evaluation questions also in train.data (" + strings.Join(parts, ", ") + "): their EM is inflated by training on them; point train.data at a training split"
 }
 
 func newHinter(r *recipes.Recipe, j judge.Judge, tmpl *template.Template, clock *phaseClock) *hinter {
@@ -289,6 +359,7 @@ func (ru *run) loop(ctx context.Context) (*Summary, error) {
 			return nil, err
 		}
 		sum.Evals = append(sum.Evals, recs...)
+		ru.plotCurves()
 	}
 	// With train.max_off_policy_steps > 0 the rollouts of step n+1 run
 	// while step n trains, syncs and evaluates.
@@ -322,7 +393,8 @@ func (ru *run) loop(ctx context.Context) (*Summary, error) {
 			return sum, fmt.Errorf("step %d: %w", step, err)
 		}
 		rec.PolicyLag = step - 1 - versionOf(rec.SampledWith, r)
-		if len(ru.evalSet) > 0 && (step%r.Eval.Every == 0 || step == r.Train.Steps) {
+		evaluated := len(ru.evalSet) > 0 && (step%r.Eval.Every == 0 || step == r.Train.Steps)
+		if evaluated {
 			t0 := time.Now()
 			recs, err := ru.evaluate(ctx, step, format.StrategySearch)
 			if err != nil {
@@ -340,7 +412,11 @@ func (ru *run) loop(ctx context.Context) (*Summary, error) {
 			ru.drain(next)
 			return sum, fmt.Errorf("record step %d: %w", step, err)
 		}
+		if evaluated {
+			ru.plotCurves()
+		}
 		sum.Steps = append(sum.Steps, *rec)
+		ru.Metrics.recordStep(rec)
 		ru.printStep(rec)
 		if ru.afterStep != nil {
 			ru.afterStep(step)
@@ -353,6 +429,14 @@ func (ru *run) loop(ctx context.Context) (*Summary, error) {
 		}
 	}
 	return sum, nil
+}
+
+// plotCurves redraws training-curves.png; a failure to draw is reported
+// and the run goes on (the records it plots are already written).
+func (ru *run) plotCurves() {
+	if err := results.WriteTrainingCurves(ru.dir); err != nil {
+		fmt.Fprintf(ru.Out, "warning: training curves not drawn: %v\n", err)
+	}
 }
 
 // drain waits for a collection started ahead, so no goroutine outlives the
@@ -383,8 +467,8 @@ func (ru *run) caption() string {
 
 func (ru *run) printStep(rec *results.StepRecord) {
 	ph := rec.PhaseSeconds
-	fmt.Fprintf(ru.Out, "step %3d/%d  reward %.3f  failed %d/%d  critiques %d  opd_tokens %d (mean %.3f)  rollout %.1fs judge %.1fs teacher %.1fs train %.1fs sync %.1fs eval %.1fs\n",
-		rec.Step, ru.r.Train.Steps, rec.RewardMean, rec.Failed, rec.Trajectories, rec.Critiques, rec.OPDTokens, rec.OPDMean,
+	fmt.Fprintf(ru.Out, "step %3d/%d  reward(EM) %.3f  F1 %.3f  failed %d/%d  critiques %d  opd_tokens %d (mean %.3f)  rollout %.1fs judge %.1fs teacher %.1fs train %.1fs sync %.1fs eval %.1fs\n",
+		rec.Step, ru.r.Train.Steps, rec.RewardMean, rec.F1Mean, rec.Failed, rec.Trajectories, rec.Critiques, rec.OPDTokens, rec.OPDMean,
 		ph["rollout"], ph["judge"], ph["teacher"], ph["train"], ph["sync"], ph["eval"])
 }
 
@@ -424,6 +508,8 @@ type collected struct {
 	t0      time.Time
 	fb      []map[string]float64
 	streamd bool // datums went to forward_backward while rolling out
+	// sampled records which replica sampled with which weights.
+	sampled *sampledBy
 
 	critiques, critiqueFailures, opdTokens int64
 	opdSum                                 float64
@@ -439,11 +525,21 @@ func (ru *run) collect(ctx context.Context, step int, model string, stream bool)
 	clock := c.clock
 	ru.roller.phases, ru.hinter.phases = clock, clock
 	ru.roller.resetStep(ctx)
+	// A replica that failed to load the weights at the last sync gets them
+	// now; none holding them fails the step.
+	if err := ru.ensure(ctx, model); err != nil {
+		return nil, fmt.Errorf("rollout: %w", err)
+	}
+	c.sampled = &sampledBy{}
+	ru.roller.sampled = c.sampled
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
 	qs := ru.draw(r.Train.BatchSize)
 	G := r.Train.GroupSize
+	task := ru.Progress.Start(fmt.Sprintf("rollout step %d", step), len(qs)*G, "trajectories")
+	defer task.Done()
+	ru.roller.progress = task
 	sp := sampling{temperature: r.Train.Temperature, topP: r.Train.TopP, topK: r.Train.TopK}
 
 	datums := make(chan keyedDatum, len(qs)*G)
@@ -645,7 +741,7 @@ func (ru *run) finish(ctx context.Context, c *collected) (*results.StepRecord, e
 		return nil, fmt.Errorf("save_weights_for_sampler: %w", err)
 	}
 	ru.syncMu.Lock()
-	_, err = ru.sync.apply(ctx, ru.roller.reps.up(), path, name)
+	err = ru.sync.apply(ctx, path, name)
 	ru.syncMu.Unlock()
 	if err != nil {
 		done()
@@ -665,12 +761,14 @@ func (ru *run) finish(ctx context.Context, c *collected) (*results.StepRecord, e
 	ru.lastTrajs, ru.lastStart = all, c.t0
 	rec := ru.record(c.step, all, c.sent, clock, c.t0)
 	rec.Critiques, rec.CritiqueFailures = int(c.critiques), int(c.critiqueFailures)
+	rec.CritiqueMeanChars = critiqueMeanChars(all)
 	rec.OPDTokens = int(c.opdTokens)
 	if rec.OPDTokens > 0 {
 		rec.OPDMean = c.opdSum / float64(rec.OPDTokens)
 	}
 	rec.Adapter = name
 	rec.SampledWith = c.model
+	rec.Replicas = c.sampled.snapshot()
 	rec.TrainerMetrics = mergeMetrics(c.fb, om)
 	if err := ru.keepTrajectories(c.step, all); err != nil {
 		return nil, err
@@ -770,8 +868,9 @@ func (ru *run) hindsightOne(ctx context.Context, t *Trajectory) bool {
 	}
 	tp, err := ru.roller.promptIDs(ctx, t.Question.Question, ru.hinter.hintText(c))
 	if err == nil {
-		err = ru.roller.reps.call(ctx, func(p policy.Policy) (err error) {
-			t.OPD, err = ru.hinter.opd(ctx, t, tp, p, ru.teacherModel(t))
+		tm := ru.teacherModel(t)
+		err = ru.roller.reps.callFor(ctx, tm, func(p policy.Policy) (err error) {
+			t.OPD, err = ru.hinter.opd(ctx, t, tp, p, ru.roller.reps.wire(tm))
 			return err
 		})
 	}
@@ -858,6 +957,9 @@ func (ru *run) keepTrajectories(step int, all []*Trajectory) error {
 	if len(picked) > n {
 		picked = picked[:n]
 	}
+	for _, t := range picked {
+		t.Pieces = tokenPieces(t)
+	}
 	var b strings.Builder
 	for _, t := range picked {
 		line, err := json.Marshal(t)
@@ -867,16 +969,99 @@ func (ru *run) keepTrajectories(step int, all []*Trajectory) error {
 		b.Write(line)
 		b.WriteByte('\n')
 	}
-	return ru.dir.WriteFileAtomic(filepath.Join("trajectories", fmt.Sprintf("step-%04d.jsonl", step)), []byte(b.String()))
+	if err := ru.dir.WriteFileAtomic(filepath.Join("trajectories", fmt.Sprintf("step-%04d.jsonl", step)), []byte(b.String())); err != nil {
+		return err
+	}
+	return pruneTrajectories(filepath.Join(ru.dir.Path, "trajectories"), step, ru.r.Output.TrajectorySteps, ru.r.Eval.Every)
+}
+
+// pruneTrajectories removes the trajectory files of steps older than the
+// latest keep (up to step) that are not multiples of every; keep 0 keeps
+// all.
+func pruneTrajectories(dir string, step, keep, every int) error {
+	if keep <= 0 {
+		return nil
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("prune trajectories: %w", err)
+	}
+	for _, e := range ents {
+		var s int
+		if _, err := fmt.Sscanf(e.Name(), "step-%04d.jsonl", &s); err != nil || e.Name() != fmt.Sprintf("step-%04d.jsonl", s) {
+			continue
+		}
+		if s > step-keep || (every > 0 && s%every == 0) {
+			continue
+		}
+		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+			return fmt.Errorf("prune trajectories: %w", err)
+		}
+	}
+	return nil
+}
+
+// critiqueMeanChars is the mean length in characters of the critiques used
+// as hints (0 without any).
+func critiqueMeanChars(all []*Trajectory) float64 {
+	n, chars := 0, 0
+	for _, t := range all {
+		if t.Critique != "" && t.CritiqueError == "" {
+			n++
+			chars += utf8.RuneCountInString(t.Critique)
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return float64(chars) / float64(n)
+}
+
+// tokenPieces returns the text of each of t's tokens ("" for environment
+// tokens) from its turns' texts and token offsets; nil when a turn has no
+// offsets or the counts disagree.
+func tokenPieces(t *Trajectory) []string {
+	pieces := make([]string, len(t.Tokens))
+	ti, j := 0, 0 // turn, token within it
+	for i, pol := range t.Policy {
+		if !pol {
+			continue
+		}
+		for ti < len(t.Turns) && j >= len(t.Turns[ti].offsets) {
+			if len(t.Turns[ti].offsets) == 0 && t.Turns[ti].Text != "" {
+				return nil // a turn without offsets
+			}
+			ti, j = ti+1, 0
+		}
+		if ti == len(t.Turns) {
+			return nil
+		}
+		tr := t.Turns[ti]
+		end := len(tr.Text)
+		if j+1 < len(tr.offsets) {
+			end = int(tr.offsets[j+1])
+		}
+		start := int(tr.offsets[j])
+		if start < 0 || start > end || end > len(tr.Text) {
+			return nil
+		}
+		pieces[i] = tr.Text[start:end]
+		j++
+	}
+	return pieces
 }
 
 // evaluate runs one greedy evaluation of the current model and appends its
 // records to eval.jsonl and questions/.
 func (ru *run) evaluate(ctx context.Context, step int, strategy string) ([]results.EvalRecord, error) {
+	if err := ru.ensure(ctx, ru.model()); err != nil {
+		return nil, fmt.Errorf("evaluate at step %d: %w", step, err)
+	}
 	recs, qrecs, err := ru.ev.evaluate(ctx, step, strategy, ru.model())
 	if err != nil {
 		return nil, err
 	}
+	ru.Metrics.recordEval(recs)
 	return recs, recordEval(ru.dir, step, strategy, recs, qrecs)
 }
 
@@ -978,11 +1163,15 @@ func (ru *run) restore(ctx context.Context, sum *Summary) error {
 		vs = append(vs, v)
 	}
 	sort.Ints(vs)
+	names := make([]string, 0, len(vs))
+	for _, v := range vs {
+		names = append(names, st.Adapters[v])
+	}
+	if err := ru.sync.resume(ctx, names, st.Samplers); err != nil {
+		return fmt.Errorf("--resume: %w", err)
+	}
 	for _, v := range vs {
 		name := st.Adapters[v]
-		if _, err := ru.sync.load(ctx, ru.Deps.Policies, st.Samplers[name], name, true); err != nil {
-			return fmt.Errorf("--resume: %w", err)
-		}
 		ru.adapters[v], ru.samplers[name] = name, st.Samplers[name]
 	}
 	fmt.Fprintf(ru.Out, "resuming %s after step %d\n", ru.dir.Path, st.Step)

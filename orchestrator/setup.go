@@ -18,6 +18,7 @@ import (
 	"github.com/hindsearch/hindsearch/clients/retriever/bm25"
 	"github.com/hindsearch/hindsearch/clients/trainer"
 	"github.com/hindsearch/hindsearch/clients/transport"
+	"github.com/hindsearch/hindsearch/orchestrator/progress"
 	"github.com/hindsearch/hindsearch/recipes"
 	"github.com/hindsearch/hindsearch/sim"
 )
@@ -115,13 +116,33 @@ func (e *Embedded) serveIndex(ix *bm25.Index, lat sim.Latency, faults sim.Faults
 	return "http://" + l.Addr().String(), nil
 }
 
+// ConnectOption adds an optional service to Connect.
+type ConnectOption func(*connectConfig)
+
+type connectConfig struct {
+	metrics  *Metrics
+	progress *progress.Reporter
+}
+
+// WithMetrics makes every client report its calls and retries to m.
+func WithMetrics(m *Metrics) ConnectOption { return func(c *connectConfig) { c.metrics = m } }
+
+// WithProgress shows the embedded index build's progress on p.
+func WithProgress(p *progress.Reporter) ConnectOption {
+	return func(c *connectConfig) { c.progress = p }
+}
+
 // Connect starts the embedded implementation of every role whose URL is
 // "embedded" (on loopback ports) and returns a client per role. environ is
 // where API keys are read from (the variables the recipe names). log
-// receives start-up progress such as the index build.
-func Connect(ctx context.Context, r *recipes.Recipe, environ []string, log io.Writer) (Deps, *Embedded, error) {
+// receives start-up messages such as the index build's.
+func Connect(ctx context.Context, r *recipes.Recipe, environ []string, log io.Writer, options ...ConnectOption) (Deps, *Embedded, error) {
 	if log == nil {
 		log = io.Discard
+	}
+	var cfg connectConfig
+	for _, o := range options {
+		o(&cfg)
 	}
 	env := map[string]string{}
 	for _, kv := range environ {
@@ -184,6 +205,7 @@ func Connect(ctx context.Context, r *recipes.Recipe, environ []string, log io.Wr
 		o.RetryWaitMin = time.Duration(h.RetryWaitMinMS) * time.Millisecond
 		o.RetryWaitMax = time.Duration(h.RetryWaitMaxMS) * time.Millisecond
 		o.PoolSize = h.PoolSize
+		cfg.metrics.instrument(&o)
 		return o
 	}
 	simURL := 0
@@ -220,12 +242,16 @@ func Connect(ctx context.Context, r *recipes.Recipe, environ []string, log io.Wr
 	if ru == recipes.Embedded {
 		t0 := time.Now()
 		built := false
+		var task *progress.Task
 		ix, err := bm25.Open(ctx, r.Retriever.Corpus, r.Retriever.IndexDir, func(done, total int) {
 			if !built {
 				fmt.Fprintf(log, "building the BM25 index of %s (once; cached in %s)\n", r.Retriever.Corpus, r.Retriever.IndexDir)
 				built = true
+				task = cfg.progress.Start("BM25 index", total, "passages")
 			}
+			task.Add(done - int(task.Count()))
 		})
+		task.Done()
 		if err != nil {
 			return fail(fmt.Errorf("embedded retriever: %w", err))
 		}
@@ -279,7 +305,7 @@ func questionTexts(path string) []string {
 // LoadAndConnect loads the recipe at path with its overrides, fills its run
 // defaults and connects to (or starts) every server it names; close the
 // returned servers when done.
-func LoadAndConnect(ctx context.Context, path string, sets, environ []string, log io.Writer) (*recipes.Recipe, Deps, *Embedded, error) {
+func LoadAndConnect(ctx context.Context, path string, sets, environ []string, log io.Writer, options ...ConnectOption) (*recipes.Recipe, Deps, *Embedded, error) {
 	r, err := recipes.Load(path, sets, environ)
 	if err != nil {
 		return nil, Deps{}, nil, err
@@ -287,6 +313,6 @@ func LoadAndConnect(ctx context.Context, path string, sets, environ []string, lo
 	if err := ApplyRunDefaults(r); err != nil {
 		return nil, Deps{}, nil, err
 	}
-	deps, emb, err := Connect(ctx, r, environ, log)
+	deps, emb, err := Connect(ctx, r, environ, log, options...)
 	return r, deps, emb, err
 }

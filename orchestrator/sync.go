@@ -9,14 +9,18 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
+	"sync"
 
 	"github.com/hindsearch/hindsearch/clients/policy"
+	"github.com/hindsearch/hindsearch/recipes"
 )
 
 // maxAdapterBytes bounds what an adapter archive may unpack to.
 const maxAdapterBytes = 16 << 30
+
+// maxModelBytes bounds what a full-weights archive may unpack to.
+const maxModelBytes = 1 << 40
 
 // ArchivePath maps a trainer's sampler path (tinker://<model_id>/
 // sampler_weights/<name>) to the archive SkyRL writes under its checkpoints
@@ -37,19 +41,74 @@ func ArchivePath(checkpointsDir, tinkerPath string) (string, error) {
 // any previous content) and returns the directory holding
 // adapter_config.json. Entries that would escape dir are refused.
 func UnpackAdapter(archive, dir string) (string, error) {
+	if err := extractArchive(archive, dir, "adapter archive", maxAdapterBytes); err != nil {
+		return "", err
+	}
+	if d, ok := findDir(dir, func(d string) bool { return exists(filepath.Join(d, "adapter_config.json")) }); ok {
+		return d, nil
+	}
+	return "", fmt.Errorf("adapter archive %s: no adapter_config.json", archive)
+}
+
+// UnpackModel extracts a gzip tar of full weights (a merged Hugging Face
+// model directory, as SkyRL's full fine-tuning backends save) into dir
+// (replacing any previous content) and returns the model directory: the
+// one holding config.json or, failing that, a .safetensors file (the
+// simulated trainer's archives, see sim/policy_weights.go), in dir or one
+// level below. Entries that would escape dir are refused.
+func UnpackModel(archive, dir string) (string, error) {
+	if err := extractArchive(archive, dir, "weights archive", maxModelBytes); err != nil {
+		return "", err
+	}
+	if d, ok := findDir(dir, func(d string) bool { return exists(filepath.Join(d, "config.json")) }); ok {
+		return d, nil
+	}
+	if d, ok := findDir(dir, func(d string) bool {
+		m, _ := filepath.Glob(filepath.Join(d, "*.safetensors"))
+		return len(m) > 0
+	}); ok {
+		return d, nil
+	}
+	return "", fmt.Errorf("weights archive %s: no model (no config.json and no .safetensors file)", archive)
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// findDir returns dir, or else its first subdirectory, that satisfies ok.
+func findDir(dir string, ok func(string) bool) (string, bool) {
+	if ok(dir) {
+		return dir, true
+	}
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if e.IsDir() && ok(filepath.Join(dir, e.Name())) {
+			return filepath.Join(dir, e.Name()), true
+		}
+	}
+	return "", false
+}
+
+// extractArchive extracts a gzip tar into dir, replacing any previous
+// content only once the whole archive extracted; what names the archive in
+// errors. Entries that would escape dir, links and special files are
+// refused, and so is an archive unpacking to more than limit bytes.
+func extractArchive(archive, dir, what string, limit int64) error {
 	f, err := os.Open(archive)
 	if err != nil {
-		return "", fmt.Errorf("adapter archive: %w", err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	defer f.Close()
 	gz, err := gzip.NewReader(f)
 	if err != nil {
-		return "", fmt.Errorf("adapter archive %s: %w", archive, err)
+		return fmt.Errorf("%s %s: %w", what, archive, err)
 	}
 	tmp := dir + ".partial"
 	_ = os.RemoveAll(tmp)
 	if err := os.MkdirAll(tmp, 0o755); err != nil {
-		return "", err
+		return err
 	}
 	// A refused or broken archive leaves nothing behind (after the rename
 	// below, tmp no longer exists).
@@ -62,156 +121,184 @@ func UnpackAdapter(archive, dir string) (string, error) {
 			break
 		}
 		if err != nil {
-			return "", fmt.Errorf("adapter archive %s: %w", archive, err)
+			return fmt.Errorf("%s %s: %w", what, archive, err)
 		}
 		name := filepath.Clean(filepath.FromSlash(h.Name))
 		if filepath.IsAbs(name) || name == ".." || strings.HasPrefix(name, ".."+string(filepath.Separator)) {
-			return "", fmt.Errorf("adapter archive %s: entry %q escapes the directory", archive, h.Name)
+			return fmt.Errorf("%s %s: entry %q escapes the directory", what, archive, h.Name)
 		}
 		target := filepath.Join(tmp, name)
 		switch h.Typeflag {
 		case tar.TypeDir:
 			if err := os.MkdirAll(target, 0o755); err != nil {
-				return "", err
+				return err
 			}
 		case tar.TypeReg:
 			total += h.Size
-			if total > maxAdapterBytes {
-				return "", fmt.Errorf("adapter archive %s: over %d bytes", archive, int64(maxAdapterBytes))
+			if total > limit {
+				return fmt.Errorf("%s %s: over %d bytes", what, archive, limit)
 			}
 			if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
-				return "", err
+				return err
 			}
 			out, err := os.OpenFile(target, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
 			if err != nil {
-				return "", err
+				return err
 			}
 			_, err = io.Copy(out, io.LimitReader(tr, h.Size))
 			if cerr := out.Close(); err == nil {
 				err = cerr
 			}
 			if err != nil {
-				return "", fmt.Errorf("adapter archive %s: %w", archive, err)
+				return fmt.Errorf("%s %s: %w", what, archive, err)
 			}
 		default:
-			return "", fmt.Errorf("adapter archive %s: entry %q is not a file or directory", archive, h.Name)
+			return fmt.Errorf("%s %s: entry %q is not a file or directory", what, archive, h.Name)
 		}
 	}
 	_ = os.RemoveAll(dir)
-	if err := os.Rename(tmp, dir); err != nil {
-		return "", err
-	}
-	if _, err := os.Stat(filepath.Join(dir, "adapter_config.json")); err == nil {
-		return dir, nil
-	}
-	// One level of nesting: <dir>/<sub>/adapter_config.json.
-	ents, _ := os.ReadDir(dir)
-	for _, e := range ents {
-		if e.IsDir() {
-			if _, err := os.Stat(filepath.Join(dir, e.Name(), "adapter_config.json")); err == nil {
-				return filepath.Join(dir, e.Name()), nil
-			}
-		}
-	}
-	return "", fmt.Errorf("adapter archive %s: no adapter_config.json", archive)
+	return os.Rename(tmp, dir)
 }
 
-// loraSync makes every policy replica serve a new adapter.
-type loraSync struct {
-	checkpointsDir string
-	dir            string
-	keep           int
-	loaded         []string // adapter names loaded by this run, oldest first
-	paths          map[string]string
+// weightSync is one sync.kind: how each step's weights reach the policy
+// replicas, keeping the replicas' book (which replica holds which weights)
+// up to date. The run serialises its calls (syncMu).
+type weightSync interface {
+	// apply brings the weights name, saved by the trainer at tinkerPath,
+	// to every replica that is up. A replica that fails to load them is
+	// left out of every request for them until it has them (it is tried
+	// again at the next apply and by ensure). It fails when the weights
+	// cannot be prepared or no replica holds them, naming each replica and
+	// why.
+	apply(ctx context.Context, tinkerPath, name string) error
+	// ensure loads model on every replica that is up and lacks it, when
+	// model is weights this sync serves; it fails, naming each replica and
+	// why, when no replica holds model after.
+	ensure(ctx context.Context, model string) error
+	// restore gives replica p, being re-admitted after a drain (it may
+	// have restarted and lost its weights), the weights in use.
+	restore(ctx context.Context, p policy.Policy) error
+	// resume serves a resumed run's weights again: names oldest first,
+	// with their sampler paths; the last is the weights in use.
+	resume(ctx context.Context, names []string, samplers map[string]string) error
 }
 
-// restore loads on p every adapter this run keeps loaded that p lacks (a
-// replica that restarted), and confirms them.
-func (s *loraSync) restore(ctx context.Context, p policy.Policy) error {
-	models, err := p.Models(ctx)
-	if err != nil {
-		return err
-	}
-	for _, name := range s.loaded {
-		if slices.Contains(models, name) {
-			continue
+// newWeightSync builds the sync of r.Sync.Kind over reps and gives reps
+// its book. It refuses what the kind cannot serve (as recipe validation
+// does, for a Runner given an unvalidated recipe): sglang_disk holds one
+// weights version per replica, so neither off-policy sampling (an older
+// version while the newer one loads) nor the initial weights as teacher
+// can be served; none serves no trained weights, so no training steps.
+func newWeightSync(r *recipes.Recipe, reps *replicas) (weightSync, error) {
+	switch r.Sync.Kind {
+	case recipes.SyncLoRA:
+		reps.book = newWeightBook(r.Policy.Model, false, len(reps.ps))
+		// Off-policy sampling needs the k steps before the newest kept
+		// loaded.
+		return &loraSync{syncState: syncState{reps: reps, book: reps.book, checkpointsDir: r.Trainer.CheckpointsDir,
+			dir: r.Sync.Dir, keep: max(r.Sync.Keep, r.Train.MaxOffPolicySteps+2, 1)}}, nil
+	case recipes.SyncSGLangDisk:
+		if r.Train.MaxOffPolicySteps > 0 {
+			return nil, fmt.Errorf("sync.kind %s: train.max_off_policy_steps must be 0 (got %d): a replica serves one weights version, replaced in place, so a step cannot sample older weights while newer ones load; use sync.kind %s for off-policy training",
+				recipes.SyncSGLangDisk, r.Train.MaxOffPolicySteps, recipes.SyncLoRA)
 		}
-		if err := p.LoadLoRA(ctx, name, s.paths[name]); err != nil && !policy.AlreadyLoaded(err) {
-			return fmt.Errorf("reload adapter %s on %s: %w", name, p.URL(), err)
+		h := r.Hindsight
+		if h.Enabled && h.Loss != recipes.HindsightLossNone && h.Teacher == recipes.TeacherInitial {
+			return nil, fmt.Errorf("sync.kind %s: hindsight.teacher %s needs the initial weights served, which the first sync replaces; serve them under another name and set hindsight.teacher to it, or use sync.kind %s",
+				recipes.SyncSGLangDisk, recipes.TeacherInitial, recipes.SyncLoRA)
 		}
-	}
-	models, err = p.Models(ctx)
-	if err != nil {
-		return err
-	}
-	for _, name := range s.loaded {
-		if !slices.Contains(models, name) {
-			return fmt.Errorf("%s does not list adapter %s after reloading it", p.URL(), name)
+		reps.book = newWeightBook(r.Policy.Model, true, len(reps.ps))
+		return &sglangSync{syncState: syncState{reps: reps, book: reps.book, checkpointsDir: r.Trainer.CheckpointsDir,
+			dir: r.Sync.Dir, keep: max(r.Sync.Keep, 0)}, current: make([]string, len(reps.ps))}, nil
+	case recipes.SyncNone:
+		// Training would sample every step from the initial weights.
+		if err := r.ValidateTraining(); err != nil {
+			return nil, err
 		}
+		return noneSync{}, nil
+	}
+	return nil, fmt.Errorf("sync.kind %q: want %s, %s or %s", r.Sync.Kind, recipes.SyncLoRA, recipes.SyncSGLangDisk, recipes.SyncNone)
+}
+
+// noneSync is sync.kind none, evaluation only: the replicas serve their
+// own weights and no weights call is ever made.
+type noneSync struct{}
+
+func (noneSync) apply(_ context.Context, _, name string) error {
+	return fmt.Errorf("sync: sync.kind %s cannot serve the trained weights %s: training needs sync.kind %s or %s",
+		recipes.SyncNone, name, recipes.SyncLoRA, recipes.SyncSGLangDisk)
+}
+
+func (noneSync) ensure(context.Context, string) error { return nil }
+
+func (noneSync) restore(context.Context, policy.Policy) error { return nil }
+
+func (noneSync) resume(_ context.Context, names []string, _ map[string]string) error {
+	if len(names) > 0 {
+		return fmt.Errorf("sync: sync.kind %s cannot serve the run's weights %s again: resume with the sync.kind the run trained with",
+			recipes.SyncNone, strings.Join(names, ", "))
 	}
 	return nil
 }
 
-// apply unpacks the sampler archive and loads it as adapter name on every
-// replica, confirming it through /v1/models, then unloads adapters beyond
-// the keep count. It returns the URLs of the replicas now serving name.
-func (s *loraSync) apply(ctx context.Context, ps []policy.Policy, tinkerPath, name string) ([]string, error) {
-	return s.load(ctx, ps, tinkerPath, name, false)
+// syncState is what the kinds that move weights keep.
+type syncState struct {
+	reps           *replicas
+	book           *weightBook
+	checkpointsDir string
+	dir            string
+	keep           int
+	// order names the weights kept, oldest first; paths maps each to its
+	// unpacked directory (absolute: the servers resolve it).
+	order []string
+	paths map[string]string
 }
 
-// load is apply; with reload set (a resumed run) an adapter of that name
-// already on a replica is unloaded first, since it may be stale.
-func (s *loraSync) load(ctx context.Context, ps []policy.Policy, tinkerPath, name string, reload bool) ([]string, error) {
+// unpack extracts the sampler archive of tinkerPath into dir/name with
+// unpackFn and records its absolute path.
+func (s *syncState) unpack(tinkerPath, name string, unpackFn func(archive, dir string) (string, error)) (string, error) {
 	archive, err := ArchivePath(s.checkpointsDir, tinkerPath)
 	if err != nil {
-		return nil, fmt.Errorf("sync: %w", err)
+		return "", fmt.Errorf("sync: %w", err)
 	}
-	path, err := UnpackAdapter(archive, filepath.Join(s.dir, name))
+	path, err := unpackFn(archive, filepath.Join(s.dir, name))
 	if err != nil {
-		return nil, fmt.Errorf("sync: %w", err)
+		return "", fmt.Errorf("sync: %w", err)
 	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
-		return nil, fmt.Errorf("sync: %w", err)
+		return "", fmt.Errorf("sync: %w", err)
 	}
-	var served []string
-	for _, p := range ps {
-		if reload {
-			_ = p.UnloadLoRA(ctx, name) // absent after a restart: nothing to do
-		}
-		// Load, then confirm through /v1/models; a load that answered but
-		// did not take (a garbled answer, a restarted replica) is tried
-		// again a few times.
-		var confirmed bool
-		for try := 0; try < 3 && !confirmed; try++ {
-			if err := p.LoadLoRA(ctx, name, abs); err != nil && !policy.AlreadyLoaded(err) {
-				return served, fmt.Errorf("sync: load adapter %s on %s: %w", name, p.URL(), err)
-			}
-			models, err := p.Models(ctx)
-			if err != nil {
-				return served, fmt.Errorf("sync: confirm adapter %s on %s: %w", name, p.URL(), err)
-			}
-			confirmed = slices.Contains(models, name)
-		}
-		if !confirmed {
-			return served, fmt.Errorf("sync: %s does not list adapter %s after loading it three times", p.URL(), name)
-		}
-		served = append(served, p.URL())
-	}
-	s.loaded = append(s.loaded, name)
 	if s.paths == nil {
 		s.paths = map[string]string{}
 	}
 	s.paths[name] = abs
-	for len(s.loaded) > s.keep {
-		old := s.loaded[0]
-		s.loaded = s.loaded[1:]
-		for _, p := range ps {
-			// An adapter that cannot be unloaded only costs memory.
-			_ = p.UnloadLoRA(ctx, old)
-		}
-		_ = os.RemoveAll(filepath.Join(s.dir, old))
-		delete(s.paths, old)
+	return abs, nil
+}
+
+// onEach runs f on each replica index, concurrently (loading weights is
+// slow: every replica loads at once).
+func onEach(idx []int, f func(i int)) {
+	var wg sync.WaitGroup
+	for _, i := range idx {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f(i)
+		}()
 	}
-	return served, nil
+	wg.Wait()
+}
+
+// ensure makes the replicas that are up hold model, under syncMu (see
+// weightSync.ensure). When they all do already it returns at once, without
+// waiting for a sync in progress (off-policy rollouts overlap the sync of
+// the step before).
+func (ru *run) ensure(ctx context.Context, model string) error {
+	if ru.roller.reps.allHold(model) {
+		return nil
+	}
+	ru.syncMu.Lock()
+	defer ru.syncMu.Unlock()
+	return ru.sync.ensure(ctx, model)
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/hindsearch/hindsearch/clients/policy"
 	"github.com/hindsearch/hindsearch/clients/transport"
+	"github.com/hindsearch/hindsearch/recipes"
 	"github.com/hindsearch/hindsearch/sim"
 )
 
@@ -281,26 +282,38 @@ func TestUnpackAdapterBrokenArchives(t *testing.T) {
 	}
 }
 
-// loraServer is a fake vLLM policy server for adapter hot-loading: it
-// records the bodies of load and unload requests and lists the base model
-// and the loaded adapters at /v1/models.
-type loraServer struct {
+// fakeReplica is a fake policy server for weight syncs, recording every
+// request: vLLM's LoRA routes, SGLang's /update_weights_from_disk and
+// /v1/models listing the base model and the loaded adapters. It fails on
+// command.
+type fakeReplica struct {
 	*httptest.Server
 	mu       sync.Mutex
 	loads    []map[string]any
 	unloads  []map[string]any
+	updates  []map[string]any
+	requests int
 	adapters []string
-	// hide, when set, keeps adapters out of /v1/models.
+	weights  string // model_path of the last successful update
+	// hide keeps adapters out of /v1/models.
 	hide bool
-	// failLoad makes load requests answer 500.
-	failLoad bool
+	// failLoads makes the next load requests answer 500.
+	failLoads int
+	// failUpdates makes the next updates fail: SGLang's 400 answer, or
+	// with updateOK200 a 200 answer saying success false.
+	failUpdates int
+	updateOK200 bool
 }
 
-func newLoRAServer(t *testing.T) *loraServer {
-	s := &loraServer{}
+// sglangMessage is the message of a failed fake update.
+const sglangMessage = "Failed to get weights iterator: injected failure."
+
+func newFakeReplica(t *testing.T) *fakeReplica {
+	s := &fakeReplica{}
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
+		s.requests++
 		var body map[string]any
 		if r.Method == http.MethodPost {
 			if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
@@ -308,10 +321,16 @@ func newLoRAServer(t *testing.T) *loraServer {
 				return
 			}
 		}
+		answer := func(status int, v any) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(status)
+			json.NewEncoder(w).Encode(v)
+		}
 		switch {
 		case r.Method == http.MethodPost && r.URL.Path == "/v1/load_lora_adapter":
 			s.loads = append(s.loads, body)
-			if s.failLoad {
+			if s.failLoads > 0 {
+				s.failLoads--
 				http.Error(w, "engine dead", http.StatusInternalServerError)
 				return
 			}
@@ -322,6 +341,19 @@ func newLoRAServer(t *testing.T) *loraServer {
 			name, _ := body["lora_name"].(string)
 			s.adapters = slices.DeleteFunc(s.adapters, func(a string) bool { return a == name })
 			io.WriteString(w, "Success: LoRA adapter unloaded.")
+		case r.Method == http.MethodPost && r.URL.Path == "/update_weights_from_disk":
+			s.updates = append(s.updates, body)
+			if s.failUpdates > 0 {
+				s.failUpdates--
+				status := http.StatusBadRequest
+				if s.updateOK200 {
+					status = http.StatusOK
+				}
+				answer(status, map[string]any{"success": false, "message": sglangMessage, "num_paused_requests": 0})
+				return
+			}
+			s.weights, _ = body["model_path"].(string)
+			answer(http.StatusOK, map[string]any{"success": true, "message": "Succeeded to update model weights.", "num_paused_requests": 0})
 		case r.Method == http.MethodGet && r.URL.Path == "/v1/models":
 			data := []map[string]any{{"id": "base", "object": "model"}}
 			if !s.hide {
@@ -329,8 +361,7 @@ func newLoRAServer(t *testing.T) *loraServer {
 					data = append(data, map[string]any{"id": a, "object": "model", "parent": "base"})
 				}
 			}
-			w.Header().Set("Content-Type", "application/json")
-			json.NewEncoder(w).Encode(map[string]any{"object": "list", "data": data})
+			answer(http.StatusOK, map[string]any{"object": "list", "data": data})
 		default:
 			http.NotFound(w, r)
 		}
@@ -339,7 +370,7 @@ func newLoRAServer(t *testing.T) *loraServer {
 	return s
 }
 
-func (s *loraServer) client(t *testing.T) policy.Policy {
+func (s *fakeReplica) client(t *testing.T) policy.Policy {
 	t.Helper()
 	o := transport.DefaultOptions("policy", s.URL)
 	o.Retries = 0
@@ -352,6 +383,60 @@ func (s *loraServer) client(t *testing.T) policy.Policy {
 	return c
 }
 
+// set runs f under the server's lock.
+func (s *fakeReplica) set(f func(s *fakeReplica)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f(s)
+}
+
+// syncRecipe is the part of a recipe a weight sync reads.
+func syncRecipe(kind, ck, dir string, keep int) *recipes.Recipe {
+	r := &recipes.Recipe{}
+	r.Policy.Model = "base"
+	r.Sync.Kind, r.Sync.Dir, r.Sync.Keep = kind, dir, keep
+	r.Trainer.CheckpointsDir = ck
+	return r
+}
+
+// newTestSync builds the sync of kind over fresh fake replicas.
+func newTestSync(t *testing.T, kind, ck, dir string, keep, n int) (weightSync, *replicas, []*fakeReplica) {
+	t.Helper()
+	var servers []*fakeReplica
+	var ps []policy.Policy
+	for range n {
+		s := newFakeReplica(t)
+		servers = append(servers, s)
+		ps = append(ps, s.client(t))
+	}
+	reps := newReplicas(ps)
+	ws, err := newWeightSync(syncRecipe(kind, ck, dir, keep), reps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ws, reps, servers
+}
+
+// pickedFor lists the replicas (by index) that n requests needing model
+// go to, each held while the next is placed, so that balancing spreads
+// them over every replica that qualifies.
+func pickedFor(t *testing.T, reps *replicas, model string, n int) []int {
+	t.Helper()
+	var got []int
+	for range n {
+		i, _, ok := reps.acquireFor(model)
+		if !ok {
+			t.Fatalf("no replica acquired for %s", model)
+		}
+		got = append(got, i)
+	}
+	for _, i := range got {
+		reps.release(i)
+	}
+	slices.Sort(got)
+	return slices.Compact(got)
+}
+
 func TestLoRASyncApply(t *testing.T) {
 	root := t.TempDir()
 	t.Chdir(root)
@@ -360,20 +445,16 @@ func TestLoRASyncApply(t *testing.T) {
 		t.Fatal(err)
 	}
 	ck := filepath.Join(root, "checkpoints")
-	servers := []*loraServer{newLoRAServer(t), newLoRAServer(t)}
-	ps := []policy.Policy{servers[0].client(t), servers[1].client(t)}
-	s := &loraSync{checkpointsDir: ck, dir: "adapters", keep: 2} // relative: lora_path must be absolute
+	// Relative sync.dir: lora_path must be absolute.
+	ws, reps, servers := newTestSync(t, recipes.SyncLoRA, ck, "adapters", 2, 2)
+	s := ws.(*loraSync)
 	ctx := context.Background()
 
 	names := []string{"run-step0001", "run-step0002", "run-step0003"}
 	for i, name := range names {
 		writeSimArchive(t, filepath.Join(ck, "model-7", "sampler_weights", name+".tar.gz"))
-		served, err := s.apply(ctx, ps, "tinker://model-7/sampler_weights/"+name, name)
-		if err != nil {
+		if err := s.apply(ctx, "tinker://model-7/sampler_weights/"+name, name); err != nil {
 			t.Fatalf("apply %s: %v", name, err)
-		}
-		if want := []string{ps[0].URL(), ps[1].URL()}; !slices.Equal(served, want) {
-			t.Errorf("apply %s served %v, want %v", name, served, want)
 		}
 		abs := filepath.Join(wd, "adapters", name)
 		for k, srv := range servers {
@@ -383,18 +464,28 @@ func TestLoRASyncApply(t *testing.T) {
 			if want := map[string]any{"lora_name": name, "lora_path": abs}; !reflect.DeepEqual(got, want) {
 				t.Errorf("server %d load body %v, want exactly %v", k, got, want)
 			}
+			if !reps.book.has(k, name) {
+				t.Errorf("the book says replica %d lacks %s", k, name)
+			}
 		}
 		if _, err := sim.ReadAdapter(abs); err != nil {
 			t.Errorf("adapter %s not unpacked at %s: %v", name, abs, err)
 		}
 		noPartial(t, abs)
+		// Requests for the adapter go to both replicas, by its own name.
+		if got := pickedFor(t, reps, name, 4); !slices.Equal(got, []int{0, 1}) {
+			t.Errorf("requests for %s went to %v", name, got)
+		}
+		if reps.wire(name) != name {
+			t.Errorf("wire(%s) = %s", name, reps.wire(name))
+		}
 	}
 	for k, srv := range servers {
 		srv.mu.Lock()
-		unloads, adapters, nLoads := srv.unloads, srv.adapters, len(srv.loads)
+		unloads, adapters, nLoads, updates := srv.unloads, srv.adapters, len(srv.loads), len(srv.updates)
 		srv.mu.Unlock()
-		if nLoads != 3 {
-			t.Errorf("server %d: %d loads, want 3", k, nLoads)
+		if nLoads != 3 || updates != 0 {
+			t.Errorf("server %d: %d loads, %d weight updates; want 3 and 0", k, nLoads, updates)
 		}
 		if want := []map[string]any{{"lora_name": "run-step0001"}}; !reflect.DeepEqual(unloads, want) {
 			t.Errorf("server %d unload bodies %v, want exactly %v", k, unloads, want)
@@ -402,27 +493,36 @@ func TestLoRASyncApply(t *testing.T) {
 		if want := []string{"run-step0002", "run-step0003"}; !slices.Equal(adapters, want) {
 			t.Errorf("server %d serves %v, want %v", k, adapters, want)
 		}
+		if reps.book.has(k, "run-step0001") {
+			t.Errorf("the book says replica %d holds the unloaded adapter", k)
+		}
 	}
 	if _, err := os.Stat(filepath.Join(wd, "adapters", "run-step0001")); !os.IsNotExist(err) {
 		t.Error("the unloaded adapter's directory is still there")
 	}
-	if !slices.Equal(s.loaded, []string{"run-step0002", "run-step0003"}) {
-		t.Errorf("loaded = %v", s.loaded)
+	if !slices.Equal(s.order, []string{"run-step0002", "run-step0003"}) {
+		t.Errorf("kept = %v", s.order)
+	}
+	// An unloaded adapter is served by no replica: a request for it fails
+	// at once, naming each replica.
+	err = reps.callFor(ctx, "run-step0001", func(policy.Policy) error { t.Error("called"); return nil })
+	if err == nil || !strings.Contains(err.Error(), "no policy replica holds weights run-step0001") ||
+		!strings.Contains(err.Error(), servers[0].URL) || !strings.Contains(err.Error(), servers[1].URL) {
+		t.Errorf("request for an unloaded adapter: %v", err)
 	}
 }
 
 func TestLoRASyncApplyNestedAndErrors(t *testing.T) {
 	root := t.TempDir()
 	ck := filepath.Join(root, "ck")
-	srv := newLoRAServer(t)
-	ps := []policy.Policy{srv.client(t)}
-	s := &loraSync{checkpointsDir: ck, dir: filepath.Join(root, "adapters"), keep: 1}
+	ws, _, servers := newTestSync(t, recipes.SyncLoRA, ck, filepath.Join(root, "adapters"), 1, 1)
+	s, srv := ws.(*loraSync), servers[0]
 	ctx := context.Background()
 
 	writeTarGz(t, filepath.Join(ck, "m", "sampler_weights", "n1.tar.gz"), []tarEntry{
 		{name: "n1/adapter_config.json", body: "{}"}, {name: "n1/adapter_model.safetensors", body: "w"},
 	})
-	if _, err := s.apply(ctx, ps, "tinker://m/sampler_weights/n1", "n1"); err != nil {
+	if err := s.apply(ctx, "tinker://m/sampler_weights/n1", "n1"); err != nil {
 		t.Fatal(err)
 	}
 	srv.mu.Lock()
@@ -433,10 +533,10 @@ func TestLoRASyncApplyNestedAndErrors(t *testing.T) {
 	}
 
 	// A bad tinker path, a missing archive: errors, nothing sent.
-	if _, err := s.apply(ctx, ps, "tinker://../x", "n2"); err == nil || !strings.HasPrefix(err.Error(), "sync: ") {
+	if err := s.apply(ctx, "tinker://../x", "n2"); err == nil || !strings.HasPrefix(err.Error(), "sync: ") {
 		t.Errorf("bad path: %v", err)
 	}
-	if _, err := s.apply(ctx, ps, "tinker://m/sampler_weights/none", "n2"); err == nil || !strings.Contains(err.Error(), "none.tar.gz") {
+	if err := s.apply(ctx, "tinker://m/sampler_weights/none", "n2"); err == nil || !strings.Contains(err.Error(), "none.tar.gz") {
 		t.Errorf("missing archive: %v", err)
 	}
 	srv.mu.Lock()
@@ -447,26 +547,459 @@ func TestLoRASyncApplyNestedAndErrors(t *testing.T) {
 
 	// The server accepts the load but does not list the adapter.
 	writeSimArchive(t, filepath.Join(ck, "m", "sampler_weights", "n3.tar.gz"))
-	srv.mu.Lock()
-	srv.hide = true
-	srv.mu.Unlock()
-	if _, err := s.apply(ctx, ps, "tinker://m/sampler_weights/n3", "n3"); err == nil || !strings.Contains(err.Error(), "does not list adapter n3") {
+	srv.set(func(s *fakeReplica) { s.hide = true })
+	if err := s.apply(ctx, "tinker://m/sampler_weights/n3", "n3"); err == nil ||
+		!strings.Contains(err.Error(), "no policy replica holds weights n3: "+srv.URL+": failed to load them: ") ||
+		!strings.Contains(err.Error(), "does not list adapter n3 after loading it three times") {
 		t.Errorf("unlisted adapter: %v", err)
 	}
 	// The server refuses the load.
-	srv.mu.Lock()
-	srv.hide, srv.failLoad = false, true
-	srv.mu.Unlock()
-	if _, err := s.apply(ctx, ps, "tinker://m/sampler_weights/n3", "n3"); err == nil ||
-		!strings.Contains(err.Error(), "load adapter n3 on "+srv.URL) {
+	srv.set(func(s *fakeReplica) { s.hide, s.failLoads = false, 1 })
+	if err := s.apply(ctx, "tinker://m/sampler_weights/n3", "n3"); err == nil ||
+		!strings.Contains(err.Error(), "load adapter n3 on "+srv.URL) || !strings.Contains(err.Error(), "status 500") {
 		t.Errorf("refused load: %v", err)
 	}
-	if !slices.Equal(s.loaded, []string{"n1"}) {
-		t.Errorf("loaded = %v after failed syncs, want [n1]", s.loaded)
+	if !slices.Equal(s.order, []string{"n1"}) {
+		t.Errorf("kept = %v after failed syncs, want [n1]", s.order)
 	}
 	srv.mu.Lock()
 	if len(srv.unloads) != 0 {
 		t.Errorf("failed syncs unloaded %v", srv.unloads)
 	}
 	srv.mu.Unlock()
+}
+
+// A replica that fails to load an adapter is left out of the requests for
+// it, is tried again by ensure and at the next sync, and rejoins once it
+// holds it; the base model stays served by both.
+func TestLoRASyncReplicaFailsThenRejoins(t *testing.T) {
+	root := t.TempDir()
+	ck := filepath.Join(root, "ck")
+	ws, reps, servers := newTestSync(t, recipes.SyncLoRA, ck, filepath.Join(root, "adapters"), 3, 2)
+	ctx := context.Background()
+	for _, n := range []string{"n1", "n2", "n3"} {
+		writeSimArchive(t, filepath.Join(ck, "m", "sampler_weights", n+".tar.gz"))
+	}
+	servers[1].set(func(s *fakeReplica) { s.failLoads = 2 })
+	if err := ws.apply(ctx, "tinker://m/sampler_weights/n1", "n1"); err != nil {
+		t.Fatalf("one replica holding the adapter is enough: %v", err)
+	}
+	if got := pickedFor(t, reps, "n1", 6); !slices.Equal(got, []int{0}) {
+		t.Errorf("requests for n1 went to %v, want only replica 0", got)
+	}
+	if got := pickedFor(t, reps, "base", 6); !slices.Equal(got, []int{0, 1}) {
+		t.Errorf("requests for the base model went to %v, want both", got)
+	}
+	var called []string
+	if err := reps.callFor(ctx, "n1", func(p policy.Policy) error { called = append(called, p.URL()); return nil }); err != nil ||
+		!slices.Equal(called, []string{servers[0].URL}) {
+		t.Errorf("callFor n1: %v on %v", err, called)
+	}
+	// Retried before the next rollout: still failing, still left out.
+	if err := ws.ensure(ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	if got := pickedFor(t, reps, "n1", 6); !slices.Equal(got, []int{0}) {
+		t.Errorf("after a failed retry requests for n1 went to %v", got)
+	}
+	// The next retry loads it: replica 1 rejoins.
+	if err := ws.ensure(ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	if got := pickedFor(t, reps, "n1", 6); !slices.Equal(got, []int{0, 1}) {
+		t.Errorf("after loading, requests for n1 went to %v", got)
+	}
+	servers[1].mu.Lock()
+	loads := slices.Clone(servers[1].loads)
+	servers[1].mu.Unlock()
+	if want := slices.Repeat([]map[string]any{{"lora_name": "n1", "lora_path": filepath.Join(root, "adapters", "n1")}}, 3); !reflect.DeepEqual(loads, want) {
+		t.Errorf("replica 1 load bodies %v, want %v", loads, want)
+	}
+
+	// A sync point retries kept adapters a replica lacks: n2 fails on
+	// replica 1, and n3's sync loads both n2 and n3 there.
+	servers[1].set(func(s *fakeReplica) { s.failLoads = 1 })
+	if err := ws.apply(ctx, "tinker://m/sampler_weights/n2", "n2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := ws.apply(ctx, "tinker://m/sampler_weights/n3", "n3"); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"n1", "n2", "n3"} {
+		if got := pickedFor(t, reps, n, 6); !slices.Equal(got, []int{0, 1}) {
+			t.Errorf("requests for %s went to %v", n, got)
+		}
+	}
+
+	// No replica loads it: the sync fails, naming each replica and why.
+	writeSimArchive(t, filepath.Join(ck, "m", "sampler_weights", "n4.tar.gz"))
+	for _, s := range servers {
+		s.set(func(s *fakeReplica) { s.failLoads = 1 })
+	}
+	err := ws.apply(ctx, "tinker://m/sampler_weights/n4", "n4")
+	for _, want := range []string{"no policy replica holds weights n4", servers[0].URL + ": failed to load them: load adapter n4 on " + servers[0].URL,
+		servers[1].URL + ": failed to load them: ", "engine dead"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("no replica loads: %v lacks %q", err, want)
+		}
+	}
+	if got := ws.(*loraSync).order; !slices.Equal(got, []string{"n1", "n2", "n3"}) {
+		t.Errorf("kept %v after a failed sync", got)
+	}
+}
+
+// A drained replica is re-admitted holding the adapters in use, whatever it
+// lost in a restart.
+func TestLoRASyncRestore(t *testing.T) {
+	root := t.TempDir()
+	ck := filepath.Join(root, "ck")
+	ws, reps, servers := newTestSync(t, recipes.SyncLoRA, ck, filepath.Join(root, "adapters"), 2, 2)
+	ctx := context.Background()
+	for _, n := range []string{"n1", "n2"} {
+		writeSimArchive(t, filepath.Join(ck, "m", "sampler_weights", n+".tar.gz"))
+		if err := ws.apply(ctx, "tinker://m/sampler_weights/"+n, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Replica 1 restarted: it lists n2 only (n1 lost).
+	servers[1].set(func(s *fakeReplica) { s.adapters = []string{"n2"}; s.loads = nil })
+	if err := ws.restore(ctx, reps.ps[1]); err != nil {
+		t.Fatal(err)
+	}
+	servers[1].mu.Lock()
+	loads := servers[1].loads
+	servers[1].mu.Unlock()
+	if want := []map[string]any{{"lora_name": "n1", "lora_path": filepath.Join(root, "adapters", "n1")}}; !reflect.DeepEqual(loads, want) {
+		t.Errorf("restore loaded %v, want %v", loads, want)
+	}
+	for _, n := range []string{"base", "n1", "n2"} {
+		if !reps.book.has(1, n) {
+			t.Errorf("after restore the book says replica 1 lacks %s", n)
+		}
+	}
+	// A replica that cannot load them stays out.
+	servers[1].set(func(s *fakeReplica) { s.adapters = nil; s.failLoads = 1 })
+	if err := ws.restore(ctx, reps.ps[1]); err == nil || !strings.Contains(err.Error(), "reload: load adapter n1 on "+servers[1].URL) {
+		t.Errorf("failed restore: %v", err)
+	}
+	if reps.book.has(1, "n1") || reps.book.has(1, "n2") || !reps.book.has(1, "base") {
+		t.Errorf("after a failed restore replica 1 holds %v", reps.book.holdsNames(1))
+	}
+}
+
+// writeMergedArchive writes a Hugging Face-shaped merged model archive
+// (config.json, model.safetensors holding simulator parameters, tokenizer
+// files), nested one level, as SkyRL's full fine-tuning backends save.
+func writeMergedArchive(t *testing.T, path string) {
+	t.Helper()
+	st, err := sim.EncodeSafetensors(simParams())
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeTarGz(t, path, []tarEntry{
+		{name: "merged/", typ: tar.TypeDir},
+		{name: "merged/config.json", body: `{"architectures":["Qwen2ForCausalLM"]}`},
+		{name: "merged/model.safetensors", body: string(st)},
+		{name: "merged/tokenizer.json", body: "{}"},
+	})
+}
+
+func TestUnpackModel(t *testing.T) {
+	root := t.TempDir()
+	merged := filepath.Join(root, "merged.tar.gz")
+	writeMergedArchive(t, merged)
+	got, err := UnpackModel(merged, filepath.Join(root, "out1"))
+	if err != nil || got != filepath.Join(root, "out1", "merged") {
+		t.Fatalf("UnpackModel(merged) = %q, %v", got, err)
+	}
+	if p, err := sim.ReadWeights(got); err != nil || !reflect.DeepEqual(p, simParams()) {
+		t.Errorf("merged weights: %v, %v", p, err)
+	}
+	// The simulated trainer's archive: its safetensors file marks the dir.
+	simArc := filepath.Join(root, "sim.tar.gz")
+	writeSimArchive(t, simArc)
+	if got, err := UnpackModel(simArc, filepath.Join(root, "out2")); err != nil || got != filepath.Join(root, "out2") {
+		t.Errorf("UnpackModel(sim) = %q, %v", got, err)
+	}
+	empty := filepath.Join(root, "empty.tar.gz")
+	writeTarGz(t, empty, []tarEntry{{name: "README", body: "x"}})
+	if _, err := UnpackModel(empty, filepath.Join(root, "out3")); err == nil || !strings.Contains(err.Error(), "weights archive "+empty+": no model") {
+		t.Errorf("no model: %v", err)
+	}
+	bad := filepath.Join(root, "bad.tar.gz")
+	writeTarGz(t, bad, []tarEntry{{name: "config.json", body: "{}"}, {name: "../evil", body: "x"}})
+	if _, err := UnpackModel(bad, filepath.Join(root, "out4")); err == nil || !strings.Contains(err.Error(), "escapes") {
+		t.Errorf("escaping entry: %v", err)
+	}
+	noPartial(t, filepath.Join(root, "out4"))
+}
+
+// sglangPath is the model_path an sglang_disk sync sends for name.
+func sglangPath(root, name string) string { return filepath.Join(root, "weights", name) }
+
+func TestSGLangSync(t *testing.T) {
+	root := t.TempDir()
+	ck := filepath.Join(root, "ck")
+	ws, reps, servers := newTestSync(t, recipes.SyncSGLangDisk, ck, filepath.Join(root, "weights"), 1, 2)
+	s := ws.(*sglangSync)
+	ctx := context.Background()
+	apply := func(name string) error {
+		writeSimArchive(t, filepath.Join(ck, "m", "sampler_weights", name+".tar.gz"))
+		return ws.apply(ctx, "tinker://m/sampler_weights/"+name, name)
+	}
+	updates := func(k int) []map[string]any {
+		servers[k].mu.Lock()
+		defer servers[k].mu.Unlock()
+		return slices.Clone(servers[k].updates)
+	}
+	onDisk := func() []string {
+		ents, _ := os.ReadDir(filepath.Join(root, "weights"))
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		return names
+	}
+	body := func(name string) map[string]any { return map[string]any{"model_path": sglangPath(root, name)} }
+
+	if err := apply("run-step0001"); err != nil {
+		t.Fatal(err)
+	}
+	for k := range servers {
+		if got, want := updates(k), []map[string]any{body("run-step0001")}; !reflect.DeepEqual(got, want) {
+			t.Errorf("server %d update bodies %v, want exactly %v", k, got, want)
+		}
+		if !reps.book.has(k, "run-step0001") || reps.book.has(k, "base") {
+			t.Errorf("replica %d holds %v", k, reps.book.holdsNames(k))
+		}
+	}
+	if p, err := sim.ReadWeights(sglangPath(root, "run-step0001")); err != nil || !reflect.DeepEqual(p, simParams()) {
+		t.Errorf("unpacked weights: %v, %v", p, err)
+	}
+	// Requests name the base model whatever the version; other names pass.
+	if reps.wire("run-step0001") != "base" || reps.wire("base") != "base" || reps.wire("teacher-7b") != "teacher-7b" {
+		t.Errorf("wire: %q %q %q", reps.wire("run-step0001"), reps.wire("base"), reps.wire("teacher-7b"))
+	}
+	// The initial weights are gone from every replica.
+	if err := reps.callFor(ctx, "base", func(policy.Policy) error { return nil }); err == nil ||
+		!strings.Contains(err.Error(), "no policy replica holds weights base: "+servers[0].URL+": holds run-step0001") {
+		t.Errorf("request for the replaced base weights: %v", err)
+	}
+	if got := pickedFor(t, reps, "teacher-7b", 4); !slices.Equal(got, []int{0, 1}) {
+		t.Errorf("untracked model went to %v", got)
+	}
+
+	// keep 1: the previous directory goes.
+	if err := apply("run-step0002"); err != nil {
+		t.Fatal(err)
+	}
+	if got := onDisk(); !slices.Equal(got, []string{"run-step0002"}) {
+		t.Errorf("on disk %v, want [run-step0002]", got)
+	}
+
+	// Replica 1 refuses step 3 (SGLang's 400): it is left out of step 3's
+	// requests, and the directory it was last loaded from stays.
+	servers[1].set(func(s *fakeReplica) { s.failUpdates = 1 })
+	if err := apply("run-step0003"); err != nil {
+		t.Fatalf("one replica holding the weights is enough: %v", err)
+	}
+	if got := pickedFor(t, reps, "run-step0003", 6); !slices.Equal(got, []int{0}) {
+		t.Errorf("requests for step 3 went to %v, want replica 0 only", got)
+	}
+	if reps.book.has(1, "run-step0002") {
+		t.Error("after a failed load replica 1 still counts as holding step 2")
+	}
+	if got := onDisk(); !slices.Equal(got, []string{"run-step0002", "run-step0003"}) {
+		t.Errorf("on disk %v: the directory replica 1 was last loaded from must stay", got)
+	}
+	if err := reps.missing("run-step0003"); !strings.Contains(err.Error(), servers[1].URL+": failed to load them: load weights run-step0003 on "+servers[1].URL) ||
+		!strings.Contains(err.Error(), sglangMessage) {
+		t.Errorf("missing: %v", err)
+	}
+	// Retried before the next rollout: a 200 saying success false is a
+	// failure too; the next retry succeeds and replica 1 rejoins.
+	servers[1].set(func(s *fakeReplica) { s.failUpdates, s.updateOK200 = 1, true })
+	if err := ws.ensure(ctx, "run-step0003"); err != nil {
+		t.Fatal(err)
+	}
+	if got := pickedFor(t, reps, "run-step0003", 6); !slices.Equal(got, []int{0}) {
+		t.Errorf("after a failed retry requests went to %v", got)
+	}
+	if err := ws.ensure(ctx, "run-step0003"); err != nil {
+		t.Fatal(err)
+	}
+	if got := pickedFor(t, reps, "run-step0003", 6); !slices.Equal(got, []int{0, 1}) {
+		t.Errorf("after loading requests went to %v, want both", got)
+	}
+	if got, want := updates(1), []map[string]any{body("run-step0001"), body("run-step0002"), body("run-step0003"), body("run-step0003"), body("run-step0003")}; !reflect.DeepEqual(got, want) {
+		t.Errorf("replica 1 update bodies %v, want %v", got, want)
+	}
+	if got, want := updates(0), []map[string]any{body("run-step0001"), body("run-step0002"), body("run-step0003")}; !reflect.DeepEqual(got, want) {
+		t.Errorf("replica 0 update bodies %v, want %v (ensure loads only where lacking)", got, want)
+	}
+	// ensure of what every replica holds sends nothing.
+	if err := ws.ensure(ctx, "run-step0003"); err != nil || len(updates(0)) != 3 || len(updates(1)) != 5 {
+		t.Errorf("ensure with nothing lacking: %v, %d and %d updates", err, len(updates(0)), len(updates(1)))
+	}
+	if err := apply("run-step0004"); err != nil {
+		t.Fatal(err)
+	}
+	if got := onDisk(); !slices.Equal(got, []string{"run-step0004"}) {
+		t.Errorf("on disk %v, want [run-step0004]", got)
+	}
+
+	// Neither replica loads step 5: the sync fails naming both and why,
+	// its directory goes and step 4 stays in use.
+	for _, srv := range servers {
+		srv.set(func(s *fakeReplica) { s.failUpdates, s.updateOK200 = 1, false })
+	}
+	err := apply("run-step0005")
+	for _, want := range []string{"sync: no policy replica holds weights run-step0005: ", servers[0].URL + ": failed to load them: ",
+		servers[1].URL + ": failed to load them: ", "refused (status 400): " + sglangMessage} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("no replica loads: %v lacks %q", err, want)
+		}
+	}
+	if got := onDisk(); !slices.Equal(got, []string{"run-step0004"}) || !slices.Equal(s.order, []string{"run-step0004"}) {
+		t.Errorf("after a failed sync: on disk %v, kept %v", got, s.order)
+	}
+	// No LoRA route was ever used.
+	for k, srv := range servers {
+		srv.mu.Lock()
+		if len(srv.loads)+len(srv.unloads) != 0 {
+			t.Errorf("server %d got LoRA requests", k)
+		}
+		srv.mu.Unlock()
+	}
+}
+
+// A drained replica is re-admitted with the weights in use loaded again; a
+// resumed run loads only its last weights.
+func TestSGLangSyncRestoreAndResume(t *testing.T) {
+	root := t.TempDir()
+	ck := filepath.Join(root, "ck")
+	ws, reps, servers := newTestSync(t, recipes.SyncSGLangDisk, ck, filepath.Join(root, "weights"), 2, 2)
+	ctx := context.Background()
+	// Before any sync: nothing to load, the replica holds the base.
+	if err := ws.restore(ctx, reps.ps[1]); err != nil || !reps.book.has(1, "base") || len(servers[1].updates) != 0 {
+		t.Fatalf("restore before any sync: %v, %d updates", err, len(servers[1].updates))
+	}
+	samplers := map[string]string{}
+	for _, n := range []string{"r-step0001", "r-step0002"} {
+		writeMergedArchive(t, filepath.Join(ck, "m", "sampler_weights", n+".tar.gz"))
+		samplers[n] = "tinker://m/sampler_weights/" + n
+	}
+	if err := ws.resume(ctx, []string{"r-step0001", "r-step0002"}, samplers); err != nil {
+		t.Fatal(err)
+	}
+	want := []map[string]any{{"model_path": filepath.Join(sglangPath(root, "r-step0002"), "merged")}}
+	for k, srv := range servers {
+		if !reflect.DeepEqual(srv.updates, want) {
+			t.Errorf("server %d resume updates %v, want %v", k, srv.updates, want)
+		}
+	}
+	if err := ws.restore(ctx, reps.ps[0]); err != nil {
+		t.Fatal(err)
+	}
+	if got := servers[0].updates; len(got) != 2 || !reflect.DeepEqual(got[1], want[0]) {
+		t.Errorf("restore updates %v", got)
+	}
+	servers[0].set(func(s *fakeReplica) { s.failUpdates = 1 })
+	if err := ws.restore(ctx, reps.ps[0]); err == nil || !strings.Contains(err.Error(), sglangMessage) {
+		t.Errorf("failed restore: %v", err)
+	}
+	if reps.book.has(0, "r-step0002") {
+		t.Error("a replica whose restore failed counts as holding the weights")
+	}
+	// A PEFT adapter refused by a real SGLang: the error says why.
+	if h := peftHint(filepath.Join(root, "weights", "r-step0002", "merged")); h != "" {
+		t.Errorf("merged model hinted %q", h)
+	}
+	adapter := filepath.Join(root, "adapter")
+	if _, err := UnpackAdapter(writeArchiveFile(t, root), adapter); err != nil {
+		t.Fatal(err)
+	}
+	if h := peftHint(adapter); !strings.Contains(h, "holds a PEFT adapter") {
+		t.Errorf("adapter hint %q", h)
+	}
+}
+
+// writeArchiveFile writes a simulator adapter archive under root.
+func writeArchiveFile(t *testing.T, root string) string {
+	t.Helper()
+	p := filepath.Join(root, "adapter.tar.gz")
+	writeSimArchive(t, p)
+	return p
+}
+
+// sync.kind none makes no request at all, and refuses to serve weights.
+func TestNoneSyncMakesNoCalls(t *testing.T) {
+	root := t.TempDir()
+	ws, reps, servers := newTestSync(t, recipes.SyncNone, root, root, 0, 1)
+	r := syncRecipe(recipes.SyncNone, root, root, 0)
+	r.Train.Steps = 3
+	if _, err := newWeightSync(r, newReplicas(reps.ps)); err == nil || !strings.Contains(err.Error(), "sync.kind") {
+		t.Errorf("none with training steps: %v", err)
+	}
+	ctx := context.Background()
+	if err := ws.apply(ctx, "tinker://m/sampler_weights/x", "x"); err == nil || !strings.Contains(err.Error(), "sync.kind none") {
+		t.Errorf("apply: %v", err)
+	}
+	if err := ws.ensure(ctx, "base"); err != nil {
+		t.Error(err)
+	}
+	if err := ws.restore(ctx, reps.ps[0]); err != nil {
+		t.Error(err)
+	}
+	if err := ws.resume(ctx, nil, nil); err != nil {
+		t.Error(err)
+	}
+	if err := ws.resume(ctx, []string{"x"}, nil); err == nil {
+		t.Error("resume of trained weights accepted")
+	}
+	if reps.book != nil || reps.wire("base") != "base" {
+		t.Error("none keeps a book")
+	}
+	servers[0].mu.Lock()
+	defer servers[0].mu.Unlock()
+	if servers[0].requests != 0 {
+		t.Errorf("%d requests with sync.kind none", servers[0].requests)
+	}
+}
+
+func TestNewWeightSyncRefuses(t *testing.T) {
+	reps := newReplicas([]policy.Policy{&fakePolicy{url: "a"}})
+	r := syncRecipe(recipes.SyncSGLangDisk, "ck", "w", 1)
+	r.Train.MaxOffPolicySteps = 1
+	if _, err := newWeightSync(r, reps); err == nil || !strings.Contains(err.Error(), "train.max_off_policy_steps must be 0") {
+		t.Errorf("off-policy sglang_disk: %v", err)
+	}
+	r = syncRecipe(recipes.SyncSGLangDisk, "ck", "w", 1)
+	r.Hindsight.Enabled, r.Hindsight.Loss, r.Hindsight.Teacher = true, recipes.HindsightLossClamp, recipes.TeacherInitial
+	if _, err := newWeightSync(r, reps); err == nil || !strings.Contains(err.Error(), "hindsight.teacher initial") {
+		t.Errorf("initial teacher with sglang_disk: %v", err)
+	}
+	r = syncRecipe("nccl", "ck", "w", 1)
+	if _, err := newWeightSync(r, reps); err == nil || !strings.Contains(err.Error(), `sync.kind "nccl"`) {
+		t.Errorf("unknown kind: %v", err)
+	}
+}
+
+func TestSampledBy(t *testing.T) {
+	var none *sampledBy
+	none.note("a", "m") // a nil record records nothing
+	if none.snapshot() != nil || (&sampledBy{}).snapshot() != nil {
+		t.Error("empty record not nil")
+	}
+	s := &sampledBy{}
+	s.note("http://a", "step1")
+	s.note("http://b", "step1")
+	s.note("http://a", "step1")
+	if got, want := s.snapshot(), map[string]string{"http://a": "step1", "http://b": "step1"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("snapshot %v, want %v", got, want)
+	}
+	s.note("http://a", "base")
+	if got := s.snapshot()["http://a"]; got != "base,step1" {
+		t.Errorf("two models on one replica: %q", got)
+	}
 }

@@ -10,8 +10,17 @@ const (
 	TrainerLossPPO = "ppo"
 
 	// SyncLoRA is sync.kind for saving a LoRA adapter and hot-loading it
-	// into every policy replica (the only kind for now).
+	// into every policy replica (vLLM's /v1/load_lora_adapter; the
+	// default).
 	SyncLoRA = "lora"
+	// SyncSGLangDisk is sync.kind for saving full weights and loading them
+	// on every policy replica with SGLang's /update_weights_from_disk (the
+	// served model name stays the same, so the initial weights are no
+	// longer served after the first sync).
+	SyncSGLangDisk = "sglang_disk"
+	// SyncNone is sync.kind for evaluation only: no weights reach the
+	// policy servers, so no training (ValidateTraining refuses it).
+	SyncNone = "none"
 
 	// HindsightLossClamp is hindsight.loss for the clamped one-sided term
 	// clamp(lp_teacher - lp_student, 0, hindsight.clamp) (the default).
@@ -128,6 +137,7 @@ func Defaults() Recipe {
 			Temperature: 1.0,
 			TopP:        1.0,
 			TopK:        -1,
+			ExcludeEval: true,
 		},
 		Rollout: Rollout{
 			MaxTurns:         4,
@@ -155,8 +165,9 @@ func Defaults() Recipe {
 			PerDataset: 0,
 		},
 		Output: Output{
-			Dir:          "runs/" + NamePlaceholder,
-			Trajectories: 16,
+			Dir:             "runs/" + NamePlaceholder,
+			Trajectories:    16,
+			TrajectorySteps: 20,
 		},
 		HTTP: HTTP{
 			TimeoutSeconds: 60,

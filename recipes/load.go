@@ -18,13 +18,29 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
+// MaxChain is the most recipe files one base chain may layer, the loaded
+// file included.
+const MaxChain = 16
+
+// BaseKey is the top-level key by which a recipe file names the recipe it
+// extends (see Load). It is not a schema key: resolved recipes have no base.
+const BaseKey = "base"
+
 // Load reads the recipe file at path and returns the resolved, validated
 // recipe. Settings are applied in phases, each overriding the one before:
 //
 //  1. the defaults (Defaults);
-//  2. the YAML file; a key given as null keeps its default, and unknown
-//     keys and values of the wrong type are errors naming the key path (and
-//     the file line);
+//  2. the base chain, then the file itself. A file may name another recipe
+//     file as its base (base: other.yaml, relative to the directory of the
+//     file that names it); the base is applied first, its own base before
+//     it, and so on (at most MaxChain files; a cycle is an error naming the
+//     chain, e.g. "a.yaml -> b.yaml -> a.yaml", and a missing base an error
+//     naming the file and the line of its base key). Each file overrides
+//     the ones before key by key: sections and maps (hindsight:,
+//     eval.datasets, variants) merge entry by entry, lists and scalars
+//     replace. In every file a key given as null keeps the value below it,
+//     and unknown keys and values of the wrong type are errors naming the
+//     file, the key path and the line;
 //  3. environ entries named EnvPrefix + the key path in upper case with dots
 //     as underscores (ORCH_TRAIN_STEPS=3, ORCH_HINDSIGHT_GOLD_ANSWER=false,
 //     ORCH_POLICY_URLS=a,b, ORCH_EVAL_DATASETS_NQ=path). Callers pass
@@ -37,52 +53,57 @@ import (
 // Values from the environment and from sets are text converted to the key's
 // type: bools by strconv.ParseBool, ints and numbers in decimal, lists as
 // comma-separated items, map entries addressed as MAP.NAME. An entry of
-// eval.datasets whose path is empty is dropped, so eval.datasets.nq= removes
-// one. Keys are case-insensitive, and so are map entry names, which are
-// stored in lower case.
+// eval.datasets whose path is empty is dropped, so eval.datasets.nq= (or
+// nq: "" in a file) removes one, also one a base set. Keys are
+// case-insensitive, and so are map entry names, which are stored in lower
+// case.
 //
 // Then "{name}" in output.dir is replaced by the recipe name, and the path
 // keys (retriever.corpus, retriever.index_dir, trainer.checkpoints_dir,
 // sync.dir, train.data, eval.datasets, output.dir) are made absolute: a
-// relative path from the file or from the defaults is relative to the recipe
-// file's directory; one from the environment or a set is relative to the
-// current working directory. Empty paths stay empty (the caller's default).
-// Because resolved paths are absolute, the recipe saved by YAML loads again
-// to the same Recipe from any directory.
+// relative path from a file is relative to the directory of the file that
+// sets it (a base's paths stay relative to the base); one from the defaults
+// is relative to the directory of the file at path; one from the
+// environment or a set is relative to the current working directory. Empty
+// paths stay empty (the caller's default). Because resolved paths are
+// absolute, the recipe saved by YAML (flat: no base key) loads again to the
+// same Recipe from any directory.
 //
-// Finally the recipe is validated (Validate). Errors from the file and from
-// validation start with "recipe PATH: "; a problem list is a Problems value
-// (use errors.As).
+// Finally the recipe is validated (Validate). Errors from a file start with
+// "recipe PATH: ", or "recipe PATH (base of CHILD): " for a base; errors
+// from validation start with "recipe PATH: "; a problem list is a Problems
+// value (use errors.As).
 func Load(path string, sets []string, environ []string) (*Recipe, error) {
+	r, _, err := LoadChain(path, sets, environ)
+	return r, err
+}
+
+// LoadChain is Load that also returns the recipe files it layered, in the
+// order they were applied: the deepest base first and path itself last (one
+// file when path names no base). Each is named as in errors: path as given,
+// and each base joined to the directory of the file that names it.
+func LoadChain(path string, sets []string, environ []string) (*Recipe, []string, error) {
 	if path == "" {
-		return nil, errors.New("recipe: no file given")
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err
-		}
-		return nil, fmt.Errorf("recipe %s: %w", path, err)
-	}
-	fileDir, err := filepath.Abs(filepath.Dir(path))
-	if err != nil {
-		return nil, fmt.Errorf("recipe %s: %w", path, err)
+		return nil, nil, errors.New("recipe: no file given")
 	}
 	cwd, err := os.Getwd()
 	if err != nil {
-		return nil, fmt.Errorf("recipe: working directory: %w", err)
+		return nil, nil, fmt.Errorf("recipe: working directory: %w", err)
 	}
-	root, cfg, err := parseYAML(data)
+	layers, err := readChain(path)
 	if err != nil {
-		return nil, fmt.Errorf("recipe %s: %w", path, err)
+		return nil, nil, err
+	}
+	top := layers[0]
+	// Each file is checked on its own, so that a problem names its file and
+	// line; the loaded file first, as it is the one most likely edited.
+	for _, l := range layers {
+		if probs := checkLayer(l); len(probs) > 0 {
+			return nil, nil, fmt.Errorf("%s: %w", l.label(), probs)
+		}
 	}
 
 	fields := schema()
-	if probs := checkSections(cfg, root); len(probs) > 0 {
-		return nil, fmt.Errorf("recipe %s: %w", path, probs)
-	}
-
 	v := viper.New()
 	def := Defaults()
 	dv := reflect.ValueOf(def)
@@ -92,44 +113,228 @@ func Load(path string, sets []string, environ []string) (*Recipe, error) {
 		}
 		v.SetDefault(f.key, dv.FieldByIndex(f.index).Interface())
 	}
-	if err := v.MergeConfigMap(cfg); err != nil {
-		return nil, fmt.Errorf("recipe %s: %w", path, err)
+	files := make([]string, 0, len(layers))
+	for _, l := range slices.Backward(layers) {
+		absPaths(l.cfg, l.dir)
+		if err := v.MergeConfigMap(l.cfg); err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", l.label(), err)
+		}
+		files = append(files, l.path)
 	}
 
 	overridden := map[string]bool{}
 	if err := applyEnv(v, fields, environ, overridden); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for _, s := range sets {
 		key, val, ok := strings.Cut(s, "=")
 		if !ok {
-			return nil, fmt.Errorf("--set %s: want key=value", s)
+			return nil, nil, fmt.Errorf("--set %s: want key=value", s)
 		}
 		if err := override(v, fields, key, val, overridden); err != nil {
-			return nil, fmt.Errorf("--set %s: %w", s, err)
+			return nil, nil, fmt.Errorf("--set %s: %w", s, err)
 		}
 	}
 
 	var r Recipe
-	err = v.UnmarshalExact(&r, func(c *mapstructure.DecoderConfig) {
-		c.WeaklyTypedInput = false
-		c.DecodeHook = strictIntHook
-	})
-	if err != nil {
+	if err := v.UnmarshalExact(&r, decoderConfig); err != nil {
+		// Every file passed checkLayer and overrides are converted by key
+		// type, so this is not expected; name the key all the same.
 		probs := decodeProblems(err, v.AllSettings())
 		for i := range probs {
-			probs[i].Line = lineOf(root, splitName(probs[i].Key))
+			probs[i].Line = lineOf(top.root, splitName(probs[i].Key))
 		}
-		sort.SliceStable(probs, func(i, j int) bool { return probs[i].Line < probs[j].Line })
-		return nil, fmt.Errorf("recipe %s: %w", path, probs)
+		return nil, nil, fmt.Errorf("%s: %w", top.label(), probs)
 	}
 
 	normalize(&r)
-	resolvePaths(&r, fileDir, cwd, overridden)
+	resolvePaths(&r, top.dir, cwd, overridden)
 	if err := r.Validate(); err != nil {
-		return nil, fmt.Errorf("recipe %s: %w", path, err)
+		return nil, nil, fmt.Errorf("recipe %s: %w", path, err)
 	}
-	return &r, nil
+	return &r, files, nil
+}
+
+// decoderConfig makes the decoder strict: no weak conversions, and no
+// truncation of numbers into ints.
+func decoderConfig(c *mapstructure.DecoderConfig) {
+	c.WeaklyTypedInput = false
+	c.DecodeHook = strictIntHook
+}
+
+// layer is one recipe file of a base chain.
+type layer struct {
+	path  string         // as named: as given to Load, or base joined to the naming file's directory
+	dir   string         // the file's directory, absolute
+	child string         // the file that names this one as its base ("" for the loaded file)
+	root  *yaml.Node     // the parsed file, for line numbers
+	cfg   map[string]any // the file's keys, nulls and the base key removed
+}
+
+// label starts every error about the layer's file.
+func (l *layer) label() string {
+	if l.child == "" {
+		return "recipe " + l.path
+	}
+	return fmt.Sprintf("recipe %s (base of %s)", l.path, l.child)
+}
+
+// readChain reads the file at path and its base chain, the file first and
+// the deepest base last.
+func readChain(path string) ([]*layer, error) {
+	var layers []*layer
+	seen := map[string]bool{} // absolute paths read so far
+	next, child, baseLine := path, "", 0
+	for {
+		absPath, err := filepath.Abs(next)
+		if err != nil {
+			return nil, fmt.Errorf("recipe %s: %w", next, err)
+		}
+		names := func() string {
+			var b strings.Builder
+			for _, l := range layers {
+				b.WriteString(l.path + " -> ")
+			}
+			return b.String() + next
+		}
+		if seen[absPath] {
+			return nil, fmt.Errorf("%s: base: cycle %s (line %d)", layers[len(layers)-1].label(), names(), baseLine)
+		}
+		if len(layers) == MaxChain {
+			return nil, fmt.Errorf("%s: base: more than %d files in the chain %s (line %d)", layers[len(layers)-1].label(), MaxChain, names(), baseLine)
+		}
+		seen[absPath] = true
+		if child != "" {
+			// A base must be a file: reading a device or a pipe could block.
+			if st, err := os.Stat(next); err == nil && !st.Mode().IsRegular() {
+				return nil, fmt.Errorf("%s: base %s: not a regular file (line %d)", layers[len(layers)-1].label(), next, baseLine)
+			}
+		}
+		data, err := os.ReadFile(next)
+		if err != nil {
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err
+			}
+			if child == "" {
+				return nil, fmt.Errorf("recipe %s: %w", next, err)
+			}
+			return nil, fmt.Errorf("%s: base %s: %w (line %d)", layers[len(layers)-1].label(), next, err, baseLine)
+		}
+		l := &layer{path: next, dir: filepath.Dir(absPath), child: child}
+		if l.root, l.cfg, err = parseYAML(data); err != nil {
+			return nil, fmt.Errorf("%s: %w", l.label(), err)
+		}
+		layers = append(layers, l)
+		base, line, prob := takeBase(l.cfg, l.root)
+		if prob != nil {
+			return nil, fmt.Errorf("%s: %w", l.label(), Problems{*prob})
+		}
+		if base == "" {
+			return layers, nil
+		}
+		if !filepath.IsAbs(base) {
+			base = filepath.Join(filepath.Dir(next), base)
+		}
+		next, child, baseLine = filepath.Clean(base), next, line
+	}
+}
+
+// takeBase removes the base key from a file's keys and returns its value
+// and line ("" when the file has none), or the problem with it.
+func takeBase(cfg map[string]any, root *yaml.Node) (string, int, *Problem) {
+	var keys []string
+	for k := range cfg {
+		if strings.EqualFold(k, BaseKey) {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) == 0 {
+		return "", 0, nil
+	}
+	line := lineOf(root, []string{BaseKey})
+	if len(keys) > 1 {
+		return "", 0, &Problem{Key: BaseKey, Message: "given more than once", Line: line}
+	}
+	val := cfg[keys[0]]
+	delete(cfg, keys[0])
+	s, ok := val.(string)
+	switch {
+	case !ok:
+		return "", 0, &Problem{Key: BaseKey, Message: (&typeError{want: "string", got: val}).Error(), Line: line}
+	case strings.TrimSpace(s) == "":
+		return "", 0, &Problem{Key: BaseKey, Message: "must name a recipe file", Line: line}
+	}
+	return s, line, nil
+}
+
+// checkLayer returns the problems of one file's keys on their own: values
+// that should be sections or maps and are not, unknown keys and values of
+// the wrong type, each with its line.
+func checkLayer(l *layer) Problems {
+	if probs := checkSections(l.cfg, l.root); len(probs) > 0 {
+		return probs
+	}
+	v := viper.New()
+	if err := v.MergeConfigMap(copyMap(l.cfg)); err != nil {
+		return Problems{{Message: err.Error()}}
+	}
+	var r Recipe
+	err := v.UnmarshalExact(&r, decoderConfig)
+	if err == nil {
+		return nil
+	}
+	probs := decodeProblems(err, v.AllSettings())
+	for i := range probs {
+		probs[i].Line = lineOf(l.root, splitName(probs[i].Key))
+	}
+	sort.SliceStable(probs, func(i, j int) bool { return probs[i].Line < probs[j].Line })
+	return probs
+}
+
+// copyMap returns a deep copy of the maps and lists in m (viper lower-cases
+// and merges maps in place).
+func copyMap(m map[string]any) map[string]any {
+	return stripNulls(m).(map[string]any)
+}
+
+// absPaths makes the relative paths a file sets absolute against the
+// file's directory dir, in place: the path keys of resolvePaths, found
+// case-insensitively. Values of the wrong type are left for the decoder.
+func absPaths(cfg map[string]any, dir string) {
+	abs := func(v any) any {
+		s, ok := v.(string)
+		if !ok || s == "" || filepath.IsAbs(s) {
+			return v
+		}
+		return filepath.Join(dir, s)
+	}
+	for _, key := range []string{"retriever.corpus", "retriever.index_dir", "trainer.checkpoints_dir", "sync.dir", "output.dir", "train.data", "eval.datasets"} {
+		section, leaf, _ := strings.Cut(key, ".")
+		for sk, sv := range cfg {
+			sm, ok := sv.(map[string]any)
+			if !ok || !strings.EqualFold(sk, section) {
+				continue
+			}
+			for lk, lv := range sm {
+				if !strings.EqualFold(lk, leaf) {
+					continue
+				}
+				switch x := lv.(type) {
+				case []any: // train.data
+					for i := range x {
+						x[i] = abs(x[i])
+					}
+				case map[string]any: // eval.datasets
+					for name := range x {
+						x[name] = abs(x[name])
+					}
+				default:
+					sm[lk] = abs(lv)
+				}
+			}
+		}
+	}
 }
 
 // parseYAML parses a recipe file into its node tree (for line numbers) and

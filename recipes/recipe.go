@@ -121,12 +121,20 @@ type Trainer struct {
 
 // Sync configures how new weights reach the policy servers.
 type Sync struct {
-	// Kind is SyncLoRA, the only kind for now.
+	// Kind is SyncLoRA (extract the trained LoRA adapter and hot-load it
+	// into every vLLM replica), SyncSGLangDisk (full weights written to
+	// disk and loaded by every SGLang replica with
+	// /update_weights_from_disk) or SyncNone (weights never reach the
+	// policy servers: evaluation only; a run that trains refuses it, see
+	// ValidateTraining).
 	Kind string `mapstructure:"kind" yaml:"kind"`
-	// Dir receives the extracted adapters, which the policy servers must
-	// be able to read (empty: under output.dir, chosen by the caller).
+	// Dir receives the extracted adapters (lora) or full-weight models
+	// (sglang_disk), which the policy servers must be able to read (empty:
+	// under output.dir, chosen by the caller; with sglang_disk on several
+	// machines set it to a shared filesystem).
 	Dir string `mapstructure:"dir" yaml:"dir"`
-	// Keep is how many adapters stay loaded on each replica.
+	// Keep is how many adapters stay loaded on each replica (lora: at least
+	// 1; unused by the other kinds).
 	Keep int `mapstructure:"keep" yaml:"keep"`
 }
 
@@ -150,6 +158,10 @@ type Train struct {
 	// the k steps before it train and sync; the trainer's importance ratio
 	// uses the recorded sampling logprobs. 0: fully on-policy.
 	MaxOffPolicySteps int `mapstructure:"max_off_policy_steps" yaml:"max_off_policy_steps"`
+	// ExcludeEval drops from the training questions every question that is
+	// also an evaluation question (same normalised text), so that training
+	// never sees the questions it is evaluated on.
+	ExcludeEval bool `mapstructure:"exclude_eval" yaml:"exclude_eval"`
 }
 
 // Rollout configures one trajectory.
@@ -219,6 +231,10 @@ type Output struct {
 	Dir string `mapstructure:"dir" yaml:"dir"`
 	// Trajectories is how many trajectories per step are kept for inspection.
 	Trajectories int `mapstructure:"trajectories" yaml:"trajectories"`
+	// TrajectorySteps bounds the kept trajectory files: the latest
+	// TrajectorySteps steps keep theirs; older steps keep them only when
+	// the step is a multiple of eval.every (0: every step keeps them).
+	TrajectorySteps int `mapstructure:"trajectory_steps" yaml:"trajectory_steps"`
 }
 
 // HTTP configures the shared transport of every client.

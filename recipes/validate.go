@@ -61,8 +61,11 @@ func (ps Problems) Error() string {
 // Validate checks every key and returns nil or a Problems error listing
 // every problem, each naming its key path. It checks: the name (letters,
 // digits, '_', '.', '-'; not "." or ".."); the enumerated keys (trainer.loss,
-// sync.kind, hindsight.loss, hindsight.broadcast); that counts, sizes and
-// token limits are positive; numeric ranges (temperatures >= 0, top_p in
+// sync.kind, hindsight.loss, hindsight.broadcast, rollout.schedule); that
+// counts, sizes and token limits are positive (sync.keep only for sync.kind
+// lora); that with sync.kind sglang_disk (one weights version per replica,
+// replaced in place) train.max_off_policy_steps is 0 and hindsight.teacher
+// is not initial while the OPD term is on; numeric ranges (temperatures >= 0, top_p in
 // (0,1], top_k -1 or >= 1, coef >= 0, clamp > 0, learning_rate > 0,
 // 0 < clip_low <= 1 <= clip_high, betas in [0,1), eps > 0, sim.epsilon in
 // [0,1)); that every URL is "embedded" or an http(s) URL with a host and
@@ -72,6 +75,9 @@ func (ps Problems) Error() string {
 // eval.datasets value, and retriever.corpus when the retriever or the judge
 // is embedded (both read it). Relative paths are taken from the current
 // directory, so validate a recipe after Load has resolved it.
+//
+// Validate does not know which command will use the recipe: sync.kind none
+// passes it, and a command that trains must also call ValidateTraining.
 func (r *Recipe) Validate() error {
 	var ps Problems
 	bad := func(key, format string, args ...any) {
@@ -172,8 +178,25 @@ func (r *Recipe) Validate() error {
 	nonNeg("trainer.weight_decay", r.Trainer.WeightDecay)
 	atLeast("trainer.chunk_size", r.Trainer.ChunkSize, 1)
 
-	oneOf("sync.kind", r.Sync.Kind, SyncLoRA)
-	atLeast("sync.keep", r.Sync.Keep, 1)
+	oneOf("sync.kind", r.Sync.Kind, SyncLoRA, SyncSGLangDisk, SyncNone)
+	if r.Sync.Kind == SyncLoRA {
+		atLeast("sync.keep", r.Sync.Keep, 1)
+	} else {
+		atLeast("sync.keep", r.Sync.Keep, 0)
+	}
+	// sglang_disk replaces the one weights version a replica serves: it can
+	// serve neither older weights (off-policy steps) nor, after the first
+	// sync, the initial ones (an initial-policy teacher).
+	if r.Sync.Kind == SyncSGLangDisk {
+		if r.Train.MaxOffPolicySteps > 0 {
+			bad("train.max_off_policy_steps", "must be 0 with sync.kind %s (got %d): a replica serves one weights version, replaced in place; use sync.kind %s for off-policy training",
+				SyncSGLangDisk, r.Train.MaxOffPolicySteps, SyncLoRA)
+		}
+		if h := r.Hindsight; h.Enabled && h.Loss != HindsightLossNone && h.Teacher == TeacherInitial {
+			bad("hindsight.teacher", "%q needs sync.kind %s: %s overwrites the served weights, so the policy servers no longer serve the initial policy after the first sync",
+				TeacherInitial, SyncLoRA, SyncSGLangDisk)
+		}
+	}
 
 	atLeast("train.steps", r.Train.Steps, 1)
 	atLeast("train.batch_size", r.Train.BatchSize, 1)
@@ -220,6 +243,7 @@ func (r *Recipe) Validate() error {
 
 	nonEmpty("output.dir", r.Output.Dir)
 	atLeast("output.trajectories", r.Output.Trajectories, 0)
+	atLeast("output.trajectory_steps", r.Output.TrajectorySteps, 0)
 
 	positive("http.timeout_seconds", r.HTTP.TimeoutSeconds)
 	atLeast("http.retries", r.HTTP.Retries, 0)
@@ -292,6 +316,22 @@ func (r *Recipe) Validate() error {
 		return nil
 	}
 	return ps
+}
+
+// ValidateTraining returns nil when the recipe can train, or a Problems
+// error naming sync.kind when it cannot: with sync.kind none trained
+// weights never reach the policy servers, so every step would sample from
+// the initial policy. Commands that train (orchestrate run, ablate, chaos,
+// bench) call it after Load; orchestrate eval does not need it.
+func (r *Recipe) ValidateTraining() error {
+	if r.Sync.Kind != SyncNone || r.Train.Steps == 0 {
+		return nil
+	}
+	return Problems{{
+		Key: "sync.kind",
+		Message: fmt.Sprintf("%q cannot train (train.steps is %d): trained weights would never reach the policy servers; set sync.kind to %s or %s, or use orchestrate eval",
+			SyncNone, r.Train.Steps, SyncLoRA, SyncSGLangDisk),
+	}}
 }
 
 var (

@@ -132,3 +132,83 @@ func TestValidateVariants(t *testing.T) {
 		`variants.bad[1]: "nokey": want key=value`, `variants.bad[2]: "variants.x=a": a variant cannot override variants`,
 		"variants.empty: a variant needs at least one key=value override", "variants.sp ace: variant names use")
 }
+
+func TestValidateSyncKinds(t *testing.T) {
+	// Every kind is accepted; an unknown one lists them.
+	for _, kind := range []string{SyncLoRA, SyncSGLangDisk, SyncNone} {
+		r := valid(t)
+		r.Sync.Kind = kind
+		if err := r.Validate(); err != nil {
+			t.Errorf("sync.kind %s: %v", kind, err)
+		}
+	}
+	r := valid(t)
+	r.Sync.Kind = "nccl"
+	if err := r.Validate(); err == nil || err.Error() != `sync.kind: must be one of lora, sglang_disk, none, got "nccl"` {
+		t.Errorf("sync.kind nccl: %v", err)
+	}
+
+	// lora keeps at least one adapter loaded; the other kinds load none.
+	r = valid(t)
+	r.Sync.Keep = 0
+	if err := r.Validate(); err == nil || err.Error() != "sync.keep: must be at least 1, got 0" {
+		t.Errorf("lora with sync.keep 0: %v", err)
+	}
+	r.Sync.Kind = SyncSGLangDisk
+	if err := r.Validate(); err != nil {
+		t.Errorf("sglang_disk with sync.keep 0: %v", err)
+	}
+	r.Sync.Keep = -1
+	wantErr(t, r.Validate(), "sync.keep: must be at least 0, got -1")
+
+	// sglang_disk replaces the served weights: the initial policy cannot be
+	// the teacher. (An empty sync.dir is fine: the caller puts it under
+	// output.dir.)
+	r = valid(t)
+	r.Sync.Kind = SyncSGLangDisk
+	r.Sync.Dir = ""
+	r.Hindsight.Teacher = TeacherInitial
+	if err := r.Validate(); err == nil || !strings.HasPrefix(err.Error(), `hindsight.teacher: "initial" needs sync.kind lora: sglang_disk overwrites`) {
+		t.Errorf("sglang_disk with teacher initial: %v", err)
+	}
+	r.Hindsight.Loss = HindsightLossNone // no teacher scoring
+	if err := r.Validate(); err != nil {
+		t.Errorf("sglang_disk, teacher initial, loss none: %v", err)
+	}
+	r.Hindsight.Loss = HindsightLossClamp
+	r.Hindsight.Enabled = false // no teacher at all
+	if err := r.Validate(); err != nil {
+		t.Errorf("sglang_disk, teacher initial, hindsight off: %v", err)
+	}
+	r.Train.MaxOffPolicySteps = 1
+	if err := r.Validate(); err == nil || !strings.HasPrefix(err.Error(), "train.max_off_policy_steps: must be 0 with sync.kind sglang_disk (got 1)") {
+		t.Errorf("sglang_disk off-policy: %v", err)
+	}
+	r.Train.MaxOffPolicySteps = 0
+	r.Hindsight.Enabled = true
+	r.Sync.Kind = SyncLoRA
+	if err := r.Validate(); err != nil {
+		t.Errorf("lora with teacher initial: %v", err)
+	}
+}
+
+func TestValidateTraining(t *testing.T) {
+	r := valid(t)
+	for _, kind := range []string{SyncLoRA, SyncSGLangDisk} {
+		r.Sync.Kind = kind
+		if err := r.ValidateTraining(); err != nil {
+			t.Errorf("sync.kind %s: ValidateTraining() = %v", kind, err)
+		}
+	}
+	r.Sync.Kind = SyncNone
+	err := r.ValidateTraining()
+	var ps Problems
+	if !errors.As(err, &ps) || len(ps) != 1 || ps[0].Key != "sync.kind" {
+		t.Fatalf("sync.kind none: ValidateTraining() = %v, want one problem at sync.kind", err)
+	}
+	wantErr(t, err, `sync.kind: "none" cannot train (train.steps is 100)`, "set sync.kind to lora or sglang_disk, or use orchestrate eval")
+	r.Train.Steps = 0
+	if err := r.ValidateTraining(); err != nil {
+		t.Errorf("sync.kind none, no steps: %v", err)
+	}
+}

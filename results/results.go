@@ -58,6 +58,10 @@ type StepRecord struct {
 	Critiques int `json:"critiques"`
 	// CritiqueFailures is the number of judge calls that failed.
 	CritiqueFailures int `json:"critique_failures"`
+	// CritiqueMeanChars is the mean length of the step's critiques in
+	// characters (Unicode code points); 0 when the step had no critiques or
+	// did not record it (records written before the field existed).
+	CritiqueMeanChars float64 `json:"critique_mean_chars,omitempty"`
 	// OPDTokens is the number of tokens given an on-policy distillation
 	// signal.
 	OPDTokens int `json:"opd_tokens"`
@@ -80,6 +84,10 @@ type StepRecord struct {
 	// PolicyLag is how many optimiser steps the sampling weights were
 	// behind the trainer's (0: on-policy).
 	PolicyLag int `json:"policy_lag"`
+	// Replicas maps each policy replica's URL to the weights it sampled
+	// the step's rollouts with; a replica that sampled nothing (drained,
+	// or lacking the weights) is absent.
+	Replicas map[string]string `json:"replicas,omitempty"`
 	// TrainerMetrics are the metrics the trainer reported, if any.
 	TrainerMetrics map[string]float64 `json:"trainer_metrics,omitempty"`
 	// WallSeconds is the wall time of the whole step.

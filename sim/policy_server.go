@@ -17,19 +17,23 @@ import (
 // PolicyServer is the simulated policy: a vLLM-compatible HTTP server
 // (PROTOCOLS.md §2) over Model. The base model serves InitialParams; LoRA
 // adapters saved by the simulated trainer are loaded at run time through
-// /v1/load_lora_adapter and served under their names.
+// /v1/load_lora_adapter and served under their names, and SGLang's
+// /update_weights_from_disk replaces the base model's parameters in place
+// (see policy_weights.go).
 type PolicyServer struct {
 	model     *Model
 	baseModel string
 	mu        sync.RWMutex
 	adapters  map[string]Params
 	order     []string
-	running   atomic.Int64
-	requests  atomic.Int64
-	tokens    atomic.Int64
-	lat       Latency
-	eng       *engine      // nil: no policy latency, requests bypass the engine
-	cache     *prefixCache // nil: no prefix caching
+	// weightsPath is the model_path of the last full-weight reload.
+	weightsPath string
+	running     atomic.Int64
+	requests    atomic.Int64
+	tokens      atomic.Int64
+	lat         Latency
+	eng         *engine      // nil: no policy latency, requests bypass the engine
+	cache       *prefixCache // nil: no prefix caching
 }
 
 // NewPolicyServer returns a simulated policy serving baseModel.
@@ -87,6 +91,7 @@ func (s *PolicyServer) Handler() http.Handler {
 	mux.HandleFunc("POST /detokenize", s.detokenize)
 	mux.HandleFunc("POST /v1/load_lora_adapter", s.loadLoRA)
 	mux.HandleFunc("POST /v1/unload_lora_adapter", s.unloadLoRA)
+	mux.HandleFunc("POST /update_weights_from_disk", s.updateWeightsFromDisk)
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
 	mux.HandleFunc("GET /v1/models", s.models)
 	mux.HandleFunc("GET /metrics", s.metrics)

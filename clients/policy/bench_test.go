@@ -53,3 +53,15 @@ func BenchmarkComplete(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDecodeCompletion measures reading a 40-token completion answer.
+func BenchmarkDecodeCompletion(b *testing.B) {
+	body := cannedCompletion()
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, bad, err := decodeCompletion(body); err != nil || bad != nil {
+			b.Fatal(err, bad)
+		}
+	}
+}

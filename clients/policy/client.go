@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -106,18 +105,23 @@ func (c *Client) Complete(ctx context.Context, req CompletionRequest) (*Completi
 		Logprobs:               1,
 		ReturnTokensAsTokenIDs: true,
 	}
-	var resp completionResponse
-	if err := c.do(ctx, http.MethodPost, "/v1/completions", body.encode(), completionDecoder{&resp}); err != nil {
+	enc, err := body.encode()
+	if err != nil {
+		return nil, fmt.Errorf("policy complete: encode request: %w", err)
+	}
+	var d completionDecoder
+	if err := c.do(ctx, http.MethodPost, "/v1/completions", enc, &d); err != nil {
 		return nil, fmt.Errorf("policy complete: %w", err)
 	}
-	out, err := c.parseCompletion(&resp)
-	if err != nil {
-		return nil, fmt.Errorf("policy complete %s: %w", c.URL(), err)
+	if d.bad != nil {
+		return nil, fmt.Errorf("policy complete %s: %w", c.URL(), d.bad)
 	}
-	return out, nil
+	return d.out, nil
 }
 
-func (c *Client) parseCompletion(resp *completionResponse) (*Completion, error) {
+// parseCompletion reads the first choice of a decoded answer (the slow
+// path; scanCompletion applies the same rules).
+func parseCompletion(resp *completionResponse) (*Completion, error) {
 	if len(resp.Choices) == 0 {
 		return nil, errors.New("no choices in response")
 	}
@@ -260,19 +264,25 @@ type tokenizeResponse struct {
 
 // Tokenize tokenizes text without a chat template (POST /tokenize).
 func (c *Client) Tokenize(ctx context.Context, model, text string, addSpecialTokens bool) ([]int, error) {
-	body := map[string]any{"model": model, "prompt": text, "add_special_tokens": addSpecialTokens}
 	var d tokensDecoder
-	if err := c.do(ctx, http.MethodPost, "/tokenize", body, &d); err != nil {
+	if err := c.do(ctx, http.MethodPost, "/tokenize", tokenizeBody(model, text, addSpecialTokens), &d); err != nil {
 		return nil, fmt.Errorf("policy tokenize: %w", err)
 	}
 	return d.ids, nil
 }
 
 // completionDecoder and tokensDecoder decode hot answers through the
-// transport, so a malformed one is retried.
-type completionDecoder struct{ resp *completionResponse }
+// transport, so a malformed one is retried. A completion answer that is
+// well-formed JSON but unusable (bad is set) is not retried.
+type completionDecoder struct {
+	out *Completion
+	bad error
+}
 
-func (d completionDecoder) DecodeJSON(b []byte) error { return decodeCompletion(b, d.resp) }
+func (d *completionDecoder) DecodeJSON(b []byte) (err error) {
+	d.out, d.bad, err = decodeCompletion(b)
+	return err
+}
 
 type tokensDecoder struct{ ids []int }
 
@@ -379,19 +389,12 @@ func (c *Client) Models(ctx context.Context) ([]string, error) {
 
 // encode writes the body as JSON, the prompt's ids with strconv rather
 // than reflection: a turn's prompt is thousands of ids, and this is the
-// orchestrator's hottest encoding. The output equals json.Marshal's.
-func (b completionBody) encode() json.RawMessage {
-	out := make([]byte, 0, 64+8*len(b.Prompt)+64*len(b.Stop))
-	str := func(s string) {
-		q, _ := json.Marshal(s)
-		out = append(out, q...)
-	}
-	num := func(f float64) {
-		q, _ := json.Marshal(f)
-		out = append(out, q...)
-	}
+// orchestrator's hottest encoding. The output equals json.Marshal's, and
+// so does the error for a value JSON cannot carry (a NaN temperature).
+func (b completionBody) encode() (json.RawMessage, error) {
+	out := make([]byte, 0, 256+7*len(b.Prompt)+len(b.Model))
 	out = append(out, `{"model":`...)
-	str(b.Model)
+	out = appendJSONString(out, b.Model)
 	out = append(out, `,"prompt":[`...)
 	for i, id := range b.Prompt {
 		if i > 0 {
@@ -402,9 +405,14 @@ func (b completionBody) encode() json.RawMessage {
 	out = append(out, `],"max_tokens":`...)
 	out = strconv.AppendInt(out, int64(b.MaxTokens), 10)
 	out = append(out, `,"temperature":`...)
-	num(b.Temperature)
+	var err error
+	if out, err = appendJSONFloat(out, b.Temperature); err != nil {
+		return nil, fmt.Errorf("temperature: %w", err)
+	}
 	out = append(out, `,"top_p":`...)
-	num(b.TopP)
+	if out, err = appendJSONFloat(out, b.TopP); err != nil {
+		return nil, fmt.Errorf("top_p: %w", err)
+	}
 	out = append(out, `,"top_k":`...)
 	out = strconv.AppendInt(out, int64(b.TopK), 10)
 	if b.Seed != nil {
@@ -418,7 +426,7 @@ func (b completionBody) encode() json.RawMessage {
 		if i > 0 {
 			out = append(out, ',')
 		}
-		str(s)
+		out = appendJSONString(out, s)
 	}
 	out = append(out, `],"include_stop_str_in_output":`...)
 	out = strconv.AppendBool(out, b.IncludeStopStrInOutput)
@@ -429,72 +437,7 @@ func (b completionBody) encode() json.RawMessage {
 	out = append(out, `,"return_tokens_as_token_ids":`...)
 	out = strconv.AppendBool(out, b.ReturnTokensAsTokenIDs)
 	out = append(out, '}')
-	return out
-}
-
-// decodeTokens reads the ids of a /tokenize answer. The "tokens" array of
-// integers is scanned directly (the hot path); any other shape falls back
-// to encoding/json, whose errors are returned.
-func decodeTokens(raw []byte) ([]int, error) {
-	if ids, ok := scanTokens(raw); ok {
-		return ids, nil
-	}
-	var resp tokenizeResponse
-	if err := json.Unmarshal(raw, &resp); err != nil {
-		return nil, err
-	}
-	if resp.Tokens == nil {
-		return nil, errors.New(`no "tokens" array`)
-	}
-	return resp.Tokens, nil
-}
-
-// scanTokens parses `"tokens":[1,2,...]` out of raw when the array holds
-// only non-negative decimal integers and the key appears once.
-func scanTokens(raw []byte) ([]int, bool) {
-	key := []byte(`"tokens":[`)
-	i := bytes.Index(raw, key)
-	if i < 0 || bytes.Index(raw[i+len(key):], key) >= 0 || !json.Valid(raw) {
-		return nil, false
-	}
-	rest := raw[i+len(key):]
-	ids := make([]int, 0, len(rest)/5)
-	j := 0
-	for {
-		for j < len(rest) && (rest[j] == ' ' || rest[j] == '\n' || rest[j] == '\t' || rest[j] == '\r') {
-			j++
-		}
-		if j < len(rest) && rest[j] == ']' && len(ids) == 0 {
-			return ids, true
-		}
-		start := j
-		v := 0
-		for j < len(rest) && rest[j] >= '0' && rest[j] <= '9' {
-			v = v*10 + int(rest[j]-'0')
-			j++
-			if j-start > 12 {
-				return nil, false
-			}
-		}
-		if j == start {
-			return nil, false
-		}
-		ids = append(ids, v)
-		for j < len(rest) && (rest[j] == ' ' || rest[j] == '\n' || rest[j] == '\t' || rest[j] == '\r') {
-			j++
-		}
-		if j >= len(rest) {
-			return nil, false
-		}
-		switch rest[j] {
-		case ',':
-			j++
-		case ']':
-			return ids, true
-		default:
-			return nil, false
-		}
-	}
+	return out, nil
 }
 
 // AlreadyLoaded reports an error of LoadLoRA saying the adapter is already

@@ -26,6 +26,13 @@ type Policy interface {
 	LoadLoRA(ctx context.Context, name, path string) error
 	// UnloadLoRA removes a loaded adapter.
 	UnloadLoRA(ctx context.Context, name string) error
+	// UpdateWeightsFromDisk replaces the weights the server serves, in
+	// place and under the same model name, with the full model (a merged
+	// Hugging Face directory) at path, which the server must be able to
+	// read (SGLang's POST /update_weights_from_disk). It returns nil only
+	// when the server reports success; a refusal is an error carrying the
+	// server's message.
+	UpdateWeightsFromDisk(ctx context.Context, path string) error
 	// Health returns nil when GET /health answers 200.
 	Health(ctx context.Context) error
 	// Models lists the model ids the server serves (base and adapters).

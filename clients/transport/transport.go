@@ -19,6 +19,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -46,6 +47,10 @@ const (
 	DefaultPoolSize = 64
 	// maxErrorBody is how much of a non-2xx body a StatusError keeps.
 	maxErrorBody = 512
+	// writeBufferSize and readBufferSize are each connection's buffers:
+	// a 9,000-token prompt is about 60 KB of JSON.
+	writeBufferSize = 64 << 10
+	readBufferSize  = 16 << 10
 )
 
 // Options configure one Client.
@@ -74,9 +79,34 @@ type Options struct {
 	// the attempt about to be made (2 for the first retry) and the status
 	// of the failed attempt (0 for a connection error). For metrics.
 	OnRetry func(role string, attempt int, status int)
+	// OnDone, when set, is called once per call (after its last attempt,
+	// before Do returns) with what the call did: for per-call metrics such
+	// as request counts, latencies and error rates. It runs on the caller's
+	// goroutine, so it must be quick and safe for concurrent use.
+	OnDone func(Observation)
 	// Logger, when set, receives the retry layer's debug and error logs.
 	// Nil keeps the retry layer silent.
 	Logger *slog.Logger
+}
+
+// Observation describes one finished call of Do, for OnDone.
+type Observation struct {
+	// Role is the client's role ("policy", "judge", ...).
+	Role string
+	// Method is the HTTP method.
+	Method string
+	// Path is the request path without the base URL and without any query
+	// string, e.g. "/v1/completions".
+	Path string
+	// Status is the final HTTP status, 0 when no response came back.
+	Status int
+	// Attempts is the number of HTTP requests the call sent (1 when the
+	// first one settled it; 0 when none could be sent).
+	Attempts int
+	// Duration is the whole call, retries and backoff included.
+	Duration time.Duration
+	// Err is the error Do returns, nil on success.
+	Err error
 }
 
 // DefaultOptions returns the defaults for role at baseURL: a timeout per
@@ -110,6 +140,22 @@ type Client struct {
 	rc      *resty.Client
 	tr      *http.Transport
 	secrets []string
+}
+
+// call is the state of one Do call, carried to the retry layer in the
+// request context: the encoded body, handed to the retry layer as it is so
+// that no layer copies it, and the attempts made.
+type call struct {
+	body     []byte
+	attempts int
+}
+
+type callKey struct{}
+
+// callOf returns the call state in ctx, nil outside Do.
+func callOf(ctx context.Context) *call {
+	c, _ := ctx.Value(callKey{}).(*call)
+	return c
 }
 
 // StatusError is a non-2xx answer from a server.
@@ -202,6 +248,11 @@ func New(o Options) (*Client, error) {
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,
+		// A policy request (a prompt of thousands of token ids) goes out
+		// in one write instead of 4 KB pieces, and most answers come in
+		// with one read: fewer system calls per call.
+		WriteBufferSize: writeBufferSize,
+		ReadBufferSize:  readBufferSize,
 	}
 	rc := &retryablehttp.Client{
 		HTTPClient:   &http.Client{Transport: c.tr, Timeout: o.Timeout},
@@ -215,9 +266,14 @@ func New(o Options) (*Client, error) {
 	if o.Logger != nil {
 		rc.Logger = o.Logger
 	}
-	c.rc = resty.NewWithClient(rc.StandardClient()).
+	// resty sends through the retry layer (retryRoundTripper, which plays
+	// the part of retryablehttp.StandardClient's round tripper); the
+	// headers of every request are set once here.
+	c.rc = resty.NewWithClient(&http.Client{Transport: &retryRoundTripper{rc: rc}}).
 		SetRetryCount(0).
-		SetLogger(silent{})
+		SetLogger(silent{}).
+		SetHeader("Accept", "application/json").
+		SetHeaders(o.Headers)
 	return c, nil
 }
 
@@ -240,20 +296,33 @@ func (c *Client) Close() { c.tr.CloseIdleConnections() }
 // Do sends a request to path (appended to the base URL) and decodes the
 // answer. in is sent as JSON (nil: no body; a json.RawMessage is sent
 // verbatim); a 2xx answer is decoded as JSON
-// into out (nil: discarded; *[]byte or *string: the raw body). A non-2xx
+// into out (nil: discarded; *[]byte or *string: the raw body; a Decoder
+// decodes it itself). A non-2xx
 // answer, after retries, is a *StatusError; other failures name the role
-// and the URL.
+// and the URL. Options.OnDone, when set, observes the call.
 func (c *Client) Do(ctx context.Context, method, path string, in, out any) error {
+	var start time.Time
+	if c.opts.OnDone != nil {
+		start = time.Now()
+	}
+	cl := &call{}
+	status, err := c.do(ctx, cl, method, path, in, out)
+	if c.opts.OnDone != nil {
+		p, _, _ := strings.Cut(path, "?")
+		c.opts.OnDone(Observation{Role: c.role, Method: method, Path: p, Status: status,
+			Attempts: cl.attempts, Duration: time.Since(start), Err: err})
+	}
+	return err
+}
+
+// do is Do without the observation; it returns the final HTTP status too.
+func (c *Client) do(ctx context.Context, cl *call, method, path string, in, out any) (int, error) {
 	full := c.base + path
-	shown := c.shown + path
+	shown := shownURL{c.shown, path}
 	if c.opts.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.opts.Timeout*time.Duration(c.opts.Retries+1))
 		defer cancel()
-	}
-	req := c.rc.R().SetContext(ctx).SetHeader("Accept", "application/json")
-	for k, v := range c.opts.Headers {
-		req.SetHeader(k, v)
 	}
 	if in != nil {
 		// A json.RawMessage is sent as it is: callers on hot paths encode
@@ -262,33 +331,34 @@ func (c *Client) Do(ctx context.Context, method, path string, in, out any) error
 		if !ok {
 			var err error
 			if b, err = json.Marshal(in); err != nil {
-				return fmt.Errorf("%s %s: encode request: %w", c.role, shown, err)
+				return 0, fmt.Errorf("%s %s: encode request: %w", c.role, shown, err)
 			}
 		}
-		req.SetHeader("Content-Type", "application/json").SetBody([]byte(b))
+		cl.body = b
 	}
+	ctx = context.WithValue(ctx, callKey{}, cl)
 	for attempt := 0; ; attempt++ {
-		err := c.once(ctx, req, method, full, shown, out)
-		var de *decodeError
-		if !errors.As(err, &de) || attempt >= c.opts.Retries || ctx.Err() != nil {
-			return err
+		status, err := c.once(ctx, cl, method, full, shown, out)
+		if err == nil || !isDecodeError(err) || attempt >= c.opts.Retries || ctx.Err() != nil {
+			return status, err
 		}
 		// A 2xx answer that does not decode (cut short, garbled) is
 		// transient too: ask again after a backoff.
 		if c.opts.OnRetry != nil {
-			c.opts.OnRetry(c.role, attempt+2, 0)
+			c.opts.OnRetry(c.role, cl.attempts+1, 0)
 		}
 		select {
 		case <-time.After(jitterBackoff(c.opts.RetryWaitMin, c.opts.RetryWaitMax, attempt)):
 		case <-ctx.Done():
-			return err
+			return status, err
 		}
 	}
 }
 
 // Decoder is an out value of Do that decodes a 2xx body itself (a fast
 // path for a hot answer); its failure counts as a malformed answer and is
-// retried like one.
+// retried like one. body is only valid during the call: the transport
+// reuses its memory afterwards, so DecodeJSON must copy what it keeps.
 type Decoder interface {
 	DecodeJSON(body []byte) error
 }
@@ -298,46 +368,144 @@ type decodeError struct{ msg string }
 
 func (e *decodeError) Error() string { return e.msg }
 
-// once makes one call through the retry layer and decodes its answer.
-func (c *Client) once(ctx context.Context, req *resty.Request, method, full, shown string, out any) error {
+func isDecodeError(err error) bool {
+	var de *decodeError
+	return errors.As(err, &de)
+}
+
+// shownURL is the URL named in errors (base with any password redacted,
+// then the path), joined only when an error needs it.
+type shownURL struct{ base, path string }
+
+func (u shownURL) String() string { return u.base + u.path }
+
+// bodyPool holds response buffers: answers are read into one and decoded
+// from it, instead of into a new slice each.
+var bodyPool = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooledBody bounds the buffers kept in bodyPool.
+const maxPooledBody = 1 << 20
+
+// once makes one call through the retry layer and decodes its answer; it
+// returns the answer's status (0 without one).
+func (c *Client) once(ctx context.Context, cl *call, method, full string, shown shownURL, out any) (int, error) {
+	req := c.rc.R().SetContext(ctx).SetDoNotParseResponse(true)
+	if cl.body != nil {
+		// resty passes an io.Reader through without buffering it, and
+		// retryRoundTripper sends cl.body itself (an empty body as resty
+		// made it).
+		req.SetHeader("Content-Type", "application/json").SetBody(bytes.NewReader(cl.body))
+	}
 	resp, err := req.Execute(method, full)
+	var raw *http.Response
+	if resp != nil {
+		raw = resp.RawResponse
+	}
 	if err != nil {
+		if raw != nil && raw.Body != nil {
+			raw.Body.Close()
+		}
 		var ue *url.Error
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return fmt.Errorf("%s %s: %w", c.role, shown, c.redactErr(err))
+		return 0, fmt.Errorf("%s %s: %w", c.role, shown, c.redactErr(err))
 	}
-	body := resp.Body()
-	if st := resp.StatusCode(); st < 200 || st > 299 {
+	st := raw.StatusCode
+	bp := bodyPool.Get().(*[]byte)
+	defer func() {
+		if cap(*bp) <= maxPooledBody {
+			bodyPool.Put(bp)
+		}
+	}()
+	body, err := readBody(raw, (*bp)[:0])
+	*bp = body
+	if err != nil {
+		return st, fmt.Errorf("%s %s: read response: %w", c.role, shown, c.redactErr(err))
+	}
+	if st < 200 || st > 299 {
 		b := body
 		if len(b) > maxErrorBody {
 			b = b[:maxErrorBody]
 		}
-		return &StatusError{Role: c.role, URL: shown, Status: st, Body: c.redact(strings.ToValidUTF8(string(b), "?"))}
+		return st, &StatusError{Role: c.role, URL: shown.String(), Status: st, Body: c.redact(strings.ToValidUTF8(string(b), "?"))}
 	}
 	switch o := out.(type) {
 	case nil:
-		return nil
+		return st, nil
 	case Decoder:
 		if err := o.DecodeJSON(body); err != nil {
-			return &decodeError{fmt.Sprintf("%s %s: decode response: %s", c.role, shown, c.redact(err.Error()))}
+			return st, &decodeError{fmt.Sprintf("%s %s: decode response: %s", c.role, shown, c.redact(err.Error()))}
 		}
-		return nil
+		return st, nil
 	case *[]byte:
 		*o = append((*o)[:0], body...)
-		return nil
+		return st, nil
 	case *string:
 		*o = string(body)
-		return nil
+		return st, nil
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
-		return &decodeError{fmt.Sprintf("%s %s: decode response: empty body", c.role, shown)}
+		return st, &decodeError{fmt.Sprintf("%s %s: decode response: empty body", c.role, shown)}
 	}
 	if err := json.Unmarshal(body, out); err != nil {
-		return &decodeError{fmt.Sprintf("%s %s: decode response: %s", c.role, shown, c.redact(err.Error()))}
+		return st, &decodeError{fmt.Sprintf("%s %s: decode response: %s", c.role, shown, c.redact(err.Error()))}
 	}
-	return nil
+	return st, nil
+}
+
+// readBody reads and closes resp's body, appending to buf (grown to the
+// announced length at once).
+func readBody(resp *http.Response, buf []byte) ([]byte, error) {
+	defer resp.Body.Close()
+	if n := resp.ContentLength; n > 0 && n <= maxPooledBody && int64(cap(buf)) < n+1 {
+		// One spare byte, so that the read that meets EOF needs no growth.
+		buf = make([]byte, 0, n+1)
+	}
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := resp.Body.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
+}
+
+// retryRoundTripper is the round tripper of resty's http.Client: it sends
+// each request through the retry layer, like retryablehttp's own
+// RoundTripper, but hands it the call's encoded body as a []byte, which the
+// retry layer reads afresh for every attempt without copying it (its
+// RoundTripper would read the request body into a new slice first).
+type retryRoundTripper struct {
+	rc *retryablehttp.Client
+}
+
+func (t *retryRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	var rreq *retryablehttp.Request
+	if cl := callOf(req.Context()); cl != nil && len(cl.body) > 0 {
+		rreq = &retryablehttp.Request{Request: req}
+		if err := rreq.SetBody(cl.body); err != nil {
+			return nil, err
+		}
+	} else {
+		var err error
+		if rreq, err = retryablehttp.FromRequest(req); err != nil {
+			return nil, err
+		}
+	}
+	resp, err := t.rc.Do(rreq)
+	// Like retryablehttp.RoundTripper: the http.Client above wraps errors
+	// in a *url.Error again.
+	if ue, ok := err.(*url.Error); ok {
+		return resp, ue.Err
+	}
+	return resp, err
 }
 
 // redact removes secrets from s.
@@ -370,6 +538,10 @@ func (e *redactedError) Unwrap() error { return e.err }
 // after the caller's context ended, and not when a Retry-After asks for a
 // wait past the call's deadline.
 func checkRetry(ctx context.Context, resp *http.Response, err error) (bool, error) {
+	// The retry layer asks once per attempt: count it for Observation.
+	if cl := callOf(ctx); cl != nil {
+		cl.attempts++
+	}
 	if ctx.Err() != nil {
 		return false, ctx.Err()
 	}

@@ -13,6 +13,7 @@ import (
 
 func newAblateCmd(e *env) *cobra.Command {
 	var rf recipeFlags
+	var wf watchFlags
 	var only []string
 	var overwrite bool
 	format := "table"
@@ -32,11 +33,18 @@ the average at its last evaluation.`,
 			if err != nil {
 				return err
 			}
-			_, err = orchestrator.Ablate(cmd.Context(), vs, e.environ, overwrite, e.stdout, e.stderr, format)
+			wa, err := wf.start(e)
+			if err != nil {
+				return err
+			}
+			defer wa.Close()
+			_, err = orchestrator.Ablate(cmd.Context(), vs, orchestrator.AblateOptions{Environ: e.environ, Overwrite: overwrite,
+				Out: wa.out, Log: e.stderr, Format: format, Metrics: wa.metrics, Progress: wa.progress})
 			return err
 		},
 	}
 	rf.register(cmd.Flags())
+	wf.register(cmd.Flags())
 	cmd.Flags().StringSliceVar(&only, "only", nil, "run only these variants (comma-separated; the base always runs)")
 	cmd.Flags().BoolVar(&overwrite, "overwrite", false, "replace earlier results in the variants' output directories")
 	cmd.Flags().StringVar(&format, "format", format, "table, markdown or csv")

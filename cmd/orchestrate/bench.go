@@ -15,7 +15,7 @@ func newBenchCmd(e *env) *cobra.Command {
 	o := orchestrator.BenchOptions{Recipe: "recipes/sim.yaml", Scale: 1}
 	var jsonPath string
 	var keep bool
-	var cpuProfile string
+	var cpuProfile, memProfile string
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure scheduling and control-plane cost on the simulator, side by side in one run",
@@ -59,6 +59,18 @@ The figures are ratios measured in the same run; they are SIMULATED.`,
 			if err != nil {
 				return err
 			}
+			if memProfile != "" {
+				// Allocations since the start (alloc_space, alloc_objects)
+				// and what is live at the end (inuse_*).
+				f, err := os.Create(memProfile)
+				if err != nil {
+					return fmt.Errorf("--memprofile: %w", err)
+				}
+				defer f.Close()
+				if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+					return fmt.Errorf("--memprofile: %w", err)
+				}
+			}
 			if err := orchestrator.WriteBenchTable(e.stdout, rep); err != nil {
 				return err
 			}
@@ -80,6 +92,7 @@ The figures are ratios measured in the same run; they are SIMULATED.`,
 	cmd.Flags().StringVar(&o.Dir, "dir", "", "keep the scenarios' run directories here (default: a temporary directory)")
 	cmd.Flags().BoolVar(&keep, "keep", false, "keep the temporary directory")
 	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of this process (the orchestrator side) to this file")
+	cmd.Flags().StringVar(&memProfile, "memprofile", "", "write an allocation profile of this process (the orchestrator side) to this file at the end")
 	cmd.Flags().StringSliceVar(&o.Only, "only", nil, "run only these scenarios: speedup, hindsight, replicas, cpu")
 	return cmd
 }

@@ -13,6 +13,7 @@ import (
 
 func newEvalCmd(e *env) *cobra.Command {
 	var rf recipeFlags
+	var wf watchFlags
 	opt := orchestrator.EvalOptions{Strategy: format.StrategySearch, Step: -1}
 	cmd := &cobra.Command{
 		Use:   "eval RECIPE",
@@ -33,17 +34,23 @@ with the strategy named, and per-question results go to output.dir/questions/.`,
 			if !slices.Contains(format.Strategies, opt.Strategy) {
 				return fmt.Errorf("--strategy %q: want one of %s", opt.Strategy, strings.Join(format.Strategies, ", "))
 			}
-			r, deps, emb, err := rf.connect(cmd.Context(), e, args[0])
+			wa, err := wf.start(e)
+			if err != nil {
+				return err
+			}
+			defer wa.Close()
+			r, deps, emb, err := rf.connect(cmd.Context(), e, args[0], wa.options()...)
 			if err != nil {
 				return err
 			}
 			defer emb.Close()
-			opt.Out = e.stdout
+			opt.Out, opt.Progress, opt.Metrics = wa.out, wa.progress, wa.metrics
 			_, err = orchestrator.Evaluate(cmd.Context(), r, deps, opt)
 			return err
 		},
 	}
 	rf.register(cmd.Flags())
+	wf.register(cmd.Flags())
 	cmd.Flags().StringVar(&opt.Strategy, "strategy", opt.Strategy, "direct, rag or search")
 	cmd.Flags().StringVar(&opt.Checkpoint, "checkpoint", "", "model name served by the policy servers, or an adapter directory or .tar.gz to load (default: the base model)")
 	cmd.Flags().IntVar(&opt.Step, "step", -1, "training step to record (default: from a -stepNNNN checkpoint name, else 0)")

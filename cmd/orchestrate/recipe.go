@@ -1,7 +1,12 @@
 package main
 
 import (
+	"fmt"
+	"strings"
+
 	"github.com/spf13/cobra"
+
+	"github.com/hindsearch/hindsearch/recipes"
 )
 
 func newRecipeCmd(e *env) *cobra.Command {
@@ -9,10 +14,15 @@ func newRecipeCmd(e *env) *cobra.Command {
 	var rf recipeFlags
 	check := &cobra.Command{
 		Use:   "check RECIPE",
-		Short: "Validate a recipe and print it resolved (defaults, ORCH_ environment, --set), secrets redacted",
-		Args:  cobra.ExactArgs(1),
+		Short: "Validate a recipe and print it resolved (defaults, base chain, ORCH_ environment, --set), secrets redacted",
+		Long: `Resolve RECIPE as every command does (the defaults, then its base: chain with
+the deepest base first, then the file, then ORCH_ environment variables, then
+--set), validate it, and print the flat result as YAML with secrets in URLs
+redacted: the form saved as recipe.yaml in each run directory. When RECIPE
+names a base, a first comment line lists the files layered, in order.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			r, err := rf.load(e, args[0])
+			r, files, err := recipes.LoadChain(args[0], rf.sets, e.environ)
 			if err != nil {
 				return err
 			}
@@ -20,6 +30,12 @@ func newRecipeCmd(e *env) *cobra.Command {
 			y, err := red.YAML()
 			if err != nil {
 				return err
+			}
+			if len(files) > 1 {
+				// A comment, so that the output still loads as a recipe.
+				if _, err := fmt.Fprintf(e.stdout, "# layered over the defaults, in order: %s\n", strings.Join(files, ", ")); err != nil {
+					return err
+				}
 			}
 			_, err = e.stdout.Write(y)
 			return err

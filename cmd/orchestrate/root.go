@@ -29,7 +29,8 @@ func newRootCmd(stdout, stderr io.Writer, environ []string) *cobra.Command {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newRunCmd(e), newEvalCmd(e), newAblateCmd(e), newBenchCmd(e), newChaosCmd(e), newRecipeCmd(e), newServeCmd(e), newResultsCmd(e))
+	root.AddCommand(newRunCmd(e), newEvalCmd(e), newAblateCmd(e), newBenchCmd(e), newChaosCmd(e), newRecipeCmd(e), newServeCmd(e), newResultsCmd(e), newShowCmd(e))
+	root.AddCommand(newDoctorCmd(e))
 	return root
 }
 
@@ -48,6 +49,6 @@ func (f *recipeFlags) load(e *env, path string) (*recipes.Recipe, error) {
 
 // connect loads the recipe with the flags' overrides and connects to (or
 // starts) every server it names; close the returned servers when done.
-func (f *recipeFlags) connect(ctx context.Context, e *env, path string) (*recipes.Recipe, orchestrator.Deps, *orchestrator.Embedded, error) {
-	return orchestrator.LoadAndConnect(ctx, path, f.sets, e.environ, e.stderr)
+func (f *recipeFlags) connect(ctx context.Context, e *env, path string, options ...orchestrator.ConnectOption) (*recipes.Recipe, orchestrator.Deps, *orchestrator.Embedded, error) {
+	return orchestrator.LoadAndConnect(ctx, path, f.sets, e.environ, e.stderr, options...)
 }

@@ -8,6 +8,7 @@ import (
 
 func newRunCmd(e *env) *cobra.Command {
 	var rf recipeFlags
+	var wf watchFlags
 	var overwrite, resume bool
 	cmd := &cobra.Command{
 		Use:   "run RECIPE",
@@ -19,17 +20,24 @@ loopback ports (policy, judge and trainer by the simulator, the retriever as a
 real BM25 index).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			r, deps, emb, err := rf.connect(cmd.Context(), e, args[0])
+			wa, err := wf.start(e)
+			if err != nil {
+				return err
+			}
+			defer wa.Close()
+			r, deps, emb, err := rf.connect(cmd.Context(), e, args[0], wa.options()...)
 			if err != nil {
 				return err
 			}
 			defer emb.Close()
-			rn := &orchestrator.Runner{Recipe: r, Deps: deps, Out: e.stdout, Overwrite: overwrite, Resume: resume}
+			rn := &orchestrator.Runner{Recipe: r, Deps: deps, Out: wa.out, Overwrite: overwrite, Resume: resume,
+				Metrics: wa.metrics, Progress: wa.progress}
 			_, err = rn.Run(cmd.Context())
 			return err
 		},
 	}
 	rf.register(cmd.Flags())
+	wf.register(cmd.Flags())
 	cmd.Flags().BoolVar(&overwrite, "overwrite", false, "replace the results of an earlier run in output.dir")
 	cmd.Flags().BoolVar(&resume, "resume", false, "continue the run in output.dir from its last completed step")
 	cmd.MarkFlagsMutuallyExclusive("overwrite", "resume")

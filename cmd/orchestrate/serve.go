@@ -13,11 +13,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hindsearch/hindsearch/clients/retriever/bm25"
+	"github.com/hindsearch/hindsearch/orchestrator/progress"
 )
 
 func newServeCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{Use: "serve", Short: "Serve an embedded server as a process"}
-	var corpus, addr, cacheDir string
+	var corpus, addr, cacheDir, progressMode string
 	ret := &cobra.Command{
 		Use:   "retriever",
 		Short: "Serve the BM25 index of a wiki-18 JSONL corpus over the Search-R1 /retrieve protocol",
@@ -33,7 +34,22 @@ func newServeCmd(e *env) *cobra.Command {
 				}
 				cacheDir = filepath.Join(c, "hindsearch", "bm25")
 			}
-			ix, err := bm25.Open(cmd.Context(), corpus, cacheDir, nil)
+			mode, err := progress.ParseMode(progressMode, isTerminal(e.stderr))
+			if err != nil {
+				return err
+			}
+			// Building the index of a full wiki-18 dump takes a while: show it.
+			rep := progress.New(e.stderr, mode, 0)
+			var task *progress.Task
+			ix, err := bm25.Open(cmd.Context(), corpus, cacheDir, func(done, total int) {
+				if task == nil {
+					fmt.Fprintf(rep.Writer(), "building the BM25 index of %s (once; cached in %s)\n", corpus, cacheDir)
+					task = rep.Start("BM25 index", total, "passages")
+				}
+				task.Add(done - int(task.Count()))
+			})
+			task.Done()
+			rep.Close()
 			if err != nil {
 				return err
 			}
@@ -59,6 +75,7 @@ func newServeCmd(e *env) *cobra.Command {
 	ret.Flags().StringVar(&corpus, "corpus", "", "wiki-18 JSONL corpus ({\"id\", \"contents\"} per line)")
 	ret.Flags().StringVar(&addr, "addr", "127.0.0.1:8000", "listen address")
 	ret.Flags().StringVar(&cacheDir, "index-dir", "", "index cache directory (default: the user cache dir)")
+	ret.Flags().StringVar(&progressMode, "progress", "auto", "index build progress on stderr: auto (a bar on a terminal, a log line every 10s otherwise), bars, lines or off")
 	cmd.AddCommand(ret, newServeSimCmd(e))
 	return cmd
 }

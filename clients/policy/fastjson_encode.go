@@ -1,0 +1,101 @@
+package policy
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"unicode/utf8"
+)
+
+// Hot request bodies are written by hand, byte for byte as encoding/json
+// writes them (the tests compare the two), without its reflection, map
+// sorting and intermediate buffers.
+
+// tokenizeBody is json.Marshal(map[string]any{"model": model, "prompt":
+// text, "add_special_tokens": add}): keys sorted, HTML characters escaped.
+func tokenizeBody(model, text string, add bool) json.RawMessage {
+	out := make([]byte, 0, 64+len(model)+len(text)+len(text)/8)
+	out = append(out, `{"add_special_tokens":`...)
+	out = strconv.AppendBool(out, add)
+	out = append(out, `,"model":`...)
+	out = appendJSONString(out, model)
+	out = append(out, `,"prompt":`...)
+	out = appendJSONString(out, text)
+	return append(out, '}')
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendJSONString appends s as encoding/json encodes a string: quoted,
+// with '"', '\\', control characters, '<', '>', '&', U+2028 and U+2029
+// escaped and each invalid UTF-8 byte replaced by \ufffd.
+func appendJSONString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if b := s[i]; b < utf8.RuneSelf {
+			if b >= 0x20 && b != '"' && b != '\\' && b != '<' && b != '>' && b != '&' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch b {
+			case '\\', '"':
+				dst = append(dst, '\\', b)
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		c, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case c == utf8.RuneError && size == 1:
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+		case c == '\u2028' || c == '\u2029':
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[c&0xF])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		start = i
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
+
+// appendJSONFloat appends f as encoding/json encodes a float64; NaN and
+// infinities, which JSON cannot carry, are an error (as for json.Marshal).
+func appendJSONFloat(dst []byte, f float64) ([]byte, error) {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return dst, fmt.Errorf("unsupported value %v", f)
+	}
+	format := byte('f')
+	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	dst = strconv.AppendFloat(dst, f, format, -1, 64)
+	if format == 'e' {
+		// e-09 becomes e-9, as encoding/json writes it.
+		if n := len(dst); n >= 4 && dst[n-4] == 'e' && dst[n-3] == '-' && dst[n-2] == '0' {
+			dst[n-2] = dst[n-1]
+			dst = dst[:n-1]
+		}
+	}
+	return dst, nil
+}

@@ -1,0 +1,65 @@
+package policy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/hindsearch/hindsearch/clients/transport"
+)
+
+// ErrWeightsFromDiskUnsupported is wrapped by UpdateWeightsFromDisk errors
+// when the server has no /update_weights_from_disk route (stock vLLM has
+// none: sync.kind sglang_disk needs SGLang).
+var ErrWeightsFromDiskUnsupported = errors.New("the server has no POST /update_weights_from_disk route (stock vLLM has none): sync.kind sglang_disk needs SGLang, or use sync.kind lora")
+
+// weightsFromDiskBody is the request body of /update_weights_from_disk;
+// load_format and abort_all_requests are left to the server's defaults
+// (the weights' own format; in-flight requests finish first).
+type weightsFromDiskBody struct {
+	ModelPath string `json:"model_path"`
+}
+
+// weightsFromDiskAnswer is SGLang's answer, with 200 on success and 400 on
+// failure.
+type weightsFromDiskAnswer struct {
+	Success           *bool  `json:"success"`
+	Message           string `json:"message"`
+	NumPausedRequests int    `json:"num_paused_requests"`
+}
+
+// UpdateWeightsFromDisk loads the full model at path in place of the served
+// weights (POST /update_weights_from_disk {"model_path": path}). The
+// server's {"success": false, "message": ...} (status 400, or 200 from a
+// lenient server) is an error carrying the message.
+func (c *Client) UpdateWeightsFromDisk(ctx context.Context, path string) error {
+	var ans weightsFromDiskAnswer
+	err := c.do(ctx, http.MethodPost, "/update_weights_from_disk", weightsFromDiskBody{ModelPath: path}, &ans)
+	if err != nil {
+		if routeMissing(err) {
+			return fmt.Errorf("policy update weights from disk at %s: %w", c.URL(), ErrWeightsFromDiskUnsupported)
+		}
+		var se *transport.StatusError
+		if errors.As(err, &se) && se.Status == http.StatusBadRequest {
+			// The refusal's message says why (a missing file, a shape
+			// mismatch); the body may be cut short, then it is shown as is.
+			var a weightsFromDiskAnswer
+			msg := strings.TrimSpace(se.Body)
+			if json.Unmarshal([]byte(se.Body), &a) == nil && a.Message != "" {
+				msg = a.Message
+			}
+			return fmt.Errorf("policy update weights from disk %s at %s: refused (status 400): %s", path, c.URL(), msg)
+		}
+		return fmt.Errorf("policy update weights from disk %s: %w", path, err)
+	}
+	switch {
+	case ans.Success == nil:
+		return fmt.Errorf("policy update weights from disk %s at %s: the answer has no success field", path, c.URL())
+	case !*ans.Success:
+		return fmt.Errorf("policy update weights from disk %s at %s: refused: %s", path, c.URL(), ans.Message)
+	}
+	return nil
+}

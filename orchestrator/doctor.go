@@ -1,0 +1,928 @@
+package orchestrator
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/olekukonko/tablewriter"
+	"github.com/olekukonko/tablewriter/renderer"
+	"github.com/olekukonko/tablewriter/tw"
+
+	"github.com/hindsearch/hindsearch/clients/judge"
+	"github.com/hindsearch/hindsearch/clients/policy"
+	"github.com/hindsearch/hindsearch/clients/retriever"
+	"github.com/hindsearch/hindsearch/clients/trainer"
+	"github.com/hindsearch/hindsearch/clients/transport"
+	"github.com/hindsearch/hindsearch/recipes"
+)
+
+// CheckStatus is the outcome of one check.
+type CheckStatus string
+
+// The outcomes of a check. Only CheckFail fails a doctor run.
+const (
+	// CheckOK: the check passed.
+	CheckOK CheckStatus = "ok"
+	// CheckFail: the run would fail or train on wrong numbers.
+	CheckFail CheckStatus = "FAIL"
+	// CheckWarn: something doctor cannot verify from here and that must
+	// hold for the run to work.
+	CheckWarn CheckStatus = "warn"
+	// CheckSkip: the check was not made (an earlier check of the same
+	// server failed, or the recipe does not use it).
+	CheckSkip CheckStatus = "skip"
+)
+
+// Check is the result of one check of one server (or of the sync
+// directory).
+type Check struct {
+	// Role is "policy", "judge", "retriever", "trainer" or "sync".
+	Role string
+	// Server is the server's base URL, or the directory for sync checks.
+	Server string
+	// Name is the check, e.g. "health" or "chat template".
+	Name string
+	// Status is the outcome.
+	Status CheckStatus
+	// Detail says what was found.
+	Detail string
+	// Fix says what to do: the exact server flag, environment variable,
+	// recipe key or command. Set for CheckFail and CheckWarn.
+	Fix string
+}
+
+// DefaultCheckTimeout bounds each check of Doctor and Preflight, retries
+// included.
+const DefaultCheckTimeout = 15 * time.Second
+
+// DoctorOptions configure Doctor.
+type DoctorOptions struct {
+	// Environ is where the variables named by judge.api_key_env and
+	// trainer.api_key_env are looked up ("KEY=value" form, as
+	// os.Environ). Their values are never reported.
+	Environ []string
+	// CheckTimeout bounds each check (0: DefaultCheckTimeout).
+	CheckTimeout time.Duration
+}
+
+// DoctorReport is the result of every check of a recipe's servers.
+type DoctorReport struct {
+	// Checks are in a fixed order: each policy replica in policy.urls
+	// order, then the judge, the retriever, the trainer and the sync
+	// directory.
+	Checks []Check
+	// Simulated names the roles served by the embedded simulator (from
+	// Deps.Simulated); Write says so under the table.
+	Simulated []string
+}
+
+// Failed returns the checks whose status is CheckFail.
+func (d *DoctorReport) Failed() []Check {
+	var out []Check
+	for _, c := range d.Checks {
+		if c.Status == CheckFail {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// Write prints the report to w: a table with one row per check (role,
+// server, check, status, detail), then every failure and warning with its
+// fix, then a one-line verdict.
+func (d *DoctorReport) Write(w io.Writer) error {
+	t := tablewriter.NewTable(w,
+		tablewriter.WithRenderer(renderer.NewBlueprint(tw.Rendition{Symbols: tw.NewSymbols(tw.StyleASCII)})),
+		tablewriter.WithHeaderAutoFormat(tw.Off),
+		tablewriter.WithHeaderAlignment(tw.AlignLeft),
+		tablewriter.WithHeaderAutoWrap(tw.WrapNone),
+		tablewriter.WithRowAutoFormat(tw.Off),
+		tablewriter.WithRowAutoWrap(tw.WrapNone),
+		tablewriter.WithRowAlignment(tw.AlignLeft),
+	)
+	t.Header("role", "server", "check", "status", "detail")
+	for _, c := range d.Checks {
+		if err := t.Append([]string{c.Role, c.Server, c.Name, string(c.Status), c.Detail}); err != nil {
+			return fmt.Errorf("doctor table: %w", err)
+		}
+	}
+	if err := t.Render(); err != nil {
+		return fmt.Errorf("doctor table: %w", err)
+	}
+	var b strings.Builder
+	if len(d.Simulated) > 0 {
+		fmt.Fprintf(&b, "SIMULATED: %s served by the embedded hindsearch simulator, not by language models.\n", strings.Join(d.Simulated, ", "))
+	}
+	failed, warned := 0, 0
+	for _, c := range d.Checks {
+		if c.Status != CheckFail && c.Status != CheckWarn {
+			continue
+		}
+		if c.Status == CheckFail {
+			failed++
+		} else {
+			warned++
+		}
+		fmt.Fprintf(&b, "\n%s %s %s %s: %s\n", c.Status, c.Role, c.Server, c.Name, c.Detail)
+		if c.Fix != "" {
+			fmt.Fprintf(&b, "  fix: %s\n", c.Fix)
+		}
+	}
+	switch {
+	case failed > 0:
+		fmt.Fprintf(&b, "\n%d of %d checks failed, %d warnings.\n", failed, len(d.Checks), warned)
+	case warned > 0:
+		fmt.Fprintf(&b, "\nno check failed; %d warnings.\n", warned)
+	default:
+		fmt.Fprintf(&b, "\nall %d checks passed.\n", len(d.Checks))
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// Doctor checks every server the recipe names and the sync directory, and
+// does not stop at the first failure:
+//
+//   - each policy replica: GET /health; GET /v1/models lists policy.model
+//     (and hindsight.teacher when it names another model); with sync.kind
+//     lora, the runtime LoRA routes exist; with sync.kind sglang_disk,
+//     POST /update_weights_from_disk exists; POST /tokenize with messages
+//     applies a chat template; a one-token completion of the probe's ids
+//     returns the sampled token id and its logprob, and scoring the probe
+//     returns a prompt logprob per token; POST /tokenize of a probe string
+//     gives the same ids on every replica and under the teacher model;
+//   - the judge (when hindsight is on): a probe chat completion answers,
+//     and its api_key_env variable is set (a warning only when the server
+//     accepted the probe without it);
+//   - the retriever: POST /retrieve of two probe queries answers one
+//     result list per query, each hit with an id, contents and a score;
+//   - the trainer: GET healthz answers, get_server_capabilities lists
+//     trainer.base_model, its api_key_env variable is set (a warning only
+//     when the server accepted requests without it), and, for a remote
+//     trainer, trainer.checkpoints_dir is a readable directory (a warning
+//     when it does not exist yet);
+//   - sync.dir (unless sync.kind is none): a probe file can be created,
+//     written, read back and removed (directories doctor had to create are
+//     removed again); a policy replica that is not on a loopback host gets a
+//     warning that the directory must be mounted there at the same path.
+//
+// Each check is bounded by opt.CheckTimeout; the servers are checked
+// concurrently. r must have its run defaults applied (ApplyRunDefaults).
+func Doctor(ctx context.Context, r *recipes.Recipe, deps Deps, opt DoctorOptions) *DoctorReport {
+	c := newChecker(r, deps, opt.Environ, opt.CheckTimeout, true)
+	return &DoctorReport{Checks: c.run(ctx), Simulated: slices.Clone(deps.Simulated)}
+}
+
+// checker runs the checks of Doctor (full) or the fast subset of
+// Preflight: reachability, served models, the sync route, the retriever
+// probe and the trainer's base model.
+type checker struct {
+	r       *recipes.Recipe
+	deps    Deps
+	env     map[string]string
+	timeout time.Duration
+	full    bool
+}
+
+func newChecker(r *recipes.Recipe, deps Deps, environ []string, timeout time.Duration, full bool) *checker {
+	if timeout <= 0 {
+		timeout = DefaultCheckTimeout
+	}
+	env := map[string]string{}
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			env[k] = v
+		}
+	}
+	return &checker{r: r, deps: deps, env: env, timeout: timeout, full: full}
+}
+
+// run checks every server concurrently and returns the checks in a fixed
+// order.
+func (c *checker) run(ctx context.Context) []Check {
+	reps := make([]replicaChecks, len(c.deps.Policies))
+	var judgeC, retC, trainC, syncC []Check
+	var wg sync.WaitGroup
+	for i, p := range c.deps.Policies {
+		wg.Go(func() { reps[i] = c.policy(ctx, p) })
+	}
+	if c.full && c.deps.Judge != nil {
+		wg.Go(func() { judgeC = c.judge(ctx, c.deps.Judge) })
+	}
+	if c.deps.Retriever != nil {
+		wg.Go(func() { retC = c.retriever(ctx, c.deps.Retriever) })
+	}
+	if c.deps.Trainer != nil {
+		wg.Go(func() { trainC = c.trainer(ctx, c.deps.Trainer) })
+	}
+	if c.full && c.r.Sync.Kind != recipes.SyncNone {
+		wg.Go(func() { syncC = c.syncDir() })
+	}
+	wg.Wait()
+	var out []Check
+	if c.full {
+		tokenizerChecks(c.r, reps)
+	}
+	for _, rc := range reps {
+		out = append(out, rc.checks...)
+	}
+	out = append(out, judgeC...)
+	out = append(out, retC...)
+	out = append(out, trainC...)
+	return append(out, syncC...)
+}
+
+// bounded returns ctx limited to one check's timeout.
+func (c *checker) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, c.timeout)
+}
+
+// teacherModel is the model hindsight.teacher names when it is neither self
+// nor initial and hindsight is on ("" otherwise): the policy servers must
+// serve it too.
+func teacherModel(r *recipes.Recipe) string {
+	if t := r.Hindsight.Teacher; r.Hindsight.Enabled && t != recipes.TeacherSelf && t != recipes.TeacherInitial && t != r.Policy.Model {
+		return t
+	}
+	return ""
+}
+
+// tokenizeProbe is tokenized by every replica under the policy and the
+// teacher model: punctuation, digits, tags and non-ASCII text, where
+// tokenizers differ first.
+const tokenizeProbe = `Who composed "Carmen" (1875)? <search> Georges Bizet opera </search> naïve café, Zürich 東京 — 3.14`
+
+// replicaChecks are one replica's checks, with what the tokenizer
+// comparison across replicas needs.
+type replicaChecks struct {
+	url    string
+	checks []Check
+	// reached is false when the replica did not answer GET /health.
+	reached bool
+	// unserved is set when GET /v1/models showed that policy.model is not
+	// served: the tokenizer probes are skipped. teacherUnserved likewise
+	// for the teacher model.
+	unserved, teacherUnserved bool
+	// ids is the probe under policy.model; idsErr its error.
+	ids    []int
+	idsErr error
+	// teacherIDs is the probe under the teacher model (when there is
+	// one); teacherErr its error.
+	teacherIDs []int
+	teacherErr error
+}
+
+// policy checks one replica.
+func (c *checker) policy(ctx context.Context, p policy.Policy) replicaChecks {
+	rc := replicaChecks{url: p.URL()}
+	add := func(name string, st CheckStatus, detail, fix string) {
+		rc.checks = append(rc.checks, Check{Role: "policy", Server: rc.url, Name: name, Status: st, Detail: detail, Fix: fix})
+	}
+	cctx, cancel := c.bounded(ctx)
+	err := p.Health(cctx)
+	cancel()
+	if err != nil {
+		add("health", CheckFail, "GET /health: "+reason(err),
+			"start the vLLM (or SGLang) server at this address (see docs/gpu.md), or fix policy.urls")
+		for _, n := range c.policyCheckNames() {
+			add(n, CheckSkip, "the server did not answer GET /health", "")
+		}
+		return rc
+	}
+	rc.reached = true
+	add("health", CheckOK, "GET /health answered 200", "")
+
+	// Served models.
+	want := []string{c.r.Policy.Model}
+	if t := teacherModel(c.r); t != "" {
+		want = append(want, t)
+	}
+	cctx, cancel = c.bounded(ctx)
+	models, err := p.Models(cctx)
+	cancel()
+	switch {
+	case err != nil:
+		add("models", CheckFail, "GET /v1/models: "+reason(err), "the server must answer GET /v1/models (vLLM and SGLang's OpenAI servers do)")
+	default:
+		var missing []string
+		for _, m := range want {
+			if !slices.Contains(models, m) {
+				missing = append(missing, m)
+			}
+		}
+		rc.unserved = !slices.Contains(models, c.r.Policy.Model)
+		rc.teacherUnserved = len(want) > 1 && !slices.Contains(models, want[1])
+		if len(missing) > 0 {
+			add("models", CheckFail,
+				fmt.Sprintf("does not serve model %q (it serves %s)", missing[0], listOrNone(models)),
+				fmt.Sprintf("start vLLM with --served-model-name %s, or set policy.model (or hindsight.teacher) to a served name", missing[0]))
+		} else {
+			add("models", CheckOK, "serves "+strings.Join(want, ", "), "")
+		}
+	}
+
+	// The weight sync route.
+	if ch, ok := c.syncRoute(ctx, p); ok {
+		rc.checks = append(rc.checks, ch)
+	}
+	if !c.full {
+		return rc
+	}
+
+	// Tokenizer probe (compared across replicas later) and chat template.
+	if rc.unserved {
+		add("chat template", CheckSkip, fmt.Sprintf("the server does not serve %q", c.r.Policy.Model), "")
+		add("logprobs", CheckSkip, fmt.Sprintf("the server does not serve %q", c.r.Policy.Model), "")
+		return rc
+	}
+	cctx, cancel = c.bounded(ctx)
+	rc.ids, rc.idsErr = p.Tokenize(cctx, c.r.Policy.Model, tokenizeProbe, false)
+	cancel()
+	if t := teacherModel(c.r); t != "" && !rc.teacherUnserved {
+		cctx, cancel = c.bounded(ctx)
+		rc.teacherIDs, rc.teacherErr = p.Tokenize(cctx, t, tokenizeProbe, false)
+		cancel()
+	}
+	cctx, cancel = c.bounded(ctx)
+	chat, err := p.TokenizeChat(cctx, c.r.Policy.Model, []policy.Message{{Role: "user", Content: tokenizeProbe}}, true)
+	cancel()
+	chatFix := "start vLLM with --chat-template FILE (the model's Jinja chat template; SGLang: --chat-template NAME): the agent prompt is built with the model's chat template"
+	switch {
+	case err != nil:
+		add("chat template", CheckFail, "POST /tokenize with messages: "+reason(err), chatFix)
+	case rc.idsErr != nil:
+		add("chat template", CheckSkip, "POST /tokenize of the bare probe failed", "")
+	case len(chat) <= len(rc.ids):
+		add("chat template", CheckFail,
+			fmt.Sprintf("the chat-templated probe has %d tokens, the bare probe %d: no template was applied", len(chat), len(rc.ids)), chatFix)
+	default:
+		add("chat template", CheckOK, fmt.Sprintf("applied: %d tokens with the template and generation prompt, %d bare", len(chat), len(rc.ids)), "")
+	}
+	if rc.idsErr == nil {
+		rc.checks = append(rc.checks, c.logprobs(ctx, p, rc.ids))
+	} else {
+		add("logprobs", CheckSkip, "POST /tokenize of the probe failed", "")
+	}
+	// The tokenizer row is added by tokenizerChecks.
+	return rc
+}
+
+// logprobs samples one token after the probe's ids and scores the probe
+// (prompt logprobs), as rollouts and the teacher do: the answers must carry
+// the sampled token id and its logprob, and a logprob for every prompt
+// token.
+func (c *checker) logprobs(ctx context.Context, p policy.Policy, ids []int) Check {
+	ch := Check{Role: "policy", Server: p.URL(), Name: "logprobs"}
+	fix := "the server must answer POST /v1/completions with a token-id prompt, return_tokens_as_token_ids and logprobs, and prompt_logprobs (vLLM's OpenAI server does; for SGLang check against your version)"
+	if len(ids) < 2 {
+		ch.Status, ch.Detail = CheckSkip, fmt.Sprintf("the probe has %d tokens", len(ids))
+		return ch
+	}
+	seed := int64(1)
+	cctx, cancel := c.bounded(ctx)
+	comp, err := p.Complete(cctx, policy.CompletionRequest{Model: c.r.Policy.Model, Prompt: ids, MaxTokens: 1,
+		Temperature: 1, TopP: 1, TopK: -1, Seed: &seed})
+	cancel()
+	switch {
+	case err != nil:
+		ch.Status, ch.Detail, ch.Fix = CheckFail, "POST /v1/completions: "+reason(err), fix
+		return ch
+	case len(comp.TokenIDs) != 1 || len(comp.Logprobs) != 1 || !(comp.Logprobs[0] <= 0):
+		ch.Status, ch.Detail, ch.Fix = CheckFail, fmt.Sprintf("POST /v1/completions with max_tokens 1 returned %d tokens and logprobs %v", len(comp.TokenIDs), comp.Logprobs), fix
+		return ch
+	}
+	cctx, cancel = c.bounded(ctx)
+	lps, err := p.Score(cctx, c.r.Policy.Model, ids)
+	cancel()
+	if err != nil {
+		ch.Status, ch.Detail, ch.Fix = CheckFail, "prompt_logprobs: "+reason(err), fix
+		return ch
+	}
+	for i, lp := range lps[1:] {
+		if !(lp <= 0) {
+			ch.Status, ch.Detail, ch.Fix = CheckFail, fmt.Sprintf("prompt logprob %v at position %d", lp, i+1), fix
+			return ch
+		}
+	}
+	ch.Status = CheckOK
+	ch.Detail = fmt.Sprintf("sampled token %d (logprob %.3f); prompt logprobs for all %d probe tokens", comp.TokenIDs[0], comp.Logprobs[0], len(ids))
+	return ch
+}
+
+// policyCheckNames are the checks after health, in order, for the rows a
+// replica that is down skips.
+func (c *checker) policyCheckNames() []string {
+	names := []string{"models"}
+	switch c.r.Sync.Kind {
+	case recipes.SyncLoRA:
+		names = append(names, "lora routes")
+	case recipes.SyncSGLangDisk:
+		names = append(names, "weights route")
+	}
+	if c.full {
+		names = append(names, "chat template", "logprobs", "tokenizer")
+	}
+	return names
+}
+
+// syncRoute probes the route sync.kind needs on replica p; ok is false when
+// the kind needs none.
+func (c *checker) syncRoute(ctx context.Context, p policy.Policy) (Check, bool) {
+	ch := Check{Role: "policy", Server: p.URL()}
+	cctx, cancel := c.bounded(ctx)
+	defer cancel()
+	// A probe that fails for another reason than a missing route fails
+	// doctor; preflight leaves it to the run (its retries, the replica's
+	// health tracking) and only warns.
+	other := CheckFail
+	if !c.full {
+		other = CheckWarn
+	}
+	switch c.r.Sync.Kind {
+	case recipes.SyncLoRA:
+		// Unloading an adapter that is not there is refused by a server
+		// with the routes (404 with vLLM's error object, 400 in some
+		// versions) and answered "Not Found" by one without them.
+		ch.Name = "lora routes"
+		err := p.UnloadLoRA(cctx, "hindsearch-doctor-probe")
+		switch {
+		case err == nil || transport.IsStatus(err, http.StatusBadRequest, http.StatusNotFound) && !errors.Is(err, policy.ErrLoRADisabled):
+			ch.Status, ch.Detail = CheckOK, "POST /v1/unload_lora_adapter exists (runtime LoRA loading is on)"
+		case errors.Is(err, policy.ErrLoRADisabled):
+			ch.Status, ch.Detail = CheckFail, "POST /v1/unload_lora_adapter is not served: runtime LoRA loading is off"
+			ch.Fix = fmt.Sprintf("start vLLM with --enable-lora --max-lora-rank %d (at least trainer.lora_rank) and the environment variable VLLM_ALLOW_RUNTIME_LORA_UPDATING=True", loraRankFlag(c.r.Trainer.LoRARank))
+		default:
+			ch.Status, ch.Detail = other, "POST /v1/unload_lora_adapter probe: "+reason(err)
+			ch.Fix = "check the server's log; runtime LoRA loading needs --enable-lora and VLLM_ALLOW_RUNTIME_LORA_UPDATING=True"
+		}
+		return ch, true
+	case recipes.SyncSGLangDisk:
+		// Loading weights from a path that does not exist is refused with
+		// 400 by SGLang, and the route is missing (404) on vLLM.
+		ch.Name = "weights route"
+		err := p.UpdateWeightsFromDisk(cctx, probeMissingPath)
+		var se *transport.StatusError
+		switch {
+		case errors.Is(err, policy.ErrWeightsFromDiskUnsupported):
+			ch.Status, ch.Detail = CheckFail, "POST /update_weights_from_disk is not served"
+			ch.Fix = "sync.kind sglang_disk needs SGLang: python -m sglang.launch_server --model-path MODEL (see docs/gpu.md); stock vLLM has no full-weight reload route (use sync.kind lora there)"
+		case err != nil && (errors.As(err, &se) || isConnError(err)):
+			ch.Status, ch.Detail = other, "POST /update_weights_from_disk probe: "+reason(err)
+			ch.Fix = "check the SGLang server's log"
+		case err == nil:
+			ch.Status, ch.Detail = CheckOK, "POST /update_weights_from_disk exists (it answered success for a missing path)"
+		default:
+			// A refusal (SGLang's 400 {"success": false}) is the answer of
+			// a server that has the route.
+			ch.Status, ch.Detail = CheckOK, "POST /update_weights_from_disk exists (it refused a missing path)"
+		}
+		return ch, true
+	}
+	return ch, false
+}
+
+// probeMissingPath is a model path that does not exist, for the weights
+// route probe.
+const probeMissingPath = "/nonexistent/hindsearch-doctor-probe"
+
+// loraRankFlag is the --max-lora-rank value vLLM accepts for a trained
+// rank: the smallest of vLLM's allowed values at least rank.
+func loraRankFlag(rank int) int {
+	for _, v := range []int{8, 16, 32, 64, 128, 256, 320, 512} {
+		if v >= rank {
+			return v
+		}
+	}
+	return rank
+}
+
+// tokenizerChecks adds each replica's tokenizer row: the probe tokenized
+// under policy.model must give the same ids on every replica (ids sampled
+// on one are scored on another) and under the teacher model.
+func tokenizerChecks(r *recipes.Recipe, reps []replicaChecks) {
+	ref := -1
+	for i, rc := range reps {
+		if rc.reached && !rc.unserved && rc.idsErr == nil {
+			ref = i
+			break
+		}
+	}
+	teacher := teacherModel(r)
+	for i := range reps {
+		rc := &reps[i]
+		if !rc.reached {
+			continue // its rows are skipped already
+		}
+		ch := Check{Role: "policy", Server: rc.url, Name: "tokenizer"}
+		teacher := teacher
+		if rc.teacherUnserved {
+			teacher = "" // its row says it is not served
+		}
+		switch {
+		case rc.unserved:
+			ch.Status, ch.Detail = CheckSkip, fmt.Sprintf("the server does not serve %q", r.Policy.Model)
+		case rc.idsErr != nil:
+			ch.Status, ch.Detail = CheckFail, "POST /tokenize: "+reason(rc.idsErr)
+			ch.Fix = "the server must answer POST /tokenize {model, prompt, add_special_tokens} (vLLM's OpenAI server does)"
+		case teacher != "" && rc.teacherErr != nil:
+			ch.Status, ch.Detail = CheckFail, fmt.Sprintf("POST /tokenize with the teacher model %q: %s", teacher, reason(rc.teacherErr))
+			ch.Fix = fmt.Sprintf("serve %q on every replica (--served-model-name) or change hindsight.teacher", teacher)
+		case teacher != "" && !slices.Equal(rc.ids, rc.teacherIDs):
+			ch.Status, ch.Detail = CheckFail, fmt.Sprintf("%q and the teacher %q tokenize the probe differently (%s)", r.Policy.Model, teacher, tokenDiff(rc.ids, rc.teacherIDs))
+			ch.Fix = "the teacher must use the policy's tokenizer (it scores the student's token ids): pick a teacher of the same model family, or hindsight.teacher self/initial"
+		case i != ref && !slices.Equal(rc.ids, reps[ref].ids):
+			ch.Status, ch.Detail = CheckFail, fmt.Sprintf("tokenizes the probe differently from %s (%s)", reps[ref].url, tokenDiff(reps[ref].ids, rc.ids))
+			ch.Fix = "serve the same model and tokenizer revision on every replica (same --model, --tokenizer, --revision, --tokenizer-revision): token ids sampled on one replica are scored on another"
+		default:
+			ch.Status = CheckOK
+			switch {
+			case len(reps) == 1:
+				ch.Detail = fmt.Sprintf("%d tokens (one replica)", len(rc.ids))
+			case i == ref:
+				ch.Detail = fmt.Sprintf("%d tokens (the reference)", len(rc.ids))
+			default:
+				ch.Detail = fmt.Sprintf("%d tokens, identical to %s", len(rc.ids), reps[ref].url)
+			}
+			if teacher != "" {
+				ch.Detail += fmt.Sprintf("; identical under the teacher %q", teacher)
+			}
+		}
+		rc.checks = append(rc.checks, ch)
+	}
+}
+
+// tokenDiff describes how two token id lists differ.
+func tokenDiff(a, b []int) string {
+	n := min(len(a), len(b))
+	for i := range n {
+		if a[i] != b[i] {
+			return fmt.Sprintf("%d vs %d tokens, first difference at token %d: %d vs %d", len(a), len(b), i, a[i], b[i])
+		}
+	}
+	return fmt.Sprintf("%d vs %d tokens", len(a), len(b))
+}
+
+// keyState is what a server made of a request: refused its credentials
+// (401 or 403), accepted it, or neither (it was not reached, or failed
+// otherwise).
+type keyState int
+
+const (
+	keyUnknown keyState = iota
+	keyAccepted
+	keyRefused
+)
+
+// keyStateOf classifies a probe's error.
+func keyStateOf(err error) keyState {
+	switch {
+	case err == nil:
+		return keyAccepted
+	case transport.IsStatus(err, http.StatusUnauthorized, http.StatusForbidden):
+		return keyRefused
+	}
+	return keyUnknown
+}
+
+// apiKey reports the variable recipe key `key` names, given what the server
+// made of a probe sent with (or without) it; ok is false when none is
+// named. The value is never reported. An unset variable fails only when
+// the server refused the keyless probe: servers without authentication
+// (SkyRL tx, a vLLM started without --api-key) need none.
+func (c *checker) apiKey(role, server, key, name string, st keyState) (Check, bool) {
+	if name == "" {
+		return Check{}, false
+	}
+	ch := Check{Role: role, Server: server, Name: "api key"}
+	switch {
+	case c.env[name] != "":
+		ch.Status, ch.Detail = CheckOK, name+" is set (value not shown)"
+	case st == keyRefused:
+		ch.Status, ch.Detail = CheckFail, fmt.Sprintf("%s (named by %s) is not set, and the server refused the request without a key", name, key)
+		ch.Fix = fmt.Sprintf("export %s=<the key> before running orchestrate", name)
+	case st == keyAccepted:
+		ch.Status, ch.Detail = CheckWarn, fmt.Sprintf("%s (named by %s) is not set: requests go without a key, which this server accepted", name, key)
+		ch.Fix = fmt.Sprintf("export %s=<the key> if the server should require one, or remove %s from the recipe", name, key)
+	default:
+		ch.Status, ch.Detail = CheckWarn, fmt.Sprintf("%s (named by %s) is not set: requests go without a key", name, key)
+		ch.Fix = fmt.Sprintf("export %s=<the key> if the server needs one", name)
+	}
+	return ch, true
+}
+
+// refusedFix is the fix for a server that refused the credentials.
+func (c *checker) refusedFix(key, name string) string {
+	switch {
+	case name == "":
+		return fmt.Sprintf("the server wants a key: put it in an environment variable and name that variable in %s", key)
+	case c.env[name] == "":
+		return fmt.Sprintf("export %s=<the key> before running orchestrate (%s names it)", name, key)
+	}
+	return fmt.Sprintf("set %s to a key this server accepts", name)
+}
+
+// judge checks the judge: a probe chat completion, and its key.
+func (c *checker) judge(ctx context.Context, j judge.Judge) []Check {
+	u := j.URL()
+	if !c.r.Hindsight.Enabled {
+		return []Check{{Role: "judge", Server: u, Name: "chat", Status: CheckSkip, Detail: "hindsight.enabled is false: the judge is not used"}}
+	}
+	ch := Check{Role: "judge", Server: u, Name: "chat"}
+	cctx, cancel := c.bounded(ctx)
+	seed := int64(1)
+	reply, err := j.Chat(cctx, judge.ChatRequest{
+		Messages:  []judge.Message{{Role: "user", Content: "This is a connectivity probe. Reply with the word ok."}},
+		MaxTokens: 8, Temperature: 0, Seed: &seed,
+	})
+	cancel()
+	switch {
+	case err == nil:
+		ch.Status, ch.Detail = CheckOK, fmt.Sprintf("POST /v1/chat/completions answered (%d characters) for model %q", len(reply), c.r.Judge.Model)
+	case keyStateOf(err) == keyRefused:
+		ch.Status, ch.Detail = CheckFail, "POST /v1/chat/completions refused the credentials: "+reason(err)
+		ch.Fix = c.refusedFix("judge.api_key_env", c.r.Judge.APIKeyEnv) + " (it is sent as Authorization: Bearer)"
+	case transport.IsStatus(err, http.StatusNotFound):
+		ch.Status, ch.Detail = CheckFail, "POST /v1/chat/completions: "+reason(err)
+		ch.Fix = fmt.Sprintf("the server does not serve judge.model %q at /v1/chat/completions: set judge.model to a name from its GET /v1/models, or start vLLM with --served-model-name %s", c.r.Judge.Model, c.r.Judge.Model)
+	default:
+		ch.Status, ch.Detail = CheckFail, "POST /v1/chat/completions: "+reason(err)
+		ch.Fix = "start the judge server (vLLM's OpenAI server, port 8100 in docs/gpu.md) or fix judge.url"
+	}
+	var out []Check
+	if kc, ok := c.apiKey("judge", u, "judge.api_key_env", c.r.Judge.APIKeyEnv, keyStateOf(err)); ok {
+		out = append(out, kc)
+	}
+	return append(out, ch)
+}
+
+// retrieverProbes are the probe queries: two, so that the answer must
+// carry one result list per query.
+var retrieverProbes = []string{"who composed the opera carmen", "capital city of australia"}
+
+// retriever checks the retriever's answer and its shape.
+func (c *checker) retriever(ctx context.Context, rt retriever.Retriever) []Check {
+	ch := Check{Role: "retriever", Server: rt.URL(), Name: "retrieve"}
+	topk := max(c.r.Retriever.TopK, 1)
+	cctx, cancel := c.bounded(ctx)
+	hits, err := rt.Retrieve(cctx, retrieverProbes, topk)
+	cancel()
+	shape := `the answer must be {"result": [one list per query: [{"document": {"id", "contents"}, "score"}]]} (PROTOCOLS.md §4)`
+	n := 0
+	for _, h := range hits {
+		n += len(h)
+	}
+	switch {
+	case err != nil && isConnError(err):
+		ch.Status, ch.Detail = CheckFail, "POST /retrieve: "+reason(err)
+		ch.Fix = "start the retrieval server (Search-R1's retrieval_server.py, or orchestrate serve retriever --corpus FILE --addr HOST:PORT) or fix retriever.url"
+	case err != nil:
+		ch.Status, ch.Detail = CheckFail, "POST /retrieve: "+reason(err)
+		ch.Fix = "point retriever.url at a Search-R1 retrieval server (retrieval_server.py, or orchestrate serve retriever): " + shape
+	case len(hits) != len(retrieverProbes):
+		ch.Status, ch.Detail = CheckFail, fmt.Sprintf("%d result lists for %d queries", len(hits), len(retrieverProbes))
+		ch.Fix = shape
+	case n == 0:
+		ch.Status, ch.Detail = CheckWarn, "no passage for either probe query: the index may be empty"
+		ch.Fix = "check the retrieval server's index and corpus (--index_path, --corpus_path)"
+	default:
+		for _, h := range hits {
+			if len(h) > topk {
+				ch.Status, ch.Detail = CheckWarn, fmt.Sprintf("%d hits for topk %d", len(h), topk)
+				ch.Fix = "the server ignores topk; only the first retriever.topk hits are used"
+				return []Check{ch}
+			}
+		}
+		ch.Status = CheckOK
+		ch.Detail = fmt.Sprintf("%d queries, %d+%d hits with id, contents and score (topk %d)", len(hits), len(hits[0]), len(hits[1]), topk)
+	}
+	return []Check{ch}
+}
+
+// isConnError reports whether err is a failure to reach the server rather
+// than an answer.
+func isConnError(err error) bool {
+	var ne net.Error
+	var oe *net.OpError
+	return errors.As(err, &oe) || errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// healthz is implemented by trainer clients that can probe GET healthz.
+type healthz interface {
+	Healthz(ctx context.Context) error
+}
+
+// trainer checks the trainer: healthz, its base models, and its key.
+func (c *checker) trainer(ctx context.Context, tr trainer.Trainer) []Check {
+	u := tr.URL()
+	var out []Check
+	add := func(name string, st CheckStatus, detail, fix string) {
+		out = append(out, Check{Role: "trainer", Server: u, Name: name, Status: st, Detail: detail, Fix: fix})
+	}
+	fixFor := func(err error) string {
+		if keyStateOf(err) == keyRefused {
+			return c.refusedFix("trainer.api_key_env", c.r.Trainer.APIKeyEnv) + " (it is sent as X-API-Key)"
+		}
+		return "start the Tinker API server (SkyRL, port 8300 in docs/gpu.md) or fix trainer.url"
+	}
+	key := keyUnknown
+	// withKey puts the key row first, once the probes said what the server
+	// made of the request, and the checkpoints directory's row last.
+	withKey := func() []Check {
+		if !c.full {
+			return out
+		}
+		if c.r.Trainer.URL != recipes.Embedded {
+			out = append(out, checkpointsDir(c.r.Trainer.CheckpointsDir))
+		}
+		if kc, ok := c.apiKey("trainer", u, "trainer.api_key_env", c.r.Trainer.APIKeyEnv, key); ok {
+			return append([]Check{kc}, out...)
+		}
+		return out
+	}
+	if c.full {
+		if h, ok := tr.(healthz); ok {
+			cctx, cancel := c.bounded(ctx)
+			err := h.Healthz(cctx)
+			cancel()
+			if err != nil {
+				key = keyStateOf(err)
+				add("healthz", CheckFail, "GET /api/v1/healthz: "+reason(err), fixFor(err))
+				add("base model", CheckSkip, "the server did not answer GET /api/v1/healthz", "")
+				return withKey()
+			}
+			add("healthz", CheckOK, "GET /api/v1/healthz answered", "")
+		} else {
+			add("healthz", CheckSkip, "this trainer client has no healthz probe", "")
+		}
+	}
+	cctx, cancel := c.bounded(ctx)
+	caps, err := tr.Capabilities(cctx)
+	cancel()
+	key = keyStateOf(err)
+	base := c.r.Trainer.BaseModel
+	switch {
+	case err != nil:
+		add("base model", CheckFail, "GET /api/v1/get_server_capabilities: "+reason(err), fixFor(err))
+	case !slices.Contains(caps, base):
+		fix := fmt.Sprintf("set trainer.base_model to one of: %s; or start the trainer with --base-model %s", listOrNone(caps), base)
+		if l := strings.ToLower(base); strings.Contains(l, "qwen2.5") || strings.Contains(l, "qwen2-") {
+			fix += " (SkyRL's JAX backend is LoRA-only and has no Qwen2 support: train Qwen2.5 on its fsdp or megatron backend with sync.kind sglang_disk, see docs/gpu.md)"
+		}
+		add("base model", CheckFail, fmt.Sprintf("does not support base model %q (it supports %s)", base, listOrNone(caps)), fix)
+	default:
+		add("base model", CheckOK, fmt.Sprintf("supports %q", base), "")
+	}
+	return withKey()
+}
+
+// checkpointsDir checks the directory the sync step reads the trainer's
+// saved weights from (SkyRL's checkpoints base, shared with this machine).
+func checkpointsDir(dir string) Check {
+	ch := Check{Role: "trainer", Server: dir, Name: "checkpoints dir"}
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		ch.Status, ch.Detail = CheckWarn, "does not exist yet: the trainer must create it when it first saves weights"
+		ch.Fix = fmt.Sprintf("start the trainer with --checkpoints-base %s (the same path, on a filesystem this machine reads), or set trainer.checkpoints_dir to its checkpoints base", dir)
+	case err != nil:
+		ch.Status, ch.Detail, ch.Fix = CheckFail, reason(err), "make trainer.checkpoints_dir readable by this user"
+	case !fi.IsDir():
+		ch.Status, ch.Detail, ch.Fix = CheckFail, "is not a directory", "set trainer.checkpoints_dir to the trainer's checkpoints base directory"
+	default:
+		if _, err := os.ReadDir(dir); err != nil {
+			ch.Status, ch.Detail, ch.Fix = CheckFail, reason(err), "make trainer.checkpoints_dir readable by this user"
+		} else {
+			ch.Status, ch.Detail = CheckOK, "exists and is readable here (the trainer's saved weights are read from it)"
+		}
+	}
+	return ch
+}
+
+// reason is why a probe failed, without what the table's columns already
+// say (the role, the server's URL): the status and body of a refusal, the
+// network error of a server that was not reached, or the error's message.
+func reason(err error) string {
+	var se *transport.StatusError
+	var oe *net.OpError
+	switch {
+	case err == nil:
+		return "no answer"
+	case errors.As(err, &se):
+		return short(err)
+	case errors.As(err, &oe):
+		return oe.Error()
+	case errors.Is(err, context.DeadlineExceeded):
+		return "no answer before the check's deadline"
+	}
+	return short(err)
+}
+
+// listOrNone joins names, or says "none".
+func listOrNone(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
+}
+
+// syncDir checks that sync.dir takes a file here and whether the policy
+// servers can read it.
+func (c *checker) syncDir() []Check {
+	dir := c.r.Sync.Dir
+	out := []Check{probeDir(dir)}
+	var remote []string
+	for _, p := range c.deps.Policies {
+		if !isLoopback(p.URL()) {
+			remote = append(remote, hostOf(p.URL()))
+		}
+	}
+	ch := Check{Role: "sync", Server: dir, Name: "policy access"}
+	if len(remote) == 0 {
+		ch.Status, ch.Detail = CheckOK, "every policy replica is on this machine (loopback)"
+	} else {
+		ch.Status = CheckWarn
+		ch.Detail = fmt.Sprintf("policy replicas on %s load weights from this directory: it must be on a filesystem they mount at the same path", strings.Join(slices.Compact(remote), ", "))
+		ch.Fix = fmt.Sprintf("mount %s at the same path on the policy hosts (e.g. NFS), or set sync.dir to such a shared mount", dir)
+	}
+	return append(out, ch)
+}
+
+// probeDir creates, writes, reads back and removes a probe file in dir,
+// creating dir if needed and removing the directories it created.
+func probeDir(dir string) Check {
+	ch := Check{Role: "sync", Server: dir, Name: "sync dir"}
+	fix := fmt.Sprintf("make %s writable by this user, or set sync.dir to a writable directory the policy servers can read", dir)
+	fail := func(format string, a ...any) Check {
+		ch.Status, ch.Detail, ch.Fix = CheckFail, fmt.Sprintf(format, a...), fix
+		return ch
+	}
+	// The directories that do not exist yet, deepest first.
+	var created []string
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := os.Stat(d); err == nil || filepath.Dir(d) == d {
+			break
+		}
+		created = append(created, d)
+	}
+	defer func() {
+		for _, d := range created {
+			_ = os.Remove(d) // only if still empty
+		}
+	}()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fail("create: %v", err)
+	}
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:])
+	name := filepath.Join(dir, ".hindsearch-doctor-"+hex.EncodeToString(rnd[:]))
+	want := []byte("hindsearch doctor probe " + hex.EncodeToString(rnd[:]) + "\n")
+	if err := os.WriteFile(name, want, 0o644); err != nil {
+		return fail("write a probe file: %v", err)
+	}
+	got, err := os.ReadFile(name)
+	rmErr := os.Remove(name)
+	switch {
+	case err != nil:
+		return fail("read the probe file back: %v", err)
+	case !bytes.Equal(got, want):
+		return fail("the probe file read back differs from what was written (%d bytes vs %d)", len(got), len(want))
+	case rmErr != nil:
+		return fail("remove the probe file: %v", rmErr)
+	}
+	ch.Status, ch.Detail = CheckOK, "a probe file was created, written, read back and removed"
+	return ch
+}
+
+// isLoopback reports whether the URL's host is a loopback name or address.
+func isLoopback(raw string) bool {
+	h := hostOf(raw)
+	if h == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
+
+// hostOf is the host name of a URL (the whole string when it does not
+// parse).
+func hostOf(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Hostname() == "" {
+		return raw
+	}
+	return u.Hostname()
+}

@@ -1,0 +1,653 @@
+package orchestrator
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hindsearch/hindsearch/clients/judge"
+	"github.com/hindsearch/hindsearch/clients/policy"
+	"github.com/hindsearch/hindsearch/clients/retriever"
+	"github.com/hindsearch/hindsearch/clients/trainer"
+	"github.com/hindsearch/hindsearch/clients/transport"
+	"github.com/hindsearch/hindsearch/recipes"
+)
+
+// row is what the tests compare of a check.
+type row struct {
+	role, name string
+	status     CheckStatus
+}
+
+func rows(rep *DoctorReport) []row {
+	var out []row
+	for _, c := range rep.Checks {
+		out = append(out, row{c.Role, c.Name, c.Status})
+	}
+	return out
+}
+
+// The embedded default is all green, with a row per check, and doctor
+// leaves no trace in the sync directory.
+func TestDoctorEmbeddedDefault(t *testing.T) {
+	r := testRecipe(t, "", "policy.urls=embedded,embedded")
+	deps, emb, err := Connect(context.Background(), r, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emb.Close()
+	rep := Doctor(context.Background(), r, deps, DoctorOptions{})
+	want := []row{
+		{"policy", "health", CheckOK}, {"policy", "models", CheckOK}, {"policy", "lora routes", CheckOK},
+		{"policy", "chat template", CheckOK}, {"policy", "logprobs", CheckOK}, {"policy", "tokenizer", CheckOK},
+		{"policy", "health", CheckOK}, {"policy", "models", CheckOK}, {"policy", "lora routes", CheckOK},
+		{"policy", "chat template", CheckOK}, {"policy", "logprobs", CheckOK}, {"policy", "tokenizer", CheckOK},
+		{"judge", "chat", CheckOK},
+		{"retriever", "retrieve", CheckOK},
+		{"trainer", "healthz", CheckOK}, {"trainer", "base model", CheckOK},
+		{"sync", "sync dir", CheckOK}, {"sync", "policy access", CheckOK},
+	}
+	if got := rows(rep); !slices.Equal(got, want) {
+		t.Fatalf("rows:\n%v\nwant\n%v\n%s", got, want, report(t, rep))
+	}
+	if rep.Checks[0].Server == rep.Checks[6].Server {
+		t.Error("both replicas' rows name the same server")
+	}
+	if d := rep.Checks[11].Detail; !strings.Contains(d, "identical to "+rep.Checks[0].Server) {
+		t.Errorf("second replica's tokenizer row: %q", d)
+	}
+	out := report(t, rep)
+	for _, w := range []string{"| role", "| server", "| check", "| status", "| detail", "all 18 checks passed",
+		"SIMULATED: policy, judge, trainer served by the embedded hindsearch simulator"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("output lacks %q:\n%s", w, out)
+		}
+	}
+	if strings.Contains(out, "FAIL") || strings.Contains(out, "fix:") {
+		t.Errorf("a green report shows a failure:\n%s", out)
+	}
+	if _, err := os.Stat(r.Sync.Dir); !os.IsNotExist(err) {
+		t.Errorf("doctor left %s behind (%v)", r.Sync.Dir, err)
+	}
+}
+
+// report renders rep.
+func report(t *testing.T, rep *DoctorReport) string {
+	t.Helper()
+	var b bytes.Buffer
+	if err := rep.Write(&b); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// stack is a recording fake of every role on one loopback server (the
+// policy routes of one vLLM replica, a judge, a retriever and a Tinker
+// trainer), healthy unless told otherwise.
+type stack struct {
+	*httptest.Server
+
+	// models are listed by GET /v1/models.
+	models []string
+	// tokenShift is added to every token id (a different tokenizer);
+	// modelShift adds more for one model name.
+	tokenShift int
+	modelShift map[string]int
+	// noLoRA answers the LoRA routes 404 {"detail":"Not Found"}.
+	noLoRA bool
+	// sglang serves /update_weights_from_disk (refusing a missing path
+	// with 400); else the route is missing.
+	sglang bool
+	// noChatTemplate refuses /tokenize with messages (400).
+	noChatTemplate bool
+	// textTokens answers completions with token strings, not
+	// "token_id:<id>" (return_tokens_as_token_ids unsupported).
+	textTokens bool
+	// judgeKey, when set, is the bearer key the judge requires.
+	judgeKey string
+	// retrieveAnswer, when set, is the raw /retrieve answer.
+	retrieveAnswer string
+	// caps are the trainer's supported models.
+	caps []string
+	// trainerKey, when set, is the X-API-Key the trainer requires.
+	trainerKey string
+
+	mu   sync.Mutex
+	reqs []recorded
+}
+
+type recorded struct {
+	// auth is the Authorization header, key the X-API-Key header.
+	method, path, auth, key string
+	body                    map[string]any
+}
+
+func newStack(t *testing.T, model string) *stack {
+	s := &stack{models: []string{model}, caps: []string{model}, modelShift: map[string]int{}}
+	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *stack) requests(path string) []recorded {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []recorded
+	for _, r := range s.reqs {
+		if r.path == path {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func writeJSONTest(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func (s *stack) serve(w http.ResponseWriter, r *http.Request) {
+	raw, _ := io.ReadAll(r.Body)
+	var body map[string]any
+	_ = json.Unmarshal(raw, &body)
+	s.mu.Lock()
+	s.reqs = append(s.reqs, recorded{r.Method, r.URL.Path, r.Header.Get("Authorization"), r.Header.Get("X-API-Key"), body})
+	s.mu.Unlock()
+	notFound := func() { writeJSONTest(w, http.StatusNotFound, map[string]any{"detail": "Not Found"}) }
+	if strings.HasPrefix(r.URL.Path, "/api/v1/") && s.trainerKey != "" && r.Header.Get("X-API-Key") != s.trainerKey {
+		writeJSONTest(w, http.StatusUnauthorized, map[string]any{"detail": "invalid API key"})
+		return
+	}
+	switch r.Method + " " + r.URL.Path {
+	case "GET /health":
+		w.WriteHeader(http.StatusOK)
+	case "GET /v1/models":
+		var data []map[string]any
+		for _, m := range s.models {
+			data = append(data, map[string]any{"id": m, "object": "model"})
+		}
+		writeJSONTest(w, http.StatusOK, map[string]any{"object": "list", "data": data})
+	case "POST /v1/unload_lora_adapter", "POST /v1/load_lora_adapter":
+		if s.noLoRA {
+			notFound()
+			return
+		}
+		writeJSONTest(w, http.StatusNotFound, map[string]any{"object": "error", "message": fmt.Sprintf("The lora adapter '%v' cannot be found.", body["lora_name"]), "type": "NotFoundError", "code": 404})
+	case "POST /update_weights_from_disk":
+		if !s.sglang {
+			notFound()
+			return
+		}
+		writeJSONTest(w, http.StatusBadRequest, map[string]any{"success": false, "message": fmt.Sprintf("Failed to get weights iterator: %v (no such file or directory).", body["model_path"]), "num_paused_requests": 0})
+	case "POST /tokenize":
+		model, _ := body["model"].(string)
+		if !slices.Contains(s.models, model) {
+			writeJSONTest(w, http.StatusNotFound, map[string]any{"object": "error", "message": fmt.Sprintf("The model `%s` does not exist.", model), "code": 404})
+			return
+		}
+		var text string
+		if msgs, ok := body["messages"].([]any); ok {
+			if s.noChatTemplate {
+				writeJSONTest(w, http.StatusBadRequest, map[string]any{"object": "error", "message": "As of transformers v4.44, default chat template is no longer allowed, so you must provide a chat template if the tokenizer does not define one.", "code": 400})
+				return
+			}
+			for _, m := range msgs {
+				mm := m.(map[string]any)
+				text += fmt.Sprintf("<|%v|>%v<|end|>", mm["role"], mm["content"])
+			}
+			if body["add_generation_prompt"] == true {
+				text += "<|assistant|>"
+			}
+		} else {
+			text, _ = body["prompt"].(string)
+		}
+		var ids []int
+		for _, b := range []byte(text) {
+			ids = append(ids, int(b)+s.tokenShift+s.modelShift[model])
+		}
+		writeJSONTest(w, http.StatusOK, map[string]any{"count": len(ids), "max_model_len": 4096, "tokens": ids})
+	case "POST /v1/completions":
+		prompt, _ := body["prompt"].([]any)
+		if _, ok := body["prompt_logprobs"]; ok {
+			pl := []any{nil}
+			for _, id := range prompt[1:] {
+				pl = append(pl, map[string]any{fmt.Sprint(id): map[string]any{"logprob": -1.5, "rank": 1, "decoded_token": "x"}})
+			}
+			writeJSONTest(w, http.StatusOK, map[string]any{"choices": []any{map[string]any{"text": "x", "prompt_logprobs": pl}}})
+			return
+		}
+		tok := "token_id:42"
+		if s.textTokens {
+			tok = "x"
+		}
+		writeJSONTest(w, http.StatusOK, map[string]any{"choices": []any{map[string]any{"text": "x", "finish_reason": "length", "stop_reason": nil,
+			"logprobs": map[string]any{"tokens": []string{tok}, "token_logprobs": []float64{-0.25}, "text_offset": []int{0}}}}})
+	case "POST /v1/chat/completions":
+		if s.judgeKey != "" && r.Header.Get("Authorization") != "Bearer "+s.judgeKey {
+			writeJSONTest(w, http.StatusUnauthorized, map[string]any{"error": map[string]any{"message": "Incorrect API key provided", "type": "invalid_request_error"}})
+			return
+		}
+		writeJSONTest(w, http.StatusOK, map[string]any{"choices": []any{map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": "ok"}, "finish_reason": "stop"}}})
+	case "POST /retrieve":
+		if s.retrieveAnswer != "" {
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, s.retrieveAnswer)
+			return
+		}
+		qs, _ := body["queries"].([]any)
+		k, _ := body["topk"].(float64)
+		var result [][]map[string]any
+		for q := range qs {
+			var hits []map[string]any
+			for i := range int(k) {
+				hits = append(hits, map[string]any{"document": map[string]any{"id": fmt.Sprint(10*q + i), "contents": "\"Title\"\ntext"}, "score": 1.0 / float64(i+1)})
+			}
+			result = append(result, hits)
+		}
+		writeJSONTest(w, http.StatusOK, map[string]any{"result": result})
+	case "GET /api/v1/healthz":
+		writeJSONTest(w, http.StatusOK, map[string]any{"status": "ok"})
+	case "GET /api/v1/get_server_capabilities":
+		var ms []map[string]any
+		for _, m := range s.caps {
+			ms = append(ms, map[string]any{"model_name": m})
+		}
+		writeJSONTest(w, http.StatusOK, map[string]any{"supported_models": ms})
+	default:
+		notFound()
+	}
+}
+
+// opts are quick client options: no retries, a short timeout.
+func quickOpts(role, url string) transport.Options {
+	o := transport.DefaultOptions(role, url)
+	o.Retries = 0
+	o.Timeout = 5 * time.Second
+	return o
+}
+
+// stackDeps are clients of the policy replicas at urls and of the judge,
+// retriever and trainer at other (a stack's URL).
+func stackDeps(t *testing.T, r *recipes.Recipe, env map[string]string, other string, urls ...string) Deps {
+	t.Helper()
+	var d Deps
+	for _, u := range urls {
+		p, err := policy.New(quickOpts("policy", u))
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Policies = append(d.Policies, p)
+	}
+	j, err := judge.New(quickOpts("judge", other), r.Judge.Model, env[r.Judge.APIKeyEnv])
+	if err != nil {
+		t.Fatal(err)
+	}
+	ret, err := retriever.New(quickOpts("retriever", other))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := trainer.New(quickOpts("trainer", other), env[r.Trainer.APIKeyEnv])
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Judge, d.Retriever, d.Trainer = j, ret, tr
+	return d
+}
+
+// stackRecipe is the default recipe on the model "m" with its sync
+// directory in a temporary directory.
+func stackRecipe(t *testing.T) *recipes.Recipe {
+	r := recipes.Defaults()
+	r.Policy.Model = "m"
+	r.Trainer.BaseModel = "m"
+	r.Judge.Model = "judge-m"
+	r.Sync.Dir = filepath.Join(t.TempDir(), "adapters")
+	// A remote trainer whose checkpoints base is shared with this machine.
+	r.Trainer.URL = "http://trainer.invalid"
+	r.Trainer.CheckpointsDir = t.TempDir()
+	return &r
+}
+
+func closedURL(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := "http://" + l.Addr().String()
+	l.Close()
+	return u
+}
+
+// A healthy fake stack passes every check, and the probes are the
+// protocol's requests.
+func TestDoctorFakeStackHealthy(t *testing.T) {
+	a, b := newStack(t, "m"), newStack(t, "m")
+	r := stackRecipe(t)
+	rep := Doctor(context.Background(), r, stackDeps(t, r, nil, a.URL, a.URL, b.URL), DoctorOptions{})
+	if f := rep.Failed(); len(f) > 0 {
+		t.Fatalf("failures on a healthy stack:\n%s", report(t, rep))
+	}
+	tok := a.requests("/tokenize")
+	if len(tok) != 2 {
+		t.Fatalf("%d /tokenize requests, want 2", len(tok))
+	}
+	if bare := tok[0].body; bare["model"] != "m" || bare["prompt"] != tokenizeProbe || bare["add_special_tokens"] != false {
+		t.Errorf("bare tokenize body %v", bare)
+	}
+	chat := tok[1].body
+	msgs, _ := chat["messages"].([]any)
+	if chat["model"] != "m" || chat["add_generation_prompt"] != true || len(msgs) != 1 ||
+		msgs[0].(map[string]any)["role"] != "user" || msgs[0].(map[string]any)["content"] != tokenizeProbe {
+		t.Errorf("chat tokenize body %v", chat)
+	}
+	comp := a.requests("/v1/completions")
+	if len(comp) != 2 {
+		t.Fatalf("%d completions, want a sample and a score", len(comp))
+	}
+	if c := comp[0].body; c["model"] != "m" || c["max_tokens"] != float64(1) || c["return_tokens_as_token_ids"] != true ||
+		c["logprobs"] != float64(1) || len(c["prompt"].([]any)) != len(tokenizeProbe) {
+		t.Errorf("sampling probe %v", c)
+	}
+	if c := comp[1].body; c["prompt_logprobs"] != float64(0) || len(c["prompt"].([]any)) != len(tokenizeProbe) {
+		t.Errorf("scoring probe %v", c)
+	}
+	if u := a.requests("/v1/unload_lora_adapter"); len(u) != 1 || u[0].body["lora_name"] == "" {
+		t.Errorf("lora probe %v", u)
+	}
+	ret := a.requests("/retrieve")
+	if len(ret) != 1 || ret[0].body["topk"] != float64(3) || ret[0].body["return_scores"] != true || len(ret[0].body["queries"].([]any)) != 2 {
+		t.Errorf("retrieve probe %v", ret)
+	}
+	if j := a.requests("/v1/chat/completions"); len(j) != 1 || j[0].body["model"] != "judge-m" {
+		t.Errorf("judge probe %v", j)
+	}
+	if len(b.requests("/retrieve")) != 0 || len(b.requests("/tokenize")) != 2 {
+		t.Error("the second replica got the wrong probes")
+	}
+}
+
+// Each misconfiguration fails its check, names the fix, and leaves the
+// other servers' checks alone.
+func TestDoctorNamesEachProblemAndItsFix(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// setup breaks something; it gets the two replicas and the recipe.
+		setup func(t *testing.T, a, b *stack, r *recipes.Recipe) (urls []string, env map[string]string)
+		// fails are the failing rows; want the strings in the output ({a}:
+		// the first replica's URL).
+		fails []row
+		want  []string
+	}{
+		{"server down", func(t *testing.T, a, b *stack, r *recipes.Recipe) ([]string, map[string]string) {
+			return []string{a.URL, closedURL(t)}, nil
+		}, []row{{"policy", "health", CheckFail}}, []string{"GET /health", "fix policy.urls"}},
+		{"model not served", func(t *testing.T, a, b *stack, r *recipes.Recipe) ([]string, map[string]string) {
+			b.models = []string{"other"}
+			return []string{a.URL, b.URL}, nil
+		}, []row{{"policy", "models", CheckFail}}, []string{`does not serve model "m" (it serves other)`, "--served-model-name m"}},
+		{"lora routes missing", func(t *testing.T, a, b *stack, r *recipes.Recipe) ([]string, map[string]string) {
+			b.noLoRA = true
+			return []string{a.URL, b.URL}, nil
+		}, []row{{"policy", "lora routes", CheckFail}}, []string{"--enable-lora --max-lora-rank 32", "VLLM_ALLOW_RUNTIME_LORA_UPDATING=True"}},
+		{"sglang route missing", func(t *testing.T, a, b *stack, r *recipes.Recipe) ([]string, map[string]string) {
+			r.Sync.Kind = recipes.SyncSGLangDisk
+			a.sglang = true
+			return []string{a.URL, b.URL}, nil
+		}, []row{{"policy", "weights route", CheckFail}}, []string{"/update_weights_from_disk is not served", "python -m sglang.launch_server"}},
+		{"tokenizers differ", func(t *testing.T, a, b *stack, r *recipes.Recipe) ([]string, map[string]string) {
+			b.tokenShift = 1000
+			return []string{a.URL, b.URL}, nil
+		}, []row{{"policy", "tokenizer", CheckFail}}, []string{"tokenizes the probe differently from {a}", "first difference at token 0", "--tokenizer"}},
+		{"teacher tokenizer differs", func(t *testing.T, a, b *stack, r *recipes.Recipe) ([]string, map[string]string) {
+			r.Hindsight.Teacher = "big-teacher"
+			for _, s := range []*stack{a, b} {
+				s.models = append(s.models, "big-teacher")
+				s.modelShift["big-teacher"] = 7
+			}
+			return []string{a.URL, b.URL}, nil
+		}, []row{{"policy", "tokenizer", CheckFail}}, []string{`"m" and the teacher "big-teacher" tokenize the probe differently`, "same model family"}},
+		{"no chat template", func(t *testing.T, a, b *stack, r *recipes.Recipe) ([]string, map[string]string) {
+			a.noChatTemplate = true
+			return []string{a.URL, b.URL}, nil
+		}, []row{{"policy", "chat template", CheckFail}}, []string{"status 400", "--chat-template"}},
+		{"completions without token ids", func(t *testing.T, a, b *stack, r *recipes.Recipe) ([]string, map[string]string) {
+			b.textTokens = true
+			return []string{a.URL, b.URL}, nil
+		}, []row{{"policy", "logprobs", CheckFail}}, []string{"return_tokens_as_token_ids", "prompt_logprobs"}},
+		{"judge 401", func(t *testing.T, a, b *stack, r *recipes.Recipe) ([]string, map[string]string) {
+			a.judgeKey = "right-key"
+			r.Judge.APIKeyEnv = "JUDGE_API_KEY"
+			return []string{a.URL, b.URL}, map[string]string{"JUDGE_API_KEY": "wrong-secret-value"}
+		}, []row{{"judge", "chat", CheckFail}}, []string{"status 401", "set JUDGE_API_KEY to a key this server accepts"}},
+		{"judge key not set", func(t *testing.T, a, b *stack, r *recipes.Recipe) ([]string, map[string]string) {
+			a.judgeKey = "right-key"
+			r.Judge.APIKeyEnv = "JUDGE_API_KEY"
+			return []string{a.URL, b.URL}, nil
+		}, []row{{"judge", "api key", CheckFail}, {"judge", "chat", CheckFail}}, []string{"JUDGE_API_KEY (named by judge.api_key_env) is not set, and the server refused", "fix: export JUDGE_API_KEY=<the key>"}},
+		{"trainer key not set", func(t *testing.T, a, b *stack, r *recipes.Recipe) ([]string, map[string]string) {
+			a.trainerKey = "tml-key"
+			r.Trainer.APIKeyEnv = "TINKER_API_KEY"
+			return []string{a.URL, b.URL}, nil
+		}, []row{{"trainer", "api key", CheckFail}, {"trainer", "healthz", CheckFail}}, []string{"status 401", "fix: export TINKER_API_KEY=<the key> before running orchestrate (trainer.api_key_env names it) (it is sent as X-API-Key)"}},
+		{"retriever wrong shape", func(t *testing.T, a, b *stack, r *recipes.Recipe) ([]string, map[string]string) {
+			a.retrieveAnswer = `{"result": [[{"document": {"id": "1", "text": "no contents"}, "score": 1}], []]}`
+			return []string{a.URL, b.URL}, nil
+		}, []row{{"retriever", "retrieve", CheckFail}}, []string{"without contents", `"document": {"id", "contents"}, "score"`}},
+		{"retriever one list for two queries", func(t *testing.T, a, b *stack, r *recipes.Recipe) ([]string, map[string]string) {
+			a.retrieveAnswer = `{"result": [[{"document": {"id": "1", "contents": "\"T\"\nx"}, "score": 1}]]}`
+			return []string{a.URL, b.URL}, nil
+		}, []row{{"retriever", "retrieve", CheckFail}}, []string{"1 results for 2 queries", "one list per query"}},
+		{"trainer lacks the base model", func(t *testing.T, a, b *stack, r *recipes.Recipe) ([]string, map[string]string) {
+			a.caps = []string{"Qwen/Qwen3-4B", "meta-llama/Llama-3.2-3B"}
+			return []string{a.URL, b.URL}, nil
+		}, []row{{"trainer", "base model", CheckFail}}, []string{`does not support base model "m"`, "set trainer.base_model to one of: Qwen/Qwen3-4B, meta-llama/Llama-3.2-3B"}},
+		{"checkpoints dir is a file", func(t *testing.T, a, b *stack, r *recipes.Recipe) ([]string, map[string]string) {
+			f := filepath.Join(t.TempDir(), "ckpt")
+			if err := os.WriteFile(f, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			r.Trainer.CheckpointsDir = f
+			return []string{a.URL, b.URL}, nil
+		}, []row{{"trainer", "checkpoints dir", CheckFail}}, []string{"is not a directory", "set trainer.checkpoints_dir to the trainer's checkpoints base"}},
+		{"sync dir not writable", func(t *testing.T, a, b *stack, r *recipes.Recipe) ([]string, map[string]string) {
+			f := filepath.Join(t.TempDir(), "file")
+			if err := os.WriteFile(f, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			r.Sync.Dir = filepath.Join(f, "adapters")
+			return []string{a.URL, b.URL}, nil
+		}, []row{{"sync", "sync dir", CheckFail}}, []string{"not a directory", "set sync.dir to a writable directory"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b := newStack(t, "m"), newStack(t, "m")
+			r := stackRecipe(t)
+			urls, env := tc.setup(t, a, b, r)
+			var environ []string
+			for k, v := range env {
+				environ = append(environ, k+"="+v)
+			}
+			rep := Doctor(context.Background(), r, stackDeps(t, r, env, a.URL, urls...), DoctorOptions{Environ: environ})
+			out := report(t, rep)
+			failed := rep.Failed()
+			if len(failed) == 0 {
+				t.Fatalf("no failure:\n%s", out)
+			}
+			for _, f := range failed {
+				if !slices.Contains(tc.fails, row{f.Role, f.Name, f.Status}) {
+					t.Errorf("unexpected failure %s %s: %s", f.Role, f.Name, f.Detail)
+				}
+				if f.Fix == "" {
+					t.Errorf("failure %s %s has no fix", f.Role, f.Name)
+				}
+			}
+			for _, f := range tc.fails {
+				if !slices.ContainsFunc(failed, func(c Check) bool { return c.Role == f.role && c.Name == f.name }) {
+					t.Errorf("%s %s did not fail", f.role, f.name)
+				}
+			}
+			for _, w := range append(tc.want, "FAIL "+tc.fails[0].role, "fix: ", "checks failed") {
+				if w = strings.ReplaceAll(w, "{a}", a.URL); !strings.Contains(out, w) {
+					t.Errorf("output lacks %q:\n%s", w, out)
+				}
+			}
+			for _, v := range env {
+				if strings.Contains(out, v) {
+					t.Errorf("output shows the secret %q", v)
+				}
+			}
+		})
+	}
+}
+
+// An unset key variable is a warning when the server needs no key, and the
+// value of a set one is never shown.
+func TestDoctorAPIKeyWarnings(t *testing.T) {
+	a := newStack(t, "m")
+	r := stackRecipe(t)
+	r.Judge.APIKeyEnv = "JUDGE_API_KEY"
+	r.Trainer.APIKeyEnv = "TINKER_API_KEY"
+	env := map[string]string{"TINKER_API_KEY": "tml-secret-value"}
+	rep := Doctor(context.Background(), r, stackDeps(t, r, env, a.URL, a.URL), DoctorOptions{Environ: []string{"TINKER_API_KEY=tml-secret-value"}})
+	out := report(t, rep)
+	if f := rep.Failed(); len(f) > 0 {
+		t.Fatalf("failures:\n%s", out)
+	}
+	var got []row
+	for _, c := range rep.Checks {
+		if c.Name == "api key" {
+			got = append(got, row{c.Role, c.Name, c.Status})
+		}
+	}
+	if want := []row{{"judge", "api key", CheckWarn}, {"trainer", "api key", CheckOK}}; !slices.Equal(got, want) {
+		t.Fatalf("key rows %v, want %v\n%s", got, want, out)
+	}
+	for _, w := range []string{"JUDGE_API_KEY (named by judge.api_key_env) is not set: requests go without a key, which this server accepted", "TINKER_API_KEY is set (value not shown)", "1 warnings"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("output lacks %q:\n%s", w, out)
+		}
+	}
+	if strings.Contains(out, "tml-secret-value") {
+		t.Error("the key's value is shown")
+	}
+	if h := a.requests("/api/v1/get_server_capabilities"); len(h) != 1 || h[0].key != "tml-secret-value" {
+		t.Error("the capabilities probe did not carry the trainer's key")
+	}
+	if j := a.requests("/v1/chat/completions"); len(j) != 1 || j[0].auth != "" {
+		t.Error("the judge probe carried a key although none is set")
+	}
+}
+
+// A checkpoints base that does not exist yet is a warning naming the
+// trainer flag; an existing one is fine.
+func TestDoctorCheckpointsDir(t *testing.T) {
+	dir := t.TempDir()
+	if c := checkpointsDir(dir); c.Status != CheckOK {
+		t.Errorf("existing dir: %+v", c)
+	}
+	missing := filepath.Join(dir, "not-yet")
+	c := checkpointsDir(missing)
+	if c.Status != CheckWarn || !strings.Contains(c.Fix, "--checkpoints-base "+missing) {
+		t.Errorf("missing dir: %+v", c)
+	}
+	if _, err := os.Stat(missing); !os.IsNotExist(err) {
+		t.Error("the check created the directory")
+	}
+}
+
+// A replica that is down gets its other rows skipped, not failed.
+func TestDoctorSkipsAfterHealthFails(t *testing.T) {
+	a := newStack(t, "m")
+	r := stackRecipe(t)
+	dead := closedURL(t)
+	rep := Doctor(context.Background(), r, stackDeps(t, r, nil, a.URL, dead), DoctorOptions{})
+	var got []row
+	for _, c := range rep.Checks {
+		if c.Server == dead {
+			got = append(got, row{c.Role, c.Name, c.Status})
+		}
+	}
+	want := []row{{"policy", "health", CheckFail}, {"policy", "models", CheckSkip}, {"policy", "lora routes", CheckSkip},
+		{"policy", "chat template", CheckSkip}, {"policy", "logprobs", CheckSkip}, {"policy", "tokenizer", CheckSkip}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("rows of the dead replica %v, want %v", got, want)
+	}
+}
+
+// SGLang's refusal of a missing path means the route is there.
+func TestDoctorSGLangRoute(t *testing.T) {
+	a := newStack(t, "m")
+	a.sglang = true
+	r := stackRecipe(t)
+	r.Sync.Kind = recipes.SyncSGLangDisk
+	rep := Doctor(context.Background(), r, stackDeps(t, r, nil, a.URL, a.URL), DoctorOptions{})
+	if f := rep.Failed(); len(f) > 0 {
+		t.Fatalf("failures:\n%s", report(t, rep))
+	}
+	reqs := a.requests("/update_weights_from_disk")
+	if len(reqs) != 1 || reqs[0].body["model_path"] != probeMissingPath {
+		t.Fatalf("weights probe %v", reqs)
+	}
+	if len(a.requests("/v1/unload_lora_adapter")) != 0 {
+		t.Error("the LoRA routes were probed with sync.kind sglang_disk")
+	}
+}
+
+// Replicas on other hosts get a warning about the sync directory, which
+// does not fail the report.
+func TestDoctorWarnsAboutRemoteSyncDir(t *testing.T) {
+	r := stackRecipe(t)
+	c := newChecker(r, Deps{Policies: []policy.Policy{&fakePolicy{url: "http://gpu1:8000"}, &fakePolicy{url: "http://127.0.0.1:8001"}}}, nil, 0, true)
+	checks := c.syncDir()
+	if len(checks) != 2 || checks[0].Status != CheckOK || checks[1].Status != CheckWarn {
+		t.Fatalf("checks %+v", checks)
+	}
+	if d := checks[1].Detail; !strings.Contains(d, "gpu1") || strings.Contains(d, "127.0.0.1") || !strings.Contains(d, "mount at the same path") {
+		t.Errorf("detail %q", d)
+	}
+	rep := &DoctorReport{Checks: checks}
+	if len(rep.Failed()) != 0 || !strings.Contains(report(t, rep), "1 warnings") {
+		t.Errorf("a warning fails the report:\n%s", report(t, rep))
+	}
+}
+
+// Preflight is the fast subset of the same checks: it fails on what the
+// run cannot survive and makes no judge, tokenizer or sync dir probe.
+func TestPreflightIsDoctorSubset(t *testing.T) {
+	a := newStack(t, "m")
+	r := stackRecipe(t)
+	deps := stackDeps(t, r, nil, a.URL, a.URL)
+	if err := Preflight(context.Background(), r, deps); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"/v1/chat/completions", "/tokenize", "/api/v1/healthz"} {
+		if n := len(a.requests(p)); n != 0 {
+			t.Errorf("preflight sent %d requests to %s", n, p)
+		}
+	}
+	for _, p := range []string{"/health", "/v1/models", "/v1/unload_lora_adapter", "/retrieve", "/api/v1/get_server_capabilities"} {
+		if n := len(a.requests(p)); n != 1 {
+			t.Errorf("preflight sent %d requests to %s, want 1", n, p)
+		}
+	}
+	if _, err := os.Stat(r.Sync.Dir); !os.IsNotExist(err) {
+		t.Errorf("preflight touched the sync dir (%v)", err)
+	}
+	r.Sync.Kind = recipes.SyncSGLangDisk
+	err := Preflight(context.Background(), r, deps)
+	if err == nil || !strings.Contains(err.Error(), "policy "+a.URL) || !strings.Contains(err.Error(), "sglang.launch_server") {
+		t.Fatalf("preflight with the weights route missing: %v", err)
+	}
+}

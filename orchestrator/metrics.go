@@ -1,0 +1,162 @@
+package orchestrator
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/hindsearch/hindsearch/clients/transport"
+	"github.com/hindsearch/hindsearch/results"
+)
+
+// Metrics are the orchestrator's Prometheus metrics, on a registry of their
+// own (never the global one), so that every run and every test has fresh
+// counters. A nil *Metrics records nothing.
+//
+// Exposed (all prefixed hindsearch_): requests_total{role,path,code},
+// retries_total{role,code}, request_duration_seconds{role,path} (the whole
+// call, retries included), trajectories_in_flight, trajectories_total
+// {finish}, steps_total, step, reward_mean, failed_fraction, critiques_total,
+// critique_failures_total, opd_tokens_total, opd_mean,
+// phase_seconds{phase} (the last step's), eval_em{dataset} (the last
+// evaluation, a fraction), plus the Go and process collectors.
+type Metrics struct {
+	// Registry holds every metric below.
+	Registry *prometheus.Registry
+
+	requests     *prometheus.CounterVec
+	retries      *prometheus.CounterVec
+	latency      *prometheus.HistogramVec
+	inflight     prometheus.Gauge
+	trajectories *prometheus.CounterVec
+	steps        prometheus.Counter
+	step         prometheus.Gauge
+	reward       prometheus.Gauge
+	failed       prometheus.Gauge
+	critiques    prometheus.Counter
+	critFailures prometheus.Counter
+	opdTokens    prometheus.Counter
+	opdMean      prometheus.Gauge
+	phase        *prometheus.GaugeVec
+	evalEM       *prometheus.GaugeVec
+}
+
+// NewMetrics returns metrics registered on a new registry.
+func NewMetrics() *Metrics {
+	reg := prometheus.NewRegistry()
+	f := func(c prometheus.Collector) { reg.MustRegister(c) }
+	m := &Metrics{Registry: reg,
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hindsearch_requests_total",
+			Help: "HTTP calls to the servers by role, path and final status code (0: no response)."}, []string{"role", "path", "code"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hindsearch_retries_total",
+			Help: "Retried HTTP attempts by role and the status of the failed attempt (0: connection error or timeout)."}, []string{"role", "code"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "hindsearch_request_duration_seconds",
+			Help:    "Duration of HTTP calls, retries included, by role and path.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 14)}, []string{"role", "path"}),
+		inflight: prometheus.NewGauge(prometheus.GaugeOpts{Name: "hindsearch_trajectories_in_flight",
+			Help: "Trajectories being rolled out now (training and evaluation)."}),
+		trajectories: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hindsearch_trajectories_total",
+			Help: "Finished trajectories by how they ended (answer, max_turns, context)."}, []string{"finish"}),
+		steps: prometheus.NewCounter(prometheus.CounterOpts{Name: "hindsearch_steps_total", Help: "Training steps recorded."}),
+		step:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "hindsearch_step", Help: "The last recorded training step."}),
+		reward: prometheus.NewGauge(prometheus.GaugeOpts{Name: "hindsearch_reward_mean",
+			Help: "Mean exact-match reward of the last step's trajectories."}),
+		failed: prometheus.NewGauge(prometheus.GaugeOpts{Name: "hindsearch_failed_fraction",
+			Help: "Share of the last step's trajectories with reward 0."}),
+		critiques: prometheus.NewCounter(prometheus.CounterOpts{Name: "hindsearch_critiques_total",
+			Help: "Judge critiques used as hints."}),
+		critFailures: prometheus.NewCounter(prometheus.CounterOpts{Name: "hindsearch_critique_failures_total",
+			Help: "Failed trajectories left without a usable critique."}),
+		opdTokens: prometheus.NewCounter(prometheus.CounterOpts{Name: "hindsearch_opd_tokens_total",
+			Help: "Tokens that received a non-zero on-policy-distillation term."}),
+		opdMean: prometheus.NewGauge(prometheus.GaugeOpts{Name: "hindsearch_opd_mean",
+			Help: "Mean OPD term over the last step's OPD tokens."}),
+		phase: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "hindsearch_phase_seconds",
+			Help: "Busy time of each phase in the last step (phases overlap under the async schedule)."}, []string{"phase"}),
+		evalEM: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "hindsearch_eval_em",
+			Help: "Exact-match rate (0-1) of the last greedy search evaluation by dataset."}, []string{"dataset"}),
+	}
+	for _, c := range []prometheus.Collector{m.requests, m.retries, m.latency, m.inflight, m.trajectories, m.steps, m.step,
+		m.reward, m.failed, m.critiques, m.critFailures, m.opdTokens, m.opdMean, m.phase, m.evalEM,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
+		f(c)
+	}
+	return m
+}
+
+// Handler serves the registry in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry})
+}
+
+// instrument makes the transport options o report to m.
+func (m *Metrics) instrument(o *transport.Options) {
+	if m == nil {
+		return
+	}
+	prevRetry, prevDone := o.OnRetry, o.OnDone
+	o.OnRetry = func(role string, attempt, status int) {
+		m.retries.WithLabelValues(role, strconv.Itoa(status)).Inc()
+		if prevRetry != nil {
+			prevRetry(role, attempt, status)
+		}
+	}
+	o.OnDone = func(ob transport.Observation) {
+		m.requests.WithLabelValues(ob.Role, ob.Path, strconv.Itoa(ob.Status)).Inc()
+		m.latency.WithLabelValues(ob.Role, ob.Path).Observe(ob.Duration.Seconds())
+		if prevDone != nil {
+			prevDone(ob)
+		}
+	}
+}
+
+// trajectoryStarted and trajectoryDone track the trajectories in flight.
+func (m *Metrics) trajectoryStarted() {
+	if m != nil {
+		m.inflight.Inc()
+	}
+}
+
+func (m *Metrics) trajectoryDone(t *Trajectory) {
+	if m != nil {
+		m.inflight.Dec()
+		finish := t.Finish
+		if finish == "" {
+			finish = "error" // abandoned: its step failed
+		}
+		m.trajectories.WithLabelValues(finish).Inc()
+	}
+}
+
+// recordStep publishes a recorded step.
+func (m *Metrics) recordStep(rec *results.StepRecord) {
+	if m == nil {
+		return
+	}
+	m.steps.Inc()
+	m.step.Set(float64(rec.Step))
+	m.reward.Set(rec.RewardMean)
+	if rec.Trajectories > 0 {
+		m.failed.Set(float64(rec.Failed) / float64(rec.Trajectories))
+	}
+	m.critiques.Add(float64(rec.Critiques))
+	m.critFailures.Add(float64(rec.CritiqueFailures))
+	m.opdTokens.Add(float64(rec.OPDTokens))
+	m.opdMean.Set(rec.OPDMean)
+	for p, s := range rec.PhaseSeconds {
+		m.phase.WithLabelValues(p).Set(s)
+	}
+}
+
+// recordEval publishes an evaluation's EM per dataset.
+func (m *Metrics) recordEval(recs []results.EvalRecord) {
+	if m == nil {
+		return
+	}
+	for _, r := range recs {
+		m.evalEM.WithLabelValues(r.Dataset).Set(r.EM)
+	}
+}

@@ -1,0 +1,287 @@
+package orchestrator
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/hindsearch/hindsearch/orchestrator/progress"
+	"github.com/hindsearch/hindsearch/results"
+)
+
+// scrape fetches the metrics over HTTP and returns every sample as
+// "name{labels}" -> value.
+func scrape(t *testing.T, m *Metrics) map[string]float64 {
+	t.Helper()
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain") {
+		t.Errorf("content type %q, want the Prometheus text format", ct)
+	}
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			t.Fatalf("bad sample line %q", line)
+		}
+		out[line[:i]] = v
+	}
+	return out
+}
+
+// sum adds the samples of a metric whose labels contain every part.
+func sum(samples map[string]float64, name string, parts ...string) float64 {
+	total := 0.0
+	for k, v := range samples {
+		if k != name && !strings.HasPrefix(k, name+"{") {
+			continue
+		}
+		ok := true
+		for _, p := range parts {
+			ok = ok && strings.Contains(k, p)
+		}
+		if ok {
+			total += v
+		}
+	}
+	return total
+}
+
+func TestMetricsScrapedAfterARun(t *testing.T) {
+	r := testRecipe(t, "")
+	m := NewMetrics()
+	ctx := context.Background()
+	deps, emb, err := Connect(ctx, r, nil, nil, WithMetrics(m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emb.Close()
+	var out bytes.Buffer
+	if _, err := (&Runner{Recipe: r, Deps: deps, Out: &out, Metrics: m}).Run(ctx); err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	s := scrape(t, m)
+
+	steps := float64(r.Train.Steps)
+	if got := s["hindsearch_steps_total"]; got != steps {
+		t.Errorf("steps_total = %v, want %v", got, steps)
+	}
+	if got := s["hindsearch_step"]; got != steps {
+		t.Errorf("step = %v, want %v", got, steps)
+	}
+	if got := s["hindsearch_trajectories_in_flight"]; got != 0 {
+		t.Errorf("trajectories in flight after the run = %v, want 0", got)
+	}
+	// Training trajectories plus two evaluations (steps 0 and 2) of 4
+	// questions on each of 2 datasets.
+	want := steps*float64(r.Train.BatchSize*r.Train.GroupSize) + 2*2*4
+	if got := sum(s, "hindsearch_trajectories_total"); got != want {
+		t.Errorf("trajectories_total = %v, want %v", got, want)
+	}
+	if got := sum(s, "hindsearch_trajectories_total", `finish="error"`); got != 0 {
+		t.Errorf("%v trajectories counted as abandoned", got)
+	}
+	completions := sum(s, "hindsearch_requests_total", `role="policy"`, `path="/v1/completions"`, `code="200"`)
+	if completions < want {
+		t.Errorf("policy completions counted %v, want at least one per trajectory (%v)", completions, want)
+	}
+	if got := sum(s, "hindsearch_request_duration_seconds_count", `role="policy"`, `path="/v1/completions"`); got != completions {
+		t.Errorf("latency histogram counted %v completions, requests_total %v", got, completions)
+	}
+	for _, role := range []string{"judge", "retriever", "trainer"} {
+		if sum(s, "hindsearch_requests_total", `role="`+role+`"`, `code="200"`) == 0 {
+			t.Errorf("no successful %s request counted", role)
+		}
+	}
+	if got := sum(s, "hindsearch_retries_total"); got != 0 {
+		t.Errorf("retries counted without faults: %v", got)
+	}
+	// The step gauges match the last step record.
+	rd := &results.RunDir{Path: r.Output.Dir}
+	recs, err := rd.ReadSteps()
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := recs[len(recs)-1]
+	if got := s["hindsearch_reward_mean"]; got != last.RewardMean {
+		t.Errorf("reward_mean = %v, want %v", got, last.RewardMean)
+	}
+	crit := 0
+	for _, rec := range recs {
+		crit += rec.Critiques
+	}
+	if got := s["hindsearch_critiques_total"]; got != float64(crit) {
+		t.Errorf("critiques_total = %v, want %d", got, crit)
+	}
+	if _, ok := s[`hindsearch_phase_seconds{phase="rollout"}`]; !ok {
+		t.Errorf("no rollout phase gauge")
+	}
+	if _, ok := s[`hindsearch_eval_em{dataset="hotpotqa"}`]; !ok {
+		t.Errorf("no eval_em gauge for hotpotqa")
+	}
+	if _, ok := s["go_goroutines"]; !ok {
+		t.Errorf("no Go runtime metrics")
+	}
+}
+
+func TestMetricsCountRetries(t *testing.T) {
+	r := testRecipe(t, "sim: {faults: {retriever: {rate: 0.3, kinds: ['503']}}}", "train.steps=1", "eval.every=1")
+	m := NewMetrics()
+	ctx := context.Background()
+	deps, emb, err := Connect(ctx, r, nil, nil, WithMetrics(m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emb.Close()
+	if _, err := (&Runner{Recipe: r, Deps: deps, Out: io.Discard, Metrics: m}).Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s := scrape(t, m)
+	if got := sum(s, "hindsearch_retries_total", `role="retriever"`, `code="503"`); got == 0 {
+		t.Errorf("no retriever retries after 503s; samples: %v", s)
+	}
+	if got := sum(s, "hindsearch_requests_total", `role="retriever"`, `code="503"`); got != 0 {
+		t.Errorf("%v retriever calls ended in 503 despite retries", got)
+	}
+}
+
+func TestKeptTrajectoriesCarryTokenPieces(t *testing.T) {
+	r := testRecipe(t, "", "train.steps=1", "eval.every=1")
+	var lines bytes.Buffer
+	rep := progress.New(&lines, progress.Lines, 0)
+	defer rep.Close()
+	ctx := context.Background()
+	deps, emb, err := Connect(ctx, r, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emb.Close()
+	if _, err := (&Runner{Recipe: r, Deps: deps, Out: io.Discard, Progress: rep}).Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(r.Output.Dir, "trajectories", "step-0001.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, line := range bytes.Split(bytes.TrimSpace(raw), []byte("\n")) {
+		var tr Trajectory
+		if err := json.Unmarshal(line, &tr); err != nil {
+			t.Fatal(err)
+		}
+		n++
+		if len(tr.Pieces) != len(tr.Tokens) {
+			t.Fatalf("%s: %d pieces for %d tokens", tr.ID, len(tr.Pieces), len(tr.Tokens))
+		}
+		// The policy pieces of each turn concatenate to the turn's text.
+		var turns []string
+		var cur strings.Builder
+		for i, p := range tr.Pieces {
+			if tr.Policy[i] {
+				cur.WriteString(p)
+			} else if p != "" {
+				t.Fatalf("%s: environment token %d has text %q", tr.ID, i, p)
+			}
+			if cur.Len() > 0 && (i+1 == len(tr.Pieces) || !tr.Policy[i+1]) {
+				turns = append(turns, cur.String())
+				cur.Reset()
+			}
+		}
+		if len(turns) != len(tr.Turns) {
+			t.Fatalf("%s: %d policy runs, %d turns", tr.ID, len(turns), len(tr.Turns))
+		}
+		for i, txt := range turns {
+			if txt != tr.Turns[i].Text {
+				t.Errorf("%s turn %d: pieces give %q, text is %q", tr.ID, i, txt, tr.Turns[i].Text)
+			}
+		}
+	}
+	if n != r.Output.Trajectories {
+		t.Errorf("kept %d trajectories, want %d", n, r.Output.Trajectories)
+	}
+}
+
+func TestPruneTrajectoriesKeepsRecentAndEvalSteps(t *testing.T) {
+	dir := t.TempDir()
+	for s := 1; s <= 30; s++ {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("step-%04d.jsonl", s)), []byte("{}\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other := filepath.Join(dir, "notes.txt")
+	if err := os.WriteFile(other, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := pruneTrajectories(dir, 30, 5, 8); err != nil {
+		t.Fatal(err)
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range ents {
+		got = append(got, e.Name())
+	}
+	want := []string{"notes.txt", "step-0008.jsonl", "step-0016.jsonl", "step-0024.jsonl",
+		"step-0026.jsonl", "step-0027.jsonl", "step-0028.jsonl", "step-0029.jsonl", "step-0030.jsonl"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("kept %v, want %v", got, want)
+	}
+	// keep 0 keeps everything.
+	if err := pruneTrajectories(dir, 100, 0, 8); err != nil {
+		t.Fatal(err)
+	}
+	if ents2, _ := os.ReadDir(dir); len(ents2) != len(ents) {
+		t.Errorf("keep 0 removed files")
+	}
+}
+
+func TestExcludeEvalAndContamination(t *testing.T) {
+	train := []Question{{Question: "Who wrote Hamlet?"}, {Question: "where is  Utah"}, {Question: "What is 2+2?"}}
+	sets := map[string][]Question{"nq": {{Question: "who wrote hamlet"}, {Question: "Capital of France?"}}, "popqa": {{Question: "Where is Utah?"}}}
+	if w := contamination(train, sets); w != "evaluation questions also in train.data (nq 1/2, popqa 1/1): their EM is inflated by training on them; point train.data at a training split" {
+		t.Errorf("contamination = %q", w)
+	}
+	kept, n := excludeEval(train, sets)
+	if n != 2 || len(kept) != 1 || kept[0].Question != "What is 2+2?" {
+		t.Errorf("excludeEval kept %v, dropped %d", kept, n)
+	}
+	if w := contamination(kept, sets); w != "" {
+		t.Errorf("contamination after exclusion = %q", w)
+	}
+}
+
+func TestRunRefusesWhenEveryTrainingQuestionIsEvaluated(t *testing.T) {
+	r := testRecipe(t, "", "eval.per_dataset=0", "train.data="+filepath.Join(dataDir, "qa", "nq.jsonl"))
+	deps, emb, err := Connect(context.Background(), r, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emb.Close()
+	_, err = (&Runner{Recipe: r, Deps: deps}).Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "train.data: every training question is also an evaluation question") {
+		t.Errorf("error %v", err)
+	}
+}

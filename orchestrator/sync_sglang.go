@@ -1,0 +1,155 @@
+package orchestrator
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/hindsearch/hindsearch/clients/policy"
+)
+
+// sglangSync is sync.kind sglang_disk: each step's weights are a full
+// model, unpacked to sync.dir/<name> and loaded in place of every replica's
+// weights with SGLang's /update_weights_from_disk; requests go on naming
+// the base model, and the book tracks which version each replica holds.
+// Only the sync.keep newest model directories stay on disk, and never one
+// a replica was last loaded from (SGLang rolls a failed load back by
+// reading it again).
+type sglangSync struct {
+	syncState
+	// current[i] is the weights replica i last loaded ("": its initial
+	// weights).
+	current []string
+}
+
+// loadOn loads the weights name on replica i; the book records the
+// outcome.
+func (s *sglangSync) loadOn(ctx context.Context, i int, name string) error {
+	p := s.reps.ps[i]
+	path := s.paths[name]
+	if err := p.UpdateWeightsFromDisk(ctx, path); err != nil {
+		err = fmt.Errorf("load weights %s on %s: %w%s", name, p.URL(), err, peftHint(path))
+		s.book.failed(i, name, err)
+		return err
+	}
+	s.current[i] = name
+	s.book.loaded(i, name)
+	return nil
+}
+
+// peftHint explains a refused load of a directory that holds a PEFT
+// adapter rather than a merged model.
+func peftHint(dir string) string {
+	if !exists(filepath.Join(dir, "config.json")) && exists(filepath.Join(dir, "adapter_config.json")) {
+		return " (the sampler archive holds a PEFT adapter, not a merged model: sync.kind sglang_disk needs a trainer that saves full weights; use sync.kind lora for adapters)"
+	}
+	return ""
+}
+
+// apply unpacks the sampler archive (a merged model) and loads it on every
+// replica that is up, then removes the model directories beyond keep.
+func (s *sglangSync) apply(ctx context.Context, tinkerPath, name string) error {
+	if _, err := s.unpack(tinkerPath, name, UnpackModel); err != nil {
+		return err
+	}
+	s.book.track(name)
+	onEach(s.reps.upIndices(), func(i int) { _ = s.loadOn(ctx, i, name) })
+	if !s.reps.holder(name) {
+		// Nobody loaded it: its (large) directory goes; a resumed run
+		// unpacks it again.
+		if !s.inUse(name) {
+			_ = os.RemoveAll(filepath.Join(s.dir, name))
+			delete(s.paths, name)
+		}
+		return fmt.Errorf("sync: %w", s.reps.missing(name))
+	}
+	s.order = append(s.order, name)
+	s.evict()
+	return nil
+}
+
+// inUse reports whether some replica was last loaded from name.
+func (s *sglangSync) inUse(name string) bool {
+	for _, n := range s.current {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+// evict removes the oldest model directories beyond keep that no replica
+// was last loaded from.
+func (s *sglangSync) evict() {
+	excess := len(s.order) - s.keep
+	var kept []string
+	for _, n := range s.order {
+		if excess > 0 && !s.inUse(n) {
+			_ = os.RemoveAll(filepath.Join(s.dir, n))
+			delete(s.paths, n)
+			excess--
+			continue
+		}
+		kept = append(kept, n)
+	}
+	s.order = kept
+}
+
+// ensure loads model on every replica up that lacks it (one whose load
+// failed at the last sync).
+func (s *sglangSync) ensure(ctx context.Context, model string) error {
+	if !s.book.tracks(model) {
+		return nil
+	}
+	if _, ok := s.paths[model]; ok {
+		var lacking []int
+		for _, i := range s.reps.upIndices() {
+			if !s.book.has(i, model) {
+				lacking = append(lacking, i)
+			}
+		}
+		onEach(lacking, func(i int) { _ = s.loadOn(ctx, i, model) })
+	}
+	if !s.reps.holder(model) {
+		return s.reps.missing(model)
+	}
+	return nil
+}
+
+// restore loads the weights in use on p again (it may have restarted with
+// its initial weights; loading them again is harmless otherwise). Before
+// the first sync it holds the base weights.
+func (s *sglangSync) restore(ctx context.Context, p policy.Policy) error {
+	i := s.reps.indexOf(p)
+	if i < 0 {
+		return fmt.Errorf("sync: %s is not a policy replica of this run", p.URL())
+	}
+	if len(s.order) == 0 {
+		s.book.reset(i, s.book.base)
+		return nil
+	}
+	if err := s.loadOn(ctx, i, s.order[len(s.order)-1]); err != nil {
+		return fmt.Errorf("reload: %w", err)
+	}
+	return nil
+}
+
+// resume unpacks and loads the weights in use (the last of names) on every
+// replica up; older ones are not needed (no off-policy sampling).
+func (s *sglangSync) resume(ctx context.Context, names []string, samplers map[string]string) error {
+	if len(names) == 0 {
+		return nil
+	}
+	name := names[len(names)-1]
+	if _, err := s.unpack(samplers[name], name, UnpackModel); err != nil {
+		return err
+	}
+	s.book.track(name)
+	onEach(s.reps.upIndices(), func(i int) { _ = s.loadOn(ctx, i, name) })
+	if !s.reps.holder(name) {
+		return fmt.Errorf("sync: %w", s.reps.missing(name))
+	}
+	s.order = []string{name}
+	return nil
+}
