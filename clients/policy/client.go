@@ -400,7 +400,7 @@ func (b completionBody) encode() (json.RawMessage, error) {
 		if i > 0 {
 			out = append(out, ',')
 		}
-		out = strconv.AppendInt(out, int64(id), 10)
+		out = appendInt(out, id)
 	}
 	out = append(out, `],"max_tokens":`...)
 	out = strconv.AppendInt(out, int64(b.MaxTokens), 10)

@@ -99,3 +99,41 @@ func appendJSONFloat(dst []byte, f float64) ([]byte, error) {
 	}
 	return dst, nil
 }
+
+// digitPairs holds "00" to "99".
+const digitPairs = "00010203040506070809" + "10111213141516171819" + "20212223242526272829" +
+	"30313233343536373839" + "40414243444546474849" + "50515253545556575859" + "60616263646566676869" +
+	"70717273747576777879" + "80818283848586878889" + "90919293949596979899"
+
+// appendInt appends v in decimal, as strconv.AppendInt does, writing the
+// digits in place: the prompt's thousands of token ids are the bulk of a
+// completion request.
+func appendInt(dst []byte, v int) []byte {
+	if v < 0 || v >= 1e18 {
+		return strconv.AppendInt(dst, int64(v), 10)
+	}
+	n := 1
+	for p := 10; n < 18 && v >= p; p *= 10 {
+		n++
+	}
+	l := len(dst)
+	if cap(dst)-l < n {
+		dst = append(dst, make([]byte, n)...)
+	} else {
+		dst = dst[:l+n]
+	}
+	i := l + n
+	for v >= 100 {
+		q := v / 100
+		r := 2 * (v - q*100)
+		i -= 2
+		dst[i], dst[i+1] = digitPairs[r], digitPairs[r+1]
+		v = q
+	}
+	if v >= 10 {
+		dst[i-2], dst[i-1] = digitPairs[2*v], digitPairs[2*v+1]
+	} else {
+		dst[i-1] = byte('0' + v)
+	}
+	return dst
+}

@@ -242,3 +242,27 @@ func FuzzScannerFloat(f *testing.F) {
 		checkFloat(t, n)
 	})
 }
+
+func TestAppendInt(t *testing.T) {
+	for _, v := range []int{0, 1, 9, 10, 99, 100, 101, 999, 1000, 151643, 99999999, 1e17 - 1, 1e17, 1e18 - 1, 1e18, math.MaxInt, -1, -151643, math.MinInt} {
+		checkAppendInt(t, v)
+	}
+}
+
+func checkAppendInt(t *testing.T, v int) {
+	t.Helper()
+	for _, prefix := range [][]byte{nil, []byte("[1,"), make([]byte, 3, 64)} {
+		want := strconv.AppendInt(append([]byte(nil), prefix...), int64(v), 10)
+		if got := appendInt(append(prefix[:len(prefix):len(prefix)], prefix[len(prefix):]...), v); string(got) != string(want) {
+			t.Fatalf("%d: %q, want %q", v, got, want)
+		}
+		if got := appendInt(prefix, v); string(got) != string(want) {
+			t.Fatalf("%d with room: %q, want %q", v, got, want)
+		}
+	}
+}
+
+func FuzzAppendInt(f *testing.F) {
+	f.Add(151643)
+	f.Fuzz(func(t *testing.T, v int) { checkAppendInt(t, v) })
+}

@@ -47,10 +47,12 @@ const (
 	DefaultPoolSize = 64
 	// maxErrorBody is how much of a non-2xx body a StatusError keeps.
 	maxErrorBody = 512
-	// writeBufferSize and readBufferSize are each connection's buffers:
-	// a 9,000-token prompt is about 60 KB of JSON.
-	writeBufferSize = 64 << 10
-	readBufferSize  = 16 << 10
+	// writeBufferSize and readBufferSize are each connection's buffers
+	// (net/http's default is 4 KB): a prompt of 4,000 token ids is about
+	// 28 KB of JSON, a 100-token completion answer with logprobs about
+	// 8 KB.
+	writeBufferSize = 32 << 10
+	readBufferSize  = 8 << 10
 )
 
 // Options configure one Client.
@@ -250,7 +252,8 @@ func New(o Options) (*Client, error) {
 		ExpectContinueTimeout: time.Second,
 		// A policy request (a prompt of thousands of token ids) goes out
 		// in one write instead of 4 KB pieces, and most answers come in
-		// with one read: fewer system calls per call.
+		// with one read: fewer system calls per call, for 40 KB of
+		// buffers per connection.
 		WriteBufferSize: writeBufferSize,
 		ReadBufferSize:  readBufferSize,
 	}
