@@ -285,3 +285,34 @@ func TestRunRefusesWhenEveryTrainingQuestionIsEvaluated(t *testing.T) {
 		t.Errorf("error %v", err)
 	}
 }
+
+// The kept trajectories' JSON is the contract between the orchestrator and
+// orchestrate show (results.TrajectoryRecord): every field goes both ways.
+func TestTrajectoryJSONMatchesResultsRecord(t *testing.T) {
+	tr := Trajectory{ID: "s0001-g000001-k0", Step: 1, Group: 1, Sample: 0, Model: "m",
+		Question:  Question{ID: "q1", Question: "who?", Golds: []string{"a"}, Dataset: "nq"},
+		PromptIDs: []int{1, 2}, Tokens: []int{3, 4, 5}, Policy: []bool{true, false, true}, Search: []bool{true, false, false},
+		Logprobs: []float64{-0.5, 0, -1}, Turns: []Turn{{Text: "x", Action: "search", Content: "q", Titles: []string{"T"}, Finish: "stop"}},
+		Response: "xy", Answer: "a", Answered: true, Finish: "answer", Reward: 1, F1: 1, Advantage: 0.5,
+		Critique: "c", CritiqueError: "e", OPD: []float64{0.1, 0, 0}, Pieces: []string{"x", "", "y"}}
+	raw, err := json.Marshal(tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec results.TrajectoryRecord
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&rec); err != nil {
+		t.Fatalf("orchestrator field unknown to results.TrajectoryRecord: %v", err)
+	}
+	back, err := json.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m1, m2 map[string]any
+	_ = json.Unmarshal(raw, &m1)
+	_ = json.Unmarshal(back, &m2)
+	if fmt.Sprint(m1) != fmt.Sprint(m2) {
+		t.Errorf("round trip through results.TrajectoryRecord changed the record:\n%v\n%v", m1, m2)
+	}
+}

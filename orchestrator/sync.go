@@ -254,6 +254,28 @@ type syncState struct {
 	paths map[string]string
 }
 
+// ensureWith loads model with loadOn on every replica up that the book says
+// lacks it, and fails naming every replica when none holds it afterwards.
+// Weights the book does not track (the base model) need nothing.
+func (s *syncState) ensureWith(ctx context.Context, model string, loadOn func(ctx context.Context, i int, model string) error) error {
+	if !s.book.tracks(model) {
+		return nil
+	}
+	if _, ok := s.paths[model]; ok {
+		var lacking []int
+		for _, i := range s.reps.upIndices() {
+			if !s.book.has(i, model) {
+				lacking = append(lacking, i)
+			}
+		}
+		onEach(lacking, func(i int) { _ = loadOn(ctx, i, model) })
+	}
+	if !s.reps.holder(model) {
+		return s.reps.missing(model)
+	}
+	return nil
+}
+
 // unpack extracts the sampler archive of tinkerPath into dir/name with
 // unpackFn and records its absolute path.
 func (s *syncState) unpack(tinkerPath, name string, unpackFn func(archive, dir string) (string, error)) (string, error) {

@@ -84,22 +84,7 @@ func (s *loraSync) apply(ctx context.Context, tinkerPath, name string) error {
 
 // ensure loads adapter model on every replica up that lacks it.
 func (s *loraSync) ensure(ctx context.Context, model string) error {
-	if !s.book.tracks(model) {
-		return nil
-	}
-	if _, ok := s.paths[model]; ok {
-		var lacking []int
-		for _, i := range s.reps.upIndices() {
-			if !s.book.has(i, model) {
-				lacking = append(lacking, i)
-			}
-		}
-		onEach(lacking, func(i int) { _ = s.loadOn(ctx, i, model) })
-	}
-	if !s.reps.holder(model) {
-		return s.reps.missing(model)
-	}
-	return nil
+	return s.ensureWith(ctx, model, s.loadOn)
 }
 
 // restore loads on p every kept adapter it does not list (a replica that

@@ -99,22 +99,7 @@ func (s *sglangSync) evict() {
 // ensure loads model on every replica up that lacks it (one whose load
 // failed at the last sync).
 func (s *sglangSync) ensure(ctx context.Context, model string) error {
-	if !s.book.tracks(model) {
-		return nil
-	}
-	if _, ok := s.paths[model]; ok {
-		var lacking []int
-		for _, i := range s.reps.upIndices() {
-			if !s.book.has(i, model) {
-				lacking = append(lacking, i)
-			}
-		}
-		onEach(lacking, func(i int) { _ = s.loadOn(ctx, i, model) })
-	}
-	if !s.reps.holder(model) {
-		return s.reps.missing(model)
-	}
-	return nil
+	return s.ensureWith(ctx, model, s.loadOn)
 }
 
 // restore loads the weights in use on p again (it may have restarted with
