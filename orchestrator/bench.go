@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,6 +14,7 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -185,11 +187,24 @@ func Bench(ctx context.Context, o BenchOptions) (*BenchReport, error) {
 	}
 	// The control plane's own cost, against zero-latency servers in another
 	// process.
+	// It runs benchCPURuns times, each from scratch (its own simulator
+	// process, connections and trajectories); the figures are the median
+	// run's, so that one run disturbed by other work on a shared machine
+	// does not decide them. Every run is in Scenarios (cpu-1, ...).
 	if o.SimCommand != nil && o.wants("cpu") {
-		cpu, err := benchCPU(ctx, o, n(400))
-		if err != nil {
-			return nil, fmt.Errorf("scenario cpu: %w", err)
+		var runs []map[string]float64
+		for i := range benchCPURuns {
+			name := fmt.Sprintf("cpu-%d", i+1)
+			fmt.Fprintf(o.Out, "bench: %s ...\n", name)
+			cpu, err := benchCPU(ctx, o, n(400), name)
+			if err != nil {
+				return nil, fmt.Errorf("scenario %s: %w", name, err)
+			}
+			fmt.Fprintf(o.Out, "bench: %s: %.0f turns, %.0f us CPU per turn\n", name, cpu["turns"], cpu["cpu_us_per_turn"])
+			rep.Scenarios[name] = cpu
+			runs = append(runs, cpu)
 		}
+		cpu := medianRun(runs, "cpu_us_per_turn")
 		rep.Scenarios["cpu"] = cpu
 		rep.CPUMicrosPerTurn = cpu["cpu_us_per_turn"]
 		rep.BytesPerInflightToken = cpu["bytes_per_token"]
@@ -241,7 +256,7 @@ func benchRun(ctx context.Context, path string, sets []string) (*benchOutcome, e
 // benchCPU measures the orchestrator's CPU time per policy turn and heap
 // per held token, rolling out batch*5 trajectories against zero-latency
 // simulated servers started in a separate process.
-func benchCPU(ctx context.Context, o BenchOptions, batch int) (map[string]float64, error) {
+func benchCPU(ctx context.Context, o BenchOptions, batch int, name string) (map[string]float64, error) {
 	sets := append([]string{}, benchCommon...)
 	urls, stop, err := startSimProcess(ctx, o.SimCommand, o.Recipe, sets)
 	if err != nil {
@@ -250,7 +265,7 @@ func benchCPU(ctx context.Context, o BenchOptions, batch int) (map[string]float6
 	defer stop()
 	sets = append(sets, "policy.urls="+strings.Join(urls.Policy, ","), "retriever.url="+urls.Retriever,
 		"judge.url="+urls.Judge, "trainer.url="+urls.Trainer, "trainer.checkpoints_dir="+urls.Checkpoints,
-		"output.dir="+filepath.Join(o.Dir, "cpu"))
+		"output.dir="+filepath.Join(o.Dir, name))
 	r, deps, emb, err := LoadAndConnect(ctx, o.Recipe, sets, nil, nil)
 	if err != nil {
 		return nil, err
@@ -286,7 +301,8 @@ func benchCPU(ctx context.Context, o BenchOptions, batch int) (map[string]float6
 	runtime.GC()
 	var m0 runtime.MemStats
 	runtime.ReadMemStats(&m0)
-	rt0 := readRuntimeMetrics()
+	rt0 := readRuntimeMetrics(benchRuntimeMetrics...)
+	busy0, sim0 := machineBusy(), procCPU(urls.pid)
 	user0, sys0 := processCPU()
 	wall0 := time.Now()
 	var turns atomic.Int64
@@ -303,7 +319,8 @@ func benchCPU(ctx context.Context, o BenchOptions, batch int) (map[string]float6
 		return nil, err
 	}
 	user1, sys1 := processCPU()
-	rt1 := readRuntimeMetrics()
+	busy1, sim1 := machineBusy(), procCPU(urls.pid)
+	rt1 := readRuntimeMetrics(benchRuntimeMetrics...)
 	user, sys := user1-user0, sys1-sys0
 	cpu := user + sys
 	wall := time.Since(wall0).Seconds()
@@ -322,13 +339,24 @@ func benchCPU(ctx context.Context, o BenchOptions, batch int) (map[string]float6
 		"heap_bytes": held, "bytes_per_token": held / float64(tokens),
 	}
 	// The Go runtime's own account of the same window, to see where the
-	// CPU goes: its estimate of GC CPU time, and allocations per turn.
+	// CPU goes: its estimate of GC CPU time, and allocations per turn; and
+	// the collector's setting (GOGC) in force.
 	for i := range benchRuntimeMetrics {
 		d := rt1[i] - rt0[i]
 		if i > 0 {
 			d /= float64(turns.Load())
 		}
 		out[benchRuntimeKeys[i]] = d
+	}
+	out["gogc"] = readRuntimeMetrics("/gc/gogc:percent")[0]
+	// How busy the machine was with other work meanwhile (neither this
+	// process nor the simulator): CPU time per unit of work grows with it
+	// on a shared machine. Linux only; absent elsewhere.
+	if busy1 > 0 {
+		other := max(busy1-busy0-cpu-(sim1-sim0), 0)
+		out["sim_cpu_seconds"] = sim1 - sim0
+		out["other_cpu_seconds"] = other
+		out["other_cpu_share"] = other / (wall * float64(runtime.NumCPU()))
 	}
 	return out, nil
 }
@@ -340,10 +368,11 @@ var (
 	benchRuntimeKeys    = []string{"gc_cpu_seconds", "alloc_bytes_per_turn", "allocs_per_turn", "gc_cycles_per_turn"}
 )
 
-// readRuntimeMetrics reads benchRuntimeMetrics as floats.
-func readRuntimeMetrics() []float64 {
-	samples := make([]metrics.Sample, len(benchRuntimeMetrics))
-	for i, name := range benchRuntimeMetrics {
+// readRuntimeMetrics reads runtime/metrics values as floats (0 for one
+// this Go does not have).
+func readRuntimeMetrics(names ...string) []float64 {
+	samples := make([]metrics.Sample, len(names))
+	for i, name := range names {
 		samples[i].Name = name
 	}
 	metrics.Read(samples)
@@ -368,6 +397,61 @@ func processCPU() (user, sys float64) {
 	return float64(ru.Utime.Sec) + float64(ru.Utime.Usec)/1e6, float64(ru.Stime.Sec) + float64(ru.Stime.Usec)/1e6
 }
 
+// clockTicks is the unit of /proc's CPU times (USER_HZ, 100 on Linux).
+const clockTicks = 100
+
+// machineBusy is the CPU seconds the machine has spent busy (not idle or
+// waiting for I/O) since boot, from /proc/stat; 0 where unreadable.
+func machineBusy() float64 {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0
+	}
+	busy := 0.0
+	// user nice system idle iowait irq softirq steal
+	for i, v := range f[1:9] {
+		if i == 3 || i == 4 {
+			continue
+		}
+		n, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return 0
+		}
+		busy += n
+	}
+	return busy / clockTicks
+}
+
+// procCPU is process pid's user plus system CPU seconds, from
+// /proc/PID/stat; 0 where unreadable.
+func procCPU(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command name, which is in parentheses and may
+	// hold spaces: state is the first, utime and stime the 12th and 13th.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	ut, err1 := strconv.ParseFloat(f[11], 64)
+	st, err2 := strconv.ParseFloat(f[12], 64)
+	if err1 != nil || err2 != nil {
+		return 0
+	}
+	return (ut + st) / clockTicks
+}
+
 // simURLs is what `orchestrate serve sim` prints.
 type simURLs struct {
 	Policy      []string `json:"policy"`
@@ -375,6 +459,8 @@ type simURLs struct {
 	Trainer     string   `json:"trainer"`
 	Retriever   string   `json:"retriever"`
 	Checkpoints string   `json:"checkpoints_dir"`
+	// pid is the simulator process's.
+	pid int
 }
 
 // startSimProcess starts `orchestrate serve sim RECIPE --set ...` and reads
@@ -418,6 +504,7 @@ func startSimProcess(ctx context.Context, argv []string, recipe string, sets []s
 		stop()
 		return simURLs{}, nil, errors.Join(fmt.Errorf("serve sim printed %q", strings.TrimSpace(line)), err)
 	}
+	u.pid = cmd.Process.Pid
 	return u, stop, nil
 }
 
@@ -465,3 +552,17 @@ func BenchSimCommand() ([]string, error) {
 
 // benchCPUConcurrency is the trajectories in flight in the CPU scenario.
 var benchCPUConcurrency = 64
+
+// benchCPURuns is how many times the CPU scenario runs.
+const benchCPURuns = 5
+
+// medianRun returns the run whose key is the median (the lower middle one
+// for an even count); nil for none.
+func medianRun(runs []map[string]float64, key string) map[string]float64 {
+	if len(runs) == 0 {
+		return nil
+	}
+	sorted := slices.Clone(runs)
+	slices.SortStableFunc(sorted, func(a, b map[string]float64) int { return cmp.Compare(a[key], b[key]) })
+	return sorted[(len(sorted)-1)/2]
+}

@@ -43,3 +43,33 @@ func TestBenchPlumbing(t *testing.T) {
 		t.Errorf("table: %v\n%s", err, out.String())
 	}
 }
+
+// The CPU figures are the median run's, whatever the order of the runs.
+func TestMedianRun(t *testing.T) {
+	run := func(us, bytes float64) map[string]float64 {
+		return map[string]float64{"cpu_us_per_turn": us, "bytes_per_token": bytes}
+	}
+	for _, tc := range []struct {
+		runs []map[string]float64
+		want float64
+	}{
+		{[]map[string]float64{run(300, 1), run(150, 2), run(180, 3)}, 180},
+		{[]map[string]float64{run(180, 3), run(300, 1), run(150, 2)}, 180},
+		{[]map[string]float64{run(150, 2)}, 150},
+		{[]map[string]float64{run(200, 1), run(100, 2)}, 100},
+	} {
+		got := medianRun(tc.runs, "cpu_us_per_turn")
+		if got["cpu_us_per_turn"] != tc.want {
+			t.Errorf("%v: median run %v, want the one at %v", tc.runs, got, tc.want)
+		}
+		// The run is taken whole: its other figures come with it.
+		for _, r := range tc.runs {
+			if r["cpu_us_per_turn"] == tc.want && r["bytes_per_token"] != got["bytes_per_token"] {
+				t.Errorf("median run's other figures mixed: %v", got)
+			}
+		}
+	}
+	if medianRun(nil, "cpu_us_per_turn") != nil {
+		t.Error("no runs gave a median")
+	}
+}

@@ -412,12 +412,15 @@ func (r *roller) policyTurn(ctx context.Context, l *live) error {
 	}
 	kind, content, aStart, aEnd := format.ActionSpan(c.Text)
 	inSearch := searchTokenMask(c, kind, aStart, aEnd)
-	// Whole-slice appends: one growth check per slice, not one per token.
+	// Whole-slice appends: one growth per slice and turn, not one per
+	// token.
 	t.Tokens = append(t.Tokens, c.TokenIDs...)
 	t.Search = append(t.Search, inSearch...)
 	t.Logprobs = append(t.Logprobs, c.Logprobs...)
-	for range c.TokenIDs {
-		t.Policy = append(t.Policy, true)
+	n := len(t.Policy)
+	t.Policy = append(t.Policy, make([]bool, len(c.TokenIDs))...)
+	for j := n; j < len(t.Policy); j++ {
+		t.Policy[j] = true
 	}
 	l.ctxIDs = append(l.ctxIDs, c.TokenIDs...)
 	l.resp = append(l.resp, c.Text...)

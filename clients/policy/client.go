@@ -396,12 +396,7 @@ func (b completionBody) encode() (json.RawMessage, error) {
 	out = append(out, `{"model":`...)
 	out = appendJSONString(out, b.Model)
 	out = append(out, `,"prompt":[`...)
-	for i, id := range b.Prompt {
-		if i > 0 {
-			out = append(out, ',')
-		}
-		out = appendInt(out, id)
-	}
+	out = appendInts(out, b.Prompt)
 	out = append(out, `],"max_tokens":`...)
 	out = strconv.AppendInt(out, int64(b.MaxTokens), 10)
 	out = append(out, `,"temperature":`...)

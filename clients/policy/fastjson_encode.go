@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"math/bits"
+	"slices"
 	"strconv"
 	"unicode/utf8"
 )
@@ -105,35 +107,75 @@ const digitPairs = "00010203040506070809" + "10111213141516171819" + "2021222324
 	"30313233343536373839" + "40414243444546474849" + "50515253545556575859" + "60616263646566676869" +
 	"70717273747576777879" + "80818283848586878889" + "90919293949596979899"
 
-// appendInt appends v in decimal, as strconv.AppendInt does, writing the
-// digits in place: the prompt's thousands of token ids are the bulk of a
-// completion request.
-func appendInt(dst []byte, v int) []byte {
-	if v < 0 || v >= 1e18 {
-		return strconv.AppendInt(dst, int64(v), 10)
+// pow10u64 are the powers of ten that fit in a uint64.
+var pow10u64 = [...]uint64{1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
+	1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19}
+
+// decimalDigits is the number of decimal digits of v (1 for 0).
+func decimalDigits(v uint64) int {
+	// log10(2) ~ 1233/4096: t is the digit count or one more.
+	t := bits.Len64(v) * 1233 >> 12
+	if v < pow10u64[t] {
+		return max(t, 1)
 	}
-	n := 1
-	for p := 10; n < 18 && v >= p; p *= 10 {
-		n++
-	}
-	l := len(dst)
-	if cap(dst)-l < n {
-		dst = append(dst, make([]byte, n)...)
-	} else {
-		dst = dst[:l+n]
-	}
-	i := l + n
+	return t + 1
+}
+
+// putDigits writes v's n decimal digits into b[:n], two at a time.
+func putDigits(b []byte, v uint64, n int) {
+	i := n
 	for v >= 100 {
 		q := v / 100
 		r := 2 * (v - q*100)
 		i -= 2
-		dst[i], dst[i+1] = digitPairs[r], digitPairs[r+1]
+		b[i], b[i+1] = digitPairs[r], digitPairs[r+1]
 		v = q
 	}
 	if v >= 10 {
-		dst[i-2], dst[i-1] = digitPairs[2*v], digitPairs[2*v+1]
+		b[i-2], b[i-1] = digitPairs[2*v], digitPairs[2*v+1]
 	} else {
-		dst[i-1] = byte('0' + v)
+		b[i-1] = byte('0' + v)
+	}
+}
+
+// appendInt appends v in decimal, as strconv.AppendInt does, writing the
+// digits in place.
+func appendInt(dst []byte, v int) []byte {
+	if v < 0 {
+		return strconv.AppendInt(dst, int64(v), 10)
+	}
+	n := decimalDigits(uint64(v))
+	l := len(dst)
+	dst = slices.Grow(dst, n)[:l+n]
+	putDigits(dst[l:], uint64(v), n)
+	return dst
+}
+
+// appendInts appends ids in decimal, comma separated, as encoding/json
+// writes the elements of an []int: a turn's prompt is thousands of ids, the
+// bulk of a completion request.
+func appendInts(dst []byte, ids []int) []byte {
+	for i, v := range ids {
+		if v < 0 {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = strconv.AppendInt(dst, int64(v), 10)
+			continue
+		}
+		n := decimalDigits(uint64(v))
+		l := len(dst)
+		if cap(dst)-l < n+1 {
+			// Room for this id and, at 7 bytes each, the rest.
+			dst = slices.Grow(dst, n+1+7*(len(ids)-i))
+		}
+		if i > 0 {
+			dst = dst[:l+1]
+			dst[l] = ','
+			l++
+		}
+		dst = dst[:l+n]
+		putDigits(dst[l:], uint64(v), n)
 	}
 	return dst
 }

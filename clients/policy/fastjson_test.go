@@ -266,3 +266,40 @@ func FuzzAppendInt(f *testing.F) {
 	f.Add(151643)
 	f.Fuzz(func(t *testing.T, v int) { checkAppendInt(t, v) })
 }
+
+// appendInts writes what encoding/json writes for the elements of an []int.
+func TestAppendInts(t *testing.T) {
+	for _, ids := range [][]int{nil, {0}, {7, 8}, {151643, 9, 99, 100, 1e9, 1e18, math.MaxInt, -1, math.MinInt, 0}} {
+		want, _ := json.Marshal(ids)
+		if ids == nil {
+			want = []byte("[]")
+		}
+		for _, prefix := range [][]byte{nil, make([]byte, 0, 4)} {
+			got := append(appendInts(append(prefix, '['), ids), ']')
+			if string(got) != string(want) {
+				t.Errorf("%v: %s, want %s", ids, got, want)
+			}
+		}
+	}
+	for v := uint64(1); v < 1e19 && v > 0; v = v*10 - 1 {
+		for _, x := range []uint64{v - 1, v, v + 1} {
+			if got, want := decimalDigits(x), len(strconv.FormatUint(x, 10)); got != want {
+				t.Fatalf("decimalDigits(%d) = %d, want %d", x, got, want)
+			}
+		}
+		if v > 1 {
+			v++
+		}
+	}
+}
+
+func FuzzAppendInts(f *testing.F) {
+	f.Add(151643, 7, -1)
+	f.Fuzz(func(t *testing.T, a, b, c int) {
+		ids := []int{a, b, c}
+		want, _ := json.Marshal(ids)
+		if got := append(appendInts([]byte("["), ids), ']'); string(got) != string(want) {
+			t.Fatalf("%v: %s, want %s", ids, got, want)
+		}
+	})
+}

@@ -2,7 +2,9 @@
 // (policy, judge, retriever, trainer): resty for requests and JSON over
 // exactly one retry layer, go-retryablehttp, with an explicit connection
 // pool, bounded retries with exponential backoff and jitter that honour
-// Retry-After, and per-call deadlines (DESIGN.md §5).
+// Retry-After, and per-call deadlines (DESIGN.md §5). A request body is
+// encoded once and handed to every attempt as it is (neither layer copies
+// it); answers are read into reused buffers and decoded from there.
 package transport
 
 import (
@@ -48,10 +50,10 @@ const (
 	// maxErrorBody is how much of a non-2xx body a StatusError keeps.
 	maxErrorBody = 512
 	// writeBufferSize and readBufferSize are each connection's buffers
-	// (net/http's default is 4 KB): a prompt of 4,000 token ids is about
-	// 28 KB of JSON, a 100-token completion answer with logprobs about
+	// (net/http's default is 4 KB): a prompt of 2,000 token ids is about
+	// 14 KB of JSON, a 100-token completion answer with logprobs about
 	// 8 KB.
-	writeBufferSize = 32 << 10
+	writeBufferSize = 16 << 10
 	readBufferSize  = 8 << 10
 )
 
@@ -252,7 +254,7 @@ func New(o Options) (*Client, error) {
 		ExpectContinueTimeout: time.Second,
 		// A policy request (a prompt of thousands of token ids) goes out
 		// in one write instead of 4 KB pieces, and most answers come in
-		// with one read: fewer system calls per call, for 40 KB of
+		// with one read: fewer system calls per call, for 24 KB of
 		// buffers per connection.
 		WriteBufferSize: writeBufferSize,
 		ReadBufferSize:  readBufferSize,
@@ -298,11 +300,10 @@ func (c *Client) Close() { c.tr.CloseIdleConnections() }
 
 // Do sends a request to path (appended to the base URL) and decodes the
 // answer. in is sent as JSON (nil: no body; a json.RawMessage is sent
-// verbatim); a 2xx answer is decoded as JSON
-// into out (nil: discarded; *[]byte or *string: the raw body; a Decoder
-// decodes it itself). A non-2xx
-// answer, after retries, is a *StatusError; other failures name the role
-// and the URL. Options.OnDone, when set, observes the call.
+// verbatim); a 2xx answer is decoded as JSON into out (nil: discarded;
+// *[]byte or *string: the raw body; a Decoder decodes it itself). A
+// non-2xx answer, after retries, is a *StatusError; other failures name
+// the role and the URL. Options.OnDone, when set, observes the call.
 func (c *Client) Do(ctx context.Context, method, path string, in, out any) error {
 	var start time.Time
 	if c.opts.OnDone != nil {
@@ -382,6 +383,11 @@ type shownURL struct{ base, path string }
 
 func (u shownURL) String() string { return u.base + u.path }
 
+var (
+	contentType     = http.CanonicalHeaderKey("Content-Type")
+	jsonContentType = []string{"application/json"}
+)
+
 // bodyPool holds response buffers: answers are read into one and decoded
 // from it, instead of into a new slice each.
 var bodyPool = sync.Pool{New: func() any { return new([]byte) }}
@@ -396,8 +402,10 @@ func (c *Client) once(ctx context.Context, cl *call, method, full string, shown 
 	if cl.body != nil {
 		// resty passes an io.Reader through without buffering it, and
 		// retryRoundTripper sends cl.body itself (an empty body as resty
-		// made it).
-		req.SetHeader("Content-Type", "application/json").SetBody(bytes.NewReader(cl.body))
+		// made it). The header's value is shared, never modified: resty
+		// sends a copy of the request's header.
+		req.Header[contentType] = jsonContentType
+		req.SetBody(bytes.NewReader(cl.body))
 	}
 	resp, err := req.Execute(method, full)
 	var raw *http.Response
