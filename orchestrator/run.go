@@ -198,8 +198,11 @@ func (rn *Runner) Run(ctx context.Context) (*Summary, error) {
 	if ru.excluded > 0 {
 		fmt.Fprintf(rn.Out, "train.exclude_eval: %d training questions that are also evaluation questions left out of training (%d remain)\n", ru.excluded, len(ru.train))
 	}
-	if w := contamination(ru.train, ru.evalSet); w != "" {
-		fmt.Fprintf(rn.Out, "WARNING: %s\n", w)
+	// With train.exclude_eval no evaluation question is left to train on.
+	if !r.Train.ExcludeEval {
+		if w := contamination(ru.train, ru.evalSet); w != "" {
+			fmt.Fprintf(rn.Out, "WARNING: %s\n", w)
+		}
 	}
 	fmt.Fprintf(rn.Out, "run %s: %d steps x %d questions x %d samples, %s; output %s\n",
 		r.Name, r.Train.Steps, r.Train.BatchSize, r.Train.GroupSize, r.Switches(), dir.Path)

@@ -97,6 +97,40 @@ func runRecipe(t *testing.T, r *recipes.Recipe, sign float64) (*Summary, string)
 	return sum, out.String()
 }
 
+// interruptThenResume runs r until step stopAfter is recorded, cancels it
+// (the next step is cut short), then resumes it on a fresh set of embedded
+// servers, as after a crash of everything. It returns the resumed run's
+// summary and output, and its servers (closed when the test ends).
+func interruptThenResume(t *testing.T, r *recipes.Recipe, stopAfter int) (*Summary, string, Deps, *Embedded) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	deps, emb, err := Connect(context.Background(), r, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rn := &Runner{Recipe: r, Deps: deps, afterStep: func(step int) {
+		if step == stopAfter {
+			cancel()
+		}
+	}}
+	if _, err := rn.Run(ctx); err == nil {
+		t.Fatal("the interrupted run did not fail")
+	}
+	emb.Close()
+	deps, emb, err = Connect(context.Background(), r, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(emb.Close)
+	var out bytes.Buffer
+	got, err := (&Runner{Recipe: r, Deps: deps, Resume: true, Out: &out}).Run(context.Background())
+	if err != nil {
+		t.Fatalf("resume: %v\n%s", err, out.String())
+	}
+	return got, out.String(), deps, emb
+}
+
 func TestEndToEndOverLoopback(t *testing.T) {
 	r := testRecipe(t, "")
 	sum, out := runRecipe(t, r, 1)
@@ -510,34 +544,9 @@ func TestResumeAfterInterruption(t *testing.T) {
 			want, _ := runRecipe(t, whole, 1)
 
 			r := testRecipe(t, "", ss...)
-			ctx, cancel := context.WithCancel(context.Background())
-			deps, emb, err := Connect(context.Background(), r, nil, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			// Cancel as soon as step 2 is recorded: step 3 is cut short.
-			rn := &Runner{Recipe: r, Deps: deps, afterStep: func(step int) {
-				if step == 2 {
-					cancel()
-				}
-			}}
-			if _, err := rn.Run(ctx); err == nil {
-				t.Fatal("the interrupted run did not fail")
-			}
-			emb.Close()
-			// A fresh set of servers, as after a crash of everything.
-			deps, emb, err = Connect(context.Background(), r, nil, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer emb.Close()
-			var out bytes.Buffer
-			got, err := (&Runner{Recipe: r, Deps: deps, Resume: true, Out: &out}).Run(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !strings.Contains(out.String(), "resuming") {
-				t.Errorf("output: %s", out.String())
+			got, out, _, _ := interruptThenResume(t, r, 2)
+			if !strings.Contains(out, "resuming") {
+				t.Errorf("output: %s", out)
 			}
 			digests := func(s *Summary) (ds []string) {
 				for _, st := range s.Steps {

@@ -119,31 +119,7 @@ func TestSGLangDiskResume(t *testing.T) {
 	want, _ := runRecipe(t, testRecipe(t, "", sets...), 1)
 
 	r := testRecipe(t, "", sets...)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	deps, emb, err := Connect(context.Background(), r, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rn := &Runner{Recipe: r, Deps: deps, afterStep: func(step int) {
-		if step == 2 {
-			cancel()
-		}
-	}}
-	if _, err := rn.Run(ctx); err == nil {
-		t.Fatal("the interrupted run did not fail")
-	}
-	emb.Close()
-	deps, emb, err = Connect(context.Background(), r, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer emb.Close()
-	var out bytes.Buffer
-	got, err := (&Runner{Recipe: r, Deps: deps, Resume: true, Out: &out}).Run(context.Background())
-	if err != nil {
-		t.Fatalf("resume: %v\n%s", err, out.String())
-	}
+	got, _, deps, emb := interruptThenResume(t, r, 2)
 	digests := func(s *Summary) (ds []string) {
 		for _, st := range s.Steps {
 			ds = append(ds, fmt.Sprint(st.Step, st.BatchDigest, st.RewardMean, st.SampledWith))
