@@ -143,6 +143,7 @@ type Client struct {
 	opts    Options
 	rc      *resty.Client
 	tr      *http.Transport
+	h1      *h1Transport
 	secrets []string
 }
 
@@ -239,12 +240,10 @@ func New(o Options) (*Client, error) {
 		c.addSecret(p)
 	}
 
+	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
 	c.tr = &http.Transport{
-		Proxy: http.ProxyFromEnvironment,
-		DialContext: (&net.Dialer{
-			Timeout:   30 * time.Second,
-			KeepAlive: 30 * time.Second,
-		}).DialContext,
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           d.DialContext,
 		ForceAttemptHTTP2:     true,
 		MaxIdleConns:          o.PoolSize,
 		MaxIdleConnsPerHost:   o.PoolSize,
@@ -259,8 +258,14 @@ func New(o Options) (*Client, error) {
 		WriteBufferSize: writeBufferSize,
 		ReadBufferSize:  readBufferSize,
 	}
+	// Plain-HTTP exchanges run on the caller's goroutine (h1Transport);
+	// https and proxied requests go through c.tr. The per-attempt timeout
+	// is h1Transport's: an http.Client timeout over a transport it does
+	// not know would cost a goroutine and a timer per request.
+	c.h1 = &h1Transport{std: c.tr, proxy: http.ProxyFromEnvironment, dial: d.DialContext,
+		timeout: o.Timeout, max: o.PoolSize, idleTimeout: 90 * time.Second, peekAfter: defaultPeekAfter}
 	rc := &retryablehttp.Client{
-		HTTPClient:   &http.Client{Transport: c.tr, Timeout: o.Timeout},
+		HTTPClient:   &http.Client{Transport: c.h1},
 		RetryWaitMin: o.RetryWaitMin,
 		RetryWaitMax: o.RetryWaitMax,
 		RetryMax:     o.Retries,
@@ -296,7 +301,7 @@ func (c *Client) BaseURL() string { return c.shown }
 func (c *Client) Role() string { return c.role }
 
 // Close closes the client's idle connections.
-func (c *Client) Close() { c.tr.CloseIdleConnections() }
+func (c *Client) Close() { c.h1.CloseIdleConnections() }
 
 // Do sends a request to path (appended to the base URL) and decodes the
 // answer. in is sent as JSON (nil: no body; a json.RawMessage is sent
@@ -323,6 +328,7 @@ func (c *Client) Do(ctx context.Context, method, path string, in, out any) error
 func (c *Client) do(ctx context.Context, cl *call, method, path string, in, out any) (int, error) {
 	full := c.base + path
 	shown := shownURL{c.shown, path}
+	parent := ctx
 	if c.opts.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.opts.Timeout*time.Duration(c.opts.Retries+1))
@@ -343,6 +349,12 @@ func (c *Client) do(ctx context.Context, cl *call, method, path string, in, out 
 	ctx = context.WithValue(ctx, callKey{}, cl)
 	for attempt := 0; ; attempt++ {
 		status, err := c.once(ctx, cl, method, full, shown, out)
+		if err != nil && parent.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			// The call's own deadline (every attempt's timeout), not the
+			// caller's: say so.
+			return status, fmt.Errorf("%s %s: no complete answer within %s (%d attempts, at most %s each): %w",
+				c.role, shown, c.opts.Timeout*time.Duration(c.opts.Retries+1), max(cl.attempts, 1), c.opts.Timeout, context.DeadlineExceeded)
+		}
 		if err == nil || !isDecodeError(err) || attempt >= c.opts.Retries || ctx.Err() != nil {
 			return status, err
 		}
