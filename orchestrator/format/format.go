@@ -52,8 +52,6 @@ func ParseAction(text string) (kind, content string) {
 	return kind, content
 }
 
-var reOpen = regexp.MustCompile(`<(search|answer)>`)
-
 // InfoBlock formats retrieved passages the way Search-R1 does:
 // "\n\n<information>" + docs + "</information>\n\n", docs being
 // "Doc {i}(Title: {title}) {text}\n" per hit with the whole string stripped.
@@ -206,19 +204,34 @@ func tokenF1(pred, gold []string) float64 {
 
 // ActionSpan is ParseAction that also returns the byte span [start, end) of
 // the whole matched action, tags included (start = end = -1 without one).
-// Go's regexp has no back-references, so it scans the opening tags in order
-// and takes the first whose own closing tag follows, as Python's
-// re.search(r"<(search|answer)>(.*?)</\1>", text, re.DOTALL) does.
+// Like Python's re.search(r"<(search|answer)>(.*?)</\1>", text, re.DOTALL),
+// it takes the opening tags in order and the first whose own closing tag
+// follows (the opening tags cannot overlap, so a plain scan finds the same
+// ones as the regexp; it runs on every turn, so it does without one).
 func ActionSpan(text string) (kind, content string, start, end int) {
-	for _, m := range reOpen.FindAllStringSubmatchIndex(text, -1) {
-		tag := text[m[2]:m[3]]
-		rest := text[m[1]:]
-		closing := "</" + tag + ">"
-		if j := strings.Index(rest, closing); j >= 0 {
-			return tag, strings.TrimSpace(rest[:j]), m[0], m[1] + j + len(closing)
+	for from := 0; ; {
+		i := strings.Index(text[from:], "<")
+		if i < 0 {
+			return ActionNone, "", -1, -1
 		}
+		at := from + i
+		rest := text[at:]
+		var tag, closing string
+		switch {
+		case strings.HasPrefix(rest, "<search>"):
+			tag, closing = ActionSearch, "</search>"
+		case strings.HasPrefix(rest, "<answer>"):
+			tag, closing = ActionAnswer, "</answer>"
+		default:
+			from = at + 1
+			continue
+		}
+		open := at + len(tag) + 2
+		if j := strings.Index(text[open:], closing); j >= 0 {
+			return tag, strings.TrimSpace(text[open : open+j]), at, open + j + len(closing)
+		}
+		from = open
 	}
-	return ActionNone, "", -1, -1
 }
 
 // Evaluation strategies.
