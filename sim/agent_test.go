@@ -6,6 +6,8 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -272,4 +274,21 @@ func TestJudgeCritiqueHelps(t *testing.T) {
 	if mean(eHinted) < mean(ePlain)+0.1 {
 		t.Errorf("P(first search retrieves gold) hinted %.3f vs plain %.3f: the hint should help", mean(eHinted), mean(ePlain))
 	}
+}
+
+// words splits as the regexp it replaced did.
+func FuzzWords(f *testing.F) {
+	re := regexp.MustCompile(`[A-Za-z0-9][A-Za-z0-9'\-\.]*`)
+	for _, s := range []string{"", "Paris is the capital.", "U.S.-born O'Neil's 3.5-", "é-a.b'c...", "--'..", "x\xffy"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		var want []string
+		for _, w := range re.FindAllString(s, -1) {
+			want = append(want, strings.TrimRight(w, ".'-"))
+		}
+		if got := words(s); !slices.Equal(got, want) {
+			t.Fatalf("words(%q) = %q, want %q", s, got, want)
+		}
+	})
 }

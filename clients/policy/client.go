@@ -298,11 +298,11 @@ func (c *Client) TokenizeChat(ctx context.Context, model string, messages []Mess
 		messages = []Message{}
 	}
 	body := map[string]any{"model": model, "messages": messages, "add_generation_prompt": addGenerationPrompt}
-	var resp tokenizeResponse
-	if err := c.do(ctx, http.MethodPost, "/tokenize", body, &resp); err != nil {
+	var d tokensDecoder
+	if err := c.do(ctx, http.MethodPost, "/tokenize", body, &d); err != nil {
 		return nil, fmt.Errorf("policy tokenize chat: %w", err)
 	}
-	return resp.Tokens, nil
+	return d.ids, nil
 }
 
 // errLoRADisabled explains a missing LoRA route.
