@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
+	"sync"
 	"time"
 )
 
@@ -37,12 +39,31 @@ func decodeStrict(r *http.Request, v any) error {
 	return nil
 }
 
+// writeJSON answers v as JSON with a Content-Length, in one write, as
+// uvicorn sends a JSONResponse (net/http would switch a body over 2 KB to
+// chunked encoding, written in pieces).
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set(SimulatorHeader, "true")
+	buf := jsonBufs.Get().(*bytes.Buffer)
+	defer func() {
+		if buf.Cap() <= 1<<20 {
+			buf.Reset()
+			jsonBufs.Put(buf)
+		}
+	}()
+	h := w.Header()
+	h.Set(SimulatorHeader, "true")
+	if err := json.NewEncoder(buf).Encode(v); err != nil {
+		http.Error(w, "encode answer: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(buf.Len()))
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+	_, _ = w.Write(buf.Bytes())
 }
+
+// jsonBufs holds writeJSON's buffers.
+var jsonBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 // openAIError writes an OpenAI-style error body, as vLLM does.
 func openAIError(w http.ResponseWriter, status int, typ, msg string) {

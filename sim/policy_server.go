@@ -128,7 +128,74 @@ func (p *promptField) UnmarshalJSON(b []byte) error {
 		p.text = &s
 		return nil
 	}
+	if ids, ok := scanIDs(b, p.ids[:0]); ok {
+		p.ids = ids
+		return nil
+	}
 	return json.Unmarshal(b, &p.ids)
+}
+
+// scanIDs reads a JSON array of plain decimal integers (at most 18 digits,
+// no fraction or exponent) as encoding/json reads it into an []int,
+// appending to dst: the token-id prompt of every completion request, a
+// thousand numbers that encoding/json would read by reflection. ok is
+// false for anything else, left to encoding/json (the fuzz test holds
+// the two to the same ids).
+func scanIDs(b []byte, dst []int) ([]int, bool) {
+	i := skipWS(b, 0)
+	if i >= len(b) || b[i] != '[' {
+		return nil, false
+	}
+	i = skipWS(b, i+1)
+	if i < len(b) && b[i] == ']' {
+		if dst == nil {
+			dst = []int{} // as encoding/json: empty, not nil
+		}
+		return dst, skipWS(b, i+1) == len(b)
+	}
+	if dst == nil {
+		dst = make([]int, 0, len(b)/4)
+	}
+	for {
+		neg := i < len(b) && b[i] == '-'
+		if neg {
+			i++
+		}
+		start, v := i, 0
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			v = v*10 + int(b[i]-'0')
+			i++
+		}
+		n := i - start
+		if n == 0 || n > 18 || n > 1 && b[start] == '0' {
+			return nil, false
+		}
+		if neg {
+			v = -v
+		}
+		dst = append(dst, v)
+		i = skipWS(b, i)
+		if i >= len(b) {
+			return nil, false
+		}
+		switch b[i] {
+		case ',':
+			i = skipWS(b, i+1)
+		case ']':
+			return dst, skipWS(b, i+1) == len(b)
+		default:
+			return nil, false
+		}
+	}
+}
+
+// skipWS returns the index of the first byte at or after i that is not
+// JSON white space.
+func skipWS(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
 }
 
 type stopField []string

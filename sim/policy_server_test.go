@@ -381,3 +381,24 @@ func TestPolicyConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// scanIDs reads token-id prompts exactly as encoding/json does, whenever
+// it reads them at all.
+func FuzzScanIDs(f *testing.F) {
+	for _, s := range []string{"[]", "[1,2,3]", " [ 151644 , 8948 ]\n", "[01]", "[1.0]", "[1e3]", "[-0]", "[-5,7]", "[1,]", "[999999999999999999]", "[9999999999999999999]"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, ok := scanIDs(b, nil)
+		if !ok {
+			return
+		}
+		var want []int
+		if err := json.Unmarshal(b, &want); err != nil {
+			t.Fatalf("scanIDs took %q, encoding/json: %v", b, err)
+		}
+		if !slices.Equal(got, want) || (got == nil) != (want == nil) {
+			t.Fatalf("scanIDs(%q) = %v, want %v", b, got, want)
+		}
+	})
+}
