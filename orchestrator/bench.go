@@ -64,6 +64,10 @@ type BenchReport struct {
 	ReplicaScaling2       float64 `json:"replica_scaling_2"`
 	ReplicaScaling4       float64 `json:"replica_scaling_4"`
 	RetrieverCallsSaved   float64 `json:"retriever_calls_saved"`
+	// NetHTTPCPURatio is the orchestrator's CPU per turn with net/http's
+	// Transport over the same with the inline transport, the median of
+	// paired runs.
+	NetHTTPCPURatio float64 `json:"net_http_cpu_ratio"`
 	// Scenarios holds the raw measurements behind the figures.
 	Scenarios map[string]map[string]float64 `json:"scenarios"`
 	// Simulated is always true: the figures come from the simulator's
@@ -148,25 +152,33 @@ func Bench(ctx context.Context, o BenchOptions) (*BenchReport, error) {
 			rep.RetrieverCallsSaved = 1 - float64(async.calls)/float64(async.searches)
 		}
 	}
-	// Hindsight against plain GRPO: the same step, alternated twice.
-	var with, without float64
-	for i := range 2 {
+	// Hindsight against plain GRPO: the same step, in benchHindsightPairs
+	// pairs, the order alternating (plain first, then hindsight first), so
+	// that a drift in the machine's pace does not favour one side; the
+	// figure is the median pair's ratio, so that one pair disturbed by
+	// other work does not decide it.
+	var ratios []float64
+	for i := range benchHindsightPairs {
 		if !o.wants("hindsight") {
 			break
 		}
-		plain, err := run(fmt.Sprintf("plain-%d", i+1), append(longTail[:3:3], "hindsight.enabled=false")...)
-		if err != nil {
-			return nil, err
+		var plain, hs *benchOutcome
+		for k := range 2 {
+			var err error
+			if (i+k)%2 == 0 {
+				plain, err = run(fmt.Sprintf("plain-%d", i+1), append(longTail[:3:3], "hindsight.enabled=false")...)
+			} else {
+				hs, err = run(fmt.Sprintf("hindsight-%d", i+1), append(longTail[:3:3], "hindsight.enabled=true")...)
+			}
+			if err != nil {
+				return nil, err
+			}
 		}
-		hs, err := run(fmt.Sprintf("hindsight-%d", i+1), append(longTail[:3:3], "hindsight.enabled=true")...)
-		if err != nil {
-			return nil, err
-		}
-		without += plain.wall
-		with += hs.wall
+		ratios = append(ratios, hs.wall/plain.wall)
 	}
-	if without > 0 {
-		rep.HindsightOverhead = with / without
+	if len(ratios) > 0 {
+		slices.Sort(ratios)
+		rep.HindsightOverhead = ratios[(len(ratios)-1)/2]
 	}
 	// Replica scaling: the same load per replica on 1, 2 and 4 replicas.
 	var tput [3]float64
@@ -192,22 +204,36 @@ func Bench(ctx context.Context, o BenchOptions) (*BenchReport, error) {
 	// run's, so that one run disturbed by other work on a shared machine
 	// does not decide them. Every run is in Scenarios (cpu-1, ...).
 	if o.SimCommand != nil && o.wants("cpu") {
+		// Each run is paired with one whose clients use net/http's
+		// Transport (http.transport=net_http), right after it, so that
+		// the two transports are compared at the same machine pace.
 		var runs []map[string]float64
+		var ratios []float64
 		for i := range benchCPURuns {
-			name := fmt.Sprintf("cpu-%d", i+1)
-			fmt.Fprintf(o.Out, "bench: %s ...\n", name)
-			cpu, err := benchCPU(ctx, o, n(400), name)
-			if err != nil {
-				return nil, fmt.Errorf("scenario %s: %w", name, err)
+			var pair [2]map[string]float64
+			for k, tr := range []string{recipes.TransportInline, recipes.TransportNetHTTP} {
+				name := fmt.Sprintf("cpu-%d", i+1)
+				if tr != recipes.TransportInline {
+					name = fmt.Sprintf("cpu-%s-%d", tr, i+1)
+				}
+				fmt.Fprintf(o.Out, "bench: %s ...\n", name)
+				cpu, err := benchCPU(ctx, o, n(400), name, "http.transport="+tr)
+				if err != nil {
+					return nil, fmt.Errorf("scenario %s: %w", name, err)
+				}
+				fmt.Fprintf(o.Out, "bench: %s: %.0f turns, %.0f us CPU per turn\n", name, cpu["turns"], cpu["cpu_us_per_turn"])
+				rep.Scenarios[name] = cpu
+				pair[k] = cpu
 			}
-			fmt.Fprintf(o.Out, "bench: %s: %.0f turns, %.0f us CPU per turn\n", name, cpu["turns"], cpu["cpu_us_per_turn"])
-			rep.Scenarios[name] = cpu
-			runs = append(runs, cpu)
+			runs = append(runs, pair[0])
+			ratios = append(ratios, pair[1]["cpu_us_per_turn"]/pair[0]["cpu_us_per_turn"])
 		}
 		cpu := medianRun(runs, "cpu_us_per_turn")
 		rep.Scenarios["cpu"] = cpu
 		rep.CPUMicrosPerTurn = cpu["cpu_us_per_turn"]
 		rep.BytesPerInflightToken = cpu["bytes_per_token"]
+		slices.Sort(ratios)
+		rep.NetHTTPCPURatio = ratios[(len(ratios)-1)/2]
 	}
 	rep.Seconds = time.Since(t0).Seconds()
 	return rep, nil
@@ -256,8 +282,8 @@ func benchRun(ctx context.Context, path string, sets []string) (*benchOutcome, e
 // benchCPU measures the orchestrator's CPU time per policy turn and heap
 // per held token, rolling out batch*5 trajectories against zero-latency
 // simulated servers started in a separate process.
-func benchCPU(ctx context.Context, o BenchOptions, batch int, name string) (map[string]float64, error) {
-	sets := append([]string{}, benchCommon...)
+func benchCPU(ctx context.Context, o BenchOptions, batch int, name string, extra ...string) (map[string]float64, error) {
+	sets := append(append([]string{}, benchCommon...), extra...)
 	urls, stop, err := startSimProcess(ctx, o.SimCommand, o.Recipe, sets)
 	if err != nil {
 		return nil, err
@@ -517,6 +543,7 @@ var benchTargets = []struct {
 	{"hindsight_overhead", "<= 1.05", "step wall time, hindsight / plain GRPO", func(r *BenchReport) float64 { return r.HindsightOverhead }},
 	{"busy_fraction", ">= 0.95", "share of the async rollout with policy work running", func(r *BenchReport) float64 { return r.BusyFraction }},
 	{"cpu_us_per_turn", "<= 200", "orchestrator CPU per policy turn, servers in another process", func(r *BenchReport) float64 { return r.CPUMicrosPerTurn }},
+	{"net_http_cpu_ratio", "-", "CPU per turn, net/http transport / inline, paired runs", func(r *BenchReport) float64 { return r.NetHTTPCPURatio }},
 	{"bytes_per_inflight_token", "-", "orchestrator heap per token held by trajectories", func(r *BenchReport) float64 { return r.BytesPerInflightToken }},
 	{"replica_scaling_2", ">= 1.8", "throughput, 2 replicas / 1", func(r *BenchReport) float64 { return r.ReplicaScaling2 }},
 	{"replica_scaling_4", ">= 3.4", "throughput, 4 replicas / 1", func(r *BenchReport) float64 { return r.ReplicaScaling4 }},
@@ -552,6 +579,9 @@ func BenchSimCommand() ([]string, error) {
 
 // benchCPUConcurrency is the trajectories in flight in the CPU scenario.
 var benchCPUConcurrency = 64
+
+// benchHindsightPairs is how many plain/hindsight pairs run.
+const benchHindsightPairs = 3
 
 // benchCPURuns is how many times the CPU scenario runs.
 const benchCPURuns = 5

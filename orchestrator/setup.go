@@ -205,6 +205,7 @@ func Connect(ctx context.Context, r *recipes.Recipe, environ []string, log io.Wr
 		o.RetryWaitMin = time.Duration(h.RetryWaitMinMS) * time.Millisecond
 		o.RetryWaitMax = time.Duration(h.RetryWaitMaxMS) * time.Millisecond
 		o.PoolSize = h.PoolSize
+		o.NetHTTP = h.Transport == recipes.TransportNetHTTP
 		cfg.metrics.instrument(&o)
 		return o
 	}

@@ -175,6 +175,7 @@ func Defaults() Recipe {
 			RetryWaitMinMS: 50,
 			RetryWaitMaxMS: 2000,
 			PoolSize:       64,
+			Transport:      TransportInline,
 		},
 		Sim: Sim{
 			Epsilon:       1e-6,

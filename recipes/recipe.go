@@ -248,7 +248,20 @@ type HTTP struct {
 	RetryWaitMaxMS int `mapstructure:"retry_wait_max_ms" yaml:"retry_wait_max_ms"`
 	// PoolSize is the connection pool size of the shared transport.
 	PoolSize int `mapstructure:"pool_size" yaml:"pool_size"`
+	// Transport is how plain-HTTP calls are made: TransportInline (each
+	// call written and answered on the caller's goroutine) or
+	// TransportNetHTTP (net/http's Transport, as https calls always are).
+	Transport string `mapstructure:"transport" yaml:"transport"`
 }
+
+// http.transport values.
+const (
+	// TransportInline makes plain-HTTP calls on the caller's goroutine over
+	// pooled keep-alive connections (the default; less CPU a call).
+	TransportInline = "inline"
+	// TransportNetHTTP makes every call with net/http's Transport.
+	TransportNetHTTP = "net_http"
+)
 
 // Sim configures the embedded simulator (used only by embedded roles).
 type Sim struct {

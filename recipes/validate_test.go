@@ -46,6 +46,7 @@ func TestValidateNamesEveryProblem(t *testing.T) {
 	r.Hindsight.HintTemplate = "Hint:"
 	r.Eval.Datasets["nq"] = missing
 	r.HTTP.RetryWaitMaxMS = 10
+	r.HTTP.Transport = "h2"
 	r.Sim.Epsilon = math.NaN()
 
 	err := r.Validate()
@@ -63,7 +64,7 @@ func TestValidateNamesEveryProblem(t *testing.T) {
 		"train.data[1]", "train.temperature", "train.top_p", "train.top_k",
 		"hindsight.loss", "hindsight.broadcast", "hindsight.teacher", "hindsight.coef",
 		"hindsight.clamp", "hindsight.hint_template", "eval.datasets.nq",
-		"http.retry_wait_max_ms", "sim.epsilon",
+		"http.retry_wait_max_ms", "http.transport", "sim.epsilon",
 	}
 	if !slices.Equal(keys, want) {
 		t.Errorf("problem keys =\n%q\nwant\n%q", keys, want)
@@ -72,6 +73,7 @@ func TestValidateNamesEveryProblem(t *testing.T) {
 		"\ttrain.group_size: must be at least 2, got 1\n",
 		"\ttrainer.loss: must be one of importance_sampling, ppo, got \"grpo\"\n",
 		"\thindsight.broadcast: must be one of search, response, trajectory, got \"all\"\n",
+		"\thttp.transport: must be one of inline, net_http, got \"h2\"\n",
 		"\ttrain.data[1]: " + missing + ": no such file\n",
 		"\teval.datasets.nq: " + missing + ": no such file\n",
 	} {
@@ -79,7 +81,7 @@ func TestValidateNamesEveryProblem(t *testing.T) {
 			t.Errorf("error lacks %q:\n%v", s, err)
 		}
 	}
-	if !strings.HasPrefix(err.Error(), "22 problems:\n") {
+	if !strings.HasPrefix(err.Error(), "23 problems:\n") {
 		t.Errorf("error does not start with the count:\n%v", err)
 	}
 }

@@ -24,10 +24,19 @@ func benchServer(b *testing.B) *httptest.Server {
 }
 
 // BenchmarkDo is one POST of an 8 KB body through the whole stack (resty,
-// retryablehttp, net/http) over loopback, server in this process.
-func BenchmarkDo(b *testing.B) {
+// retryablehttp, the inline transport) over loopback, server in this
+// process.
+func BenchmarkDo(b *testing.B) { benchmarkDo(b, false) }
+
+// BenchmarkDoNetHTTP is BenchmarkDo with Options.NetHTTP (net/http's
+// Transport under retryablehttp), for comparison.
+func BenchmarkDoNetHTTP(b *testing.B) { benchmarkDo(b, true) }
+
+func benchmarkDo(b *testing.B, netHTTP bool) {
 	srv := benchServer(b)
-	c, err := New(DefaultOptions("policy", srv.URL))
+	o := DefaultOptions("policy", srv.URL)
+	o.NetHTTP = netHTTP
+	c, err := New(o)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -43,6 +43,7 @@ type h1Transport struct {
 	max         int
 	idleTimeout time.Duration
 	peekAfter   time.Duration // see defaultPeekAfter
+	allStd      bool          // every request through std (Options.NetHTTP)
 
 	mu    sync.Mutex
 	hosts map[string]*h1Host
@@ -96,7 +97,7 @@ func (e *attemptTimeoutError) Temporary() bool { return true }
 // RoundTrip sends req and returns its answer, whose body must be read to
 // EOF or closed (at EOF the connection goes back to the pool).
 func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.URL.Scheme != "http" {
+	if t.allStd || req.URL.Scheme != "http" {
 		return t.viaStd(req)
 	}
 	h := t.host(req.URL)

@@ -412,3 +412,38 @@ func TestH1ProxiedRequestsUseNetHTTP(t *testing.T) {
 		t.Fatalf("via %q, proxy saw %q", out.Via, seen)
 	}
 }
+
+// Options.NetHTTP sends plain-HTTP calls through net/http's Transport; by
+// default they are made inline.
+func TestH1NetHTTPOption(t *testing.T) {
+	s := newRawServer(t, func(s *rawServer, c net.Conn, br *bufio.Reader) {
+		for {
+			if _, err := s.read(br); err != nil {
+				return
+			}
+			io.WriteString(c, answer(`{"a":1}`))
+		}
+	})
+	for _, netHTTP := range []bool{false, true} {
+		o := testOptions("policy", s.URL)
+		o.NetHTTP = netHTTP
+		c := newClient(t, o)
+		var out struct{ A int }
+		if err := c.Do(context.Background(), http.MethodPost, "/x", json.RawMessage(`{}`), &out); err != nil || out.A != 1 {
+			t.Fatalf("NetHTTP %v: %v %v", netHTTP, out, err)
+		}
+		c.h1.mu.Lock()
+		inline := len(c.h1.hosts) > 0
+		c.h1.mu.Unlock()
+		if inline == netHTTP {
+			t.Errorf("NetHTTP %v: call made inline: %v", netHTTP, inline)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// net/http asks for gzip on its own; the inline transport sends only
+	// the call's headers.
+	if len(s.requests) != 2 || strings.Contains(string(s.requests[0]), "Accept-Encoding") || !strings.Contains(string(s.requests[1]), "Accept-Encoding: gzip") {
+		t.Errorf("requests %q", s.requests)
+	}
+}

@@ -76,6 +76,10 @@ type Options struct {
 	// PoolSize is the connection pool size: the most connections, idle or
 	// busy, kept to the server.
 	PoolSize int
+	// NetHTTP sends every call through net/http's Transport; by default
+	// plain-HTTP calls without a proxy are made on the caller's goroutine
+	// (see h1Transport), and only https and proxied calls go to net/http.
+	NetHTTP bool
 	// Headers are sent with every request (e.g. Authorization). Their
 	// values are secrets: they never appear in errors or logs.
 	Headers map[string]string
@@ -263,7 +267,8 @@ func New(o Options) (*Client, error) {
 	// is h1Transport's: an http.Client timeout over a transport it does
 	// not know would cost a goroutine and a timer per request.
 	c.h1 = &h1Transport{std: c.tr, proxy: http.ProxyFromEnvironment, dial: d.DialContext,
-		timeout: o.Timeout, max: o.PoolSize, idleTimeout: 90 * time.Second, peekAfter: defaultPeekAfter}
+		timeout: o.Timeout, max: o.PoolSize, idleTimeout: 90 * time.Second, peekAfter: defaultPeekAfter,
+		allStd: o.NetHTTP}
 	rc := &retryablehttp.Client{
 		HTTPClient:   &http.Client{Transport: c.h1},
 		RetryWaitMin: o.RetryWaitMin,
