@@ -105,7 +105,7 @@ func (c *Client) Complete(ctx context.Context, req CompletionRequest) (*Completi
 		Logprobs:               1,
 		ReturnTokensAsTokenIDs: true,
 	}
-	enc, err := body.encode()
+	enc, err := body.encodeWith(req.PromptCache)
 	if err != nil {
 		return nil, fmt.Errorf("policy complete: encode request: %w", err)
 	}
@@ -117,6 +117,65 @@ func (c *Client) Complete(ctx context.Context, req CompletionRequest) (*Completi
 		return nil, fmt.Errorf("policy complete %s: %w", c.URL(), d.bad)
 	}
 	return d.out, nil
+}
+
+// appendPromptHead appends the start of a completion body up to the last
+// prompt id: {"model":...,"prompt":[ids.
+func appendPromptHead(dst []byte, model string, prompt []int) []byte {
+	if n := 256 + 7*len(prompt) + len(model); cap(dst)-len(dst) < n {
+		dst = append(make([]byte, 0, len(dst)+n), dst...)
+	}
+	dst = append(dst, `{"model":`...)
+	dst = appendJSONString(dst, model)
+	dst = append(dst, `,"prompt":[`...)
+	return appendInts(dst, prompt)
+}
+
+// PromptCache keeps the JSON of a growing token-id prompt between the
+// completion requests of one trajectory, so that each request encodes only
+// the ids added since the one before (a turn's prompt is the whole context
+// so far, hundreds to thousands of ids, all but the last turn's
+// unchanged). It belongs to one trajectory (not safe for concurrent use),
+// and the prompts passed with it must each extend the one before by
+// appending, as a trajectory's context does: the cache checks only the
+// length and the first and last ids it holds, and a prompt that fails
+// those checks, or comes for another model, is encoded afresh. The zero
+// value is empty.
+type PromptCache struct {
+	model       string
+	ids         int    // prompt ids encoded in buf
+	first, last int    // the first and last of them
+	buf         []byte // {"model":...,"prompt":[ and the ids
+}
+
+// EncodePrompt returns a PromptCache holding the encoding of prompt for
+// model, for trajectories that start from the same prompt (a group) to
+// copy with CopyFrom; it is only read after that.
+func EncodePrompt(model string, prompt []int) *PromptCache {
+	pc := &PromptCache{}
+	if len(prompt) == 0 {
+		return pc
+	}
+	pc.buf = appendPromptHead(nil, model, prompt)
+	pc.model, pc.ids = model, len(prompt)
+	pc.first, pc.last = prompt[0], prompt[len(prompt)-1]
+	return pc
+}
+
+// CopyFrom makes pc hold the prompt src holds (src is only read).
+func (pc *PromptCache) CopyFrom(src *PromptCache) {
+	buf := append(pc.buf[:0], src.buf...)
+	*pc = *src
+	pc.buf = buf
+}
+
+// Empty reports whether pc holds no prompt.
+func (pc *PromptCache) Empty() bool { return pc.ids == 0 }
+
+// extends reports whether prompt, for model, extends the cached prompt.
+func (pc *PromptCache) extends(model string, prompt []int) bool {
+	return pc.ids > 0 && pc.model == model && len(prompt) >= pc.ids &&
+		prompt[0] == pc.first && prompt[pc.ids-1] == pc.last
 }
 
 // parseCompletion reads the first choice of a decoded answer (the slow
@@ -392,11 +451,35 @@ func (c *Client) Models(ctx context.Context) ([]string, error) {
 // orchestrator's hottest encoding. The output equals json.Marshal's, and
 // so does the error for a value JSON cannot carry (a NaN temperature).
 func (b completionBody) encode() (json.RawMessage, error) {
-	out := make([]byte, 0, 256+7*len(b.Prompt)+len(b.Model))
-	out = append(out, `{"model":`...)
-	out = appendJSONString(out, b.Model)
-	out = append(out, `,"prompt":[`...)
-	out = appendInts(out, b.Prompt)
+	return b.encodeWith(nil)
+}
+
+// encodeWith is encode, taking the model and the prompt's first ids, already
+// encoded, from pc where it holds them, and keeping this prompt's encoding
+// in pc for the next request. The body is a new slice: the transport may
+// still read a body after its call returned (net/http closes it in its own
+// time), so the cache's memory is never handed out.
+func (b completionBody) encodeWith(pc *PromptCache) (json.RawMessage, error) {
+	var head []byte
+	switch {
+	case pc == nil || len(b.Prompt) == 0:
+		head = appendPromptHead(nil, b.Model, b.Prompt)
+	case pc.extends(b.Model, b.Prompt):
+		head = pc.buf
+		if pc.ids < len(b.Prompt) {
+			head = appendInts(append(head, ','), b.Prompt[pc.ids:])
+		}
+	default:
+		head = appendPromptHead(pc.buf[:0], b.Model, b.Prompt)
+	}
+	if pc != nil && len(b.Prompt) > 0 {
+		pc.model, pc.ids, pc.buf = b.Model, len(b.Prompt), head
+		pc.first, pc.last = b.Prompt[0], b.Prompt[len(b.Prompt)-1]
+	}
+	out := head
+	if pc != nil {
+		out = append(make([]byte, 0, len(head)+256), head...)
+	}
 	out = append(out, `],"max_tokens":`...)
 	out = strconv.AppendInt(out, int64(b.MaxTokens), 10)
 	out = append(out, `,"temperature":`...)

@@ -3,6 +3,7 @@ package policy
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
 	"reflect"
 	"testing"
@@ -82,4 +83,53 @@ func FuzzDecodeTokens(f *testing.F) {
 			t.Fatalf("%q: fast %v, json %v", raw, got, resp.Tokens)
 		}
 	})
+}
+
+// A PromptCache gives the same bodies as encoding each afresh: for prompts
+// that grow, for a resend, and for prompts that do not extend the cached
+// one; and no body shares memory with the cache.
+func TestPromptCacheBodiesEqualFresh(t *testing.T) {
+	seed := int64(7)
+	base := completionBody{Model: "m", MaxTokens: 500, Temperature: 1, TopP: 1, TopK: -1, Seed: &seed, N: 1,
+		Stop: []string{"</search>"}, IncludeStopStrInOutput: true, Logprobs: 1, ReturnTokensAsTokenIDs: true}
+	prompt := []int{151644, 8948, 198}
+	var pc PromptCache
+	pc.CopyFrom(EncodePrompt("m", prompt)) // as a group's trajectories start
+	if pc.Empty() || !EncodePrompt("m", nil).Empty() {
+		t.Fatal("Empty")
+	}
+	check := func(what string, b completionBody) {
+		t.Helper()
+		want, err := json.Marshal(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := b.encodeWith(&pc)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("%s: %v\n%s\nwant\n%s", what, err, got, want)
+		}
+		for i := range got {
+			got[i] = 'X' // the transport owns the body: the cache must not see this
+		}
+	}
+	for turn := range 6 {
+		b := base
+		b.Prompt = prompt
+		check(fmt.Sprintf("turn %d", turn), b)
+		check(fmt.Sprintf("turn %d again", turn), b) // a failover resends it
+		for k := range turn*3 + 1 {
+			prompt = append(prompt, k*37+turn)
+		}
+	}
+	b := base
+	b.Prompt = prompt[:3] // shorter
+	check("shorter", b)
+	b.Prompt = append([]int{9}, prompt[1:]...) // another first id
+	check("other start", b)
+	b.Model = "other"
+	check("other model", b)
+	b.Prompt = []int{-1}
+	check("one negative id", b)
+	b.Prompt = []int{-1, 5, -6}
+	check("grown from a negative id", b)
 }
