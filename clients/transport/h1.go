@@ -49,8 +49,9 @@ type h1Transport struct {
 	hosts map[string]*h1Host
 }
 
-// h1Host is the connections to one server (host:port).
+// h1Host is the connections to one server.
 type h1Host struct {
+	addr   string        // host:port
 	slots  chan struct{} // one per request in flight
 	direct atomic.Int32  // 0 not yet known, 1 direct, 2 through a proxy
 
@@ -151,7 +152,7 @@ func (t *h1Transport) host(u *url.URL) *h1Host {
 		if t.hosts == nil {
 			t.hosts = map[string]*h1Host{}
 		}
-		h = &h1Host{slots: make(chan struct{}, t.max)}
+		h = &h1Host{addr: addr, slots: make(chan struct{}, t.max)}
 		t.hosts[addr] = h
 	}
 	return h
@@ -200,7 +201,7 @@ func (t *h1Transport) roundTrip(h *h1Host, req *http.Request) (*http.Response, e
 		return nil, err
 	}
 	for fresh := false; ; fresh = true {
-		c, reused, err := t.conn(ctx, h, req, fresh)
+		c, reused, err := t.conn(ctx, h, fresh)
 		if err != nil {
 			<-h.slots
 			return nil, err
@@ -225,17 +226,15 @@ func (t *h1Transport) roundTrip(h *h1Host, req *http.Request) (*http.Response, e
 	}
 }
 
-// requestBody reads req's body once (a call's encoded body is handed over
-// without a copy by the retry layer's bytes.Reader... read here into a
-// slice that is written as it is).
+// requestBody returns req's body as one slice, to be written as it is: for
+// a call of Do, the call's encoded body itself (the reader the retry layer
+// hands down is a view of it), else the body read whole.
 func requestBody(req *http.Request) ([]byte, error) {
 	if req.Body == nil || req.Body == http.NoBody {
 		return nil, nil
 	}
 	defer req.Body.Close()
 	if cl := callOf(req.Context()); cl != nil && cl.body != nil && req.ContentLength == int64(len(cl.body)) {
-		// The call's body: already in memory; the reader handed down is
-		// a view of it.
 		return cl.body, nil
 	}
 	b, err := io.ReadAll(req.Body)
@@ -247,7 +246,7 @@ func requestBody(req *http.Request) ([]byte, error) {
 
 // conn returns an idle connection to h that is still open (reused true) or
 // dials a new one (always when fresh).
-func (t *h1Transport) conn(ctx context.Context, h *h1Host, req *http.Request, fresh bool) (*h1Conn, bool, error) {
+func (t *h1Transport) conn(ctx context.Context, h *h1Host, fresh bool) (*h1Conn, bool, error) {
 	if !fresh {
 		now := time.Now()
 		for {
@@ -269,11 +268,7 @@ func (t *h1Transport) conn(ctx context.Context, h *h1Host, req *http.Request, fr
 			return c, true, nil
 		}
 	}
-	addr := req.URL.Host
-	if req.URL.Port() == "" {
-		addr = net.JoinHostPort(req.URL.Hostname(), "80")
-	}
-	nc, err := t.dial(ctx, "tcp", addr)
+	nc, err := t.dial(ctx, "tcp", h.addr)
 	if err != nil {
 		return nil, false, err
 	}
