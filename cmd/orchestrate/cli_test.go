@@ -23,7 +23,9 @@ func runCLI(t *testing.T, environ []string, args ...string) (string, string, err
 	var stdout, stderr bytes.Buffer
 	root := newRootCmd(&stdout, &stderr, environ)
 	root.SetArgs(args)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	// A guard against a hang, not a timing: generous enough for a BM25
+	// index build under the race detector on a busy 2-core machine.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	err := root.ExecuteContext(ctx)
 	return stdout.String(), stderr.String(), err
