@@ -317,7 +317,7 @@ func (r *roller) tokenize(ctx context.Context, text string) ([]int, error) {
 	return ids, nil
 }
 
-// resetStep starts a new step: the retrieval and tokenization caches are
+// resetStep starts a new step: the retrieval, tokenization and prompt caches are
 // emptied and retrieval calls are made under ctx.
 func (r *roller) resetStep(ctx context.Context) {
 	r.batch.reset(ctx)

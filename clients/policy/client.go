@@ -164,7 +164,12 @@ func EncodePrompt(model string, prompt []int) *PromptCache {
 
 // CopyFrom makes pc hold the prompt src holds (src is only read).
 func (pc *PromptCache) CopyFrom(src *PromptCache) {
-	buf := append(pc.buf[:0], src.buf...)
+	buf := pc.buf[:0]
+	if cap(buf) < len(src.buf) {
+		// Room for the turns to come, as appendPromptHead leaves.
+		buf = make([]byte, 0, 2*len(src.buf)+256)
+	}
+	buf = append(buf, src.buf...)
 	*pc = *src
 	pc.buf = buf
 }
