@@ -1,13 +1,10 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"net"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 // runDoctor runs orchestrate doctor on the sim recipe with sets, the BM25
@@ -18,14 +15,10 @@ func runDoctor(t *testing.T, indexDir string, environ []string, sets ...string) 
 	for _, s := range sets {
 		args = append(args, "--set", s)
 	}
-	var stdout, stderr bytes.Buffer
-	root := newRootCmd(&stdout, &stderr, environ)
-	root.SetArgs(args)
-	// The first call builds the BM25 index of the shipped corpus.
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	err := root.ExecuteContext(ctx)
-	return stdout.String(), err
+	// The first call builds the BM25 index of the shipped corpus (runCLI's
+	// guard allows for it).
+	stdout, _, err := runCLI(t, environ, args...)
+	return stdout, err
 }
 
 // statusOf returns the status column of the table row whose role and check
