@@ -177,8 +177,7 @@ func Bench(ctx context.Context, o BenchOptions) (*BenchReport, error) {
 		ratios = append(ratios, hs.wall/plain.wall)
 	}
 	if len(ratios) > 0 {
-		slices.Sort(ratios)
-		rep.HindsightOverhead = ratios[(len(ratios)-1)/2]
+		rep.HindsightOverhead = lowerMedian(ratios)
 	}
 	// Replica scaling: the same load per replica on 1, 2 and 4 replicas.
 	var tput [3]float64
@@ -232,8 +231,7 @@ func Bench(ctx context.Context, o BenchOptions) (*BenchReport, error) {
 		rep.Scenarios["cpu"] = cpu
 		rep.CPUMicrosPerTurn = cpu["cpu_us_per_turn"]
 		rep.BytesPerInflightToken = cpu["bytes_per_token"]
-		slices.Sort(ratios)
-		rep.NetHTTPCPURatio = ratios[(len(ratios)-1)/2]
+		rep.NetHTTPCPURatio = lowerMedian(ratios)
 	}
 	rep.Seconds = time.Since(t0).Seconds()
 	return rep, nil
@@ -585,6 +583,13 @@ const benchHindsightPairs = 3
 
 // benchCPURuns is how many times the CPU scenario runs.
 const benchCPURuns = 5
+
+// lowerMedian returns the median of xs (the lower middle one for an even
+// count), sorting xs; xs must not be empty.
+func lowerMedian(xs []float64) float64 {
+	slices.Sort(xs)
+	return xs[(len(xs)-1)/2]
+}
 
 // medianRun returns the run whose key is the median (the lower middle one
 // for an even count); nil for none.

@@ -73,3 +73,14 @@ func TestMedianRun(t *testing.T) {
 		t.Error("no runs gave a median")
 	}
 }
+
+func TestLowerMedian(t *testing.T) {
+	for _, tc := range []struct {
+		xs   []float64
+		want float64
+	}{{[]float64{3, 1, 2}, 2}, {[]float64{4, 1, 3, 2}, 2}, {[]float64{1.07}, 1.07}} {
+		if got := lowerMedian(tc.xs); got != tc.want {
+			t.Errorf("lowerMedian(%v) = %v, want %v", tc.xs, got, tc.want)
+		}
+	}
+}
