@@ -146,7 +146,12 @@ func TestMetricsScrapedAfterARun(t *testing.T) {
 }
 
 func TestMetricsCountRetries(t *testing.T) {
-	r := testRecipe(t, "sim: {faults: {retriever: {rate: 0.3, kinds: ['503']}}}", "train.steps=1", "eval.every=1")
+	// One query a /retrieve call and no cache, so that the run makes dozens
+	// of retriever calls (coalesced, it made as few as five, and 0.7^5 of
+	// such runs saw no fault at all), and enough quick retries that no call
+	// runs out of them (0.3^11 a call).
+	r := testRecipe(t, "sim: {faults: {retriever: {rate: 0.3, kinds: ['503']}}}", "train.steps=1", "eval.every=1",
+		"retriever.max_batch=1", "retriever.cache=false", "http.retries=10", "http.retry_wait_min_ms=1", "http.retry_wait_max_ms=5")
 	m := NewMetrics()
 	ctx := context.Background()
 	deps, emb, err := Connect(ctx, r, nil, nil, WithMetrics(m))
@@ -158,6 +163,9 @@ func TestMetricsCountRetries(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := scrape(t, m)
+	if calls := sum(s, "hindsearch_requests_total", `role="retriever"`, `path="/retrieve"`); calls < 20 {
+		t.Fatalf("only %v /retrieve calls; the test needs dozens to be sure of faults", calls)
+	}
 	if got := sum(s, "hindsearch_retries_total", `role="retriever"`, `code="503"`); got == 0 {
 		t.Errorf("no retriever retries after 503s; samples: %v", s)
 	}
