@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/hindsearch/hindsearch/orchestrator/progress"
+	"github.com/hindsearch/hindsearch/recipes"
 	"github.com/hindsearch/hindsearch/results"
 )
 
@@ -68,8 +69,10 @@ func sum(samples map[string]float64, name string, parts ...string) float64 {
 	return total
 }
 
-func TestMetricsScrapedAfterARun(t *testing.T) {
-	r := testRecipe(t, "")
+// runScraped runs r on embedded servers with a fresh metrics registry and
+// returns the samples scraped after the run.
+func runScraped(t *testing.T, r *recipes.Recipe) map[string]float64 {
+	t.Helper()
 	m := NewMetrics()
 	ctx := context.Background()
 	deps, emb, err := Connect(ctx, r, nil, nil, WithMetrics(m))
@@ -81,7 +84,12 @@ func TestMetricsScrapedAfterARun(t *testing.T) {
 	if _, err := (&Runner{Recipe: r, Deps: deps, Out: &out, Metrics: m}).Run(ctx); err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
-	s := scrape(t, m)
+	return scrape(t, m)
+}
+
+func TestMetricsScrapedAfterARun(t *testing.T) {
+	r := testRecipe(t, "")
+	s := runScraped(t, r)
 
 	steps := float64(r.Train.Steps)
 	if got := s["hindsearch_steps_total"]; got != steps {
@@ -152,17 +160,7 @@ func TestMetricsCountRetries(t *testing.T) {
 	// runs out of them (0.3^11 a call).
 	r := testRecipe(t, "sim: {faults: {retriever: {rate: 0.3, kinds: ['503']}}}", "train.steps=1", "eval.every=1",
 		"retriever.max_batch=1", "retriever.cache=false", "http.retries=10", "http.retry_wait_min_ms=1", "http.retry_wait_max_ms=5")
-	m := NewMetrics()
-	ctx := context.Background()
-	deps, emb, err := Connect(ctx, r, nil, nil, WithMetrics(m))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer emb.Close()
-	if _, err := (&Runner{Recipe: r, Deps: deps, Out: io.Discard, Metrics: m}).Run(ctx); err != nil {
-		t.Fatal(err)
-	}
-	s := scrape(t, m)
+	s := runScraped(t, r)
 	if calls := sum(s, "hindsearch_requests_total", `role="retriever"`, `path="/retrieve"`); calls < 20 {
 		t.Fatalf("only %v /retrieve calls; the test needs dozens to be sure of faults", calls)
 	}
