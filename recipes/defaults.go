@@ -55,6 +55,22 @@ const (
 	ScheduleLockstep = "lockstep"
 )
 
+// Allowed values of judge.api and judge.max_tokens_field.
+const (
+	// JudgeAPIVLLM is judge.api for vLLM's OpenAI-compatible server (the
+	// default): every sampling field is sent.
+	JudgeAPIVLLM = "vllm"
+	// JudgeAPIOpenAI is judge.api for OpenAI's hosted API: only the
+	// sampling fields it defines are sent.
+	JudgeAPIOpenAI = "openai"
+	// JudgeMaxTokens is judge.max_tokens_field for "max_tokens" (the
+	// default).
+	JudgeMaxTokens = "max_tokens"
+	// JudgeMaxCompletionTokens is judge.max_tokens_field for
+	// "max_completion_tokens".
+	JudgeMaxCompletionTokens = "max_completion_tokens"
+)
+
 // Placeholders substituted in recipe strings.
 const (
 	// NamePlaceholder in output.dir is replaced by the recipe name at load.
@@ -87,12 +103,14 @@ func Defaults() Recipe {
 			Concurrency: 32,
 		},
 		Judge: Judge{
-			URL:         Embedded,
-			Model:       "Qwen/Qwen2.5-7B-Instruct",
-			APIKeyEnv:   "",
-			MaxTokens:   256,
-			Temperature: 0,
-			Concurrency: 16,
+			URL:            Embedded,
+			Model:          "Qwen/Qwen2.5-7B-Instruct",
+			APIKeyEnv:      "",
+			MaxTokens:      256,
+			Temperature:    0,
+			Concurrency:    16,
+			API:            JudgeAPIVLLM,
+			MaxTokensField: JudgeMaxTokens,
 		},
 		Retriever: Retriever{
 			URL:      Embedded,
@@ -137,7 +155,13 @@ func Defaults() Recipe {
 			Temperature: 1.0,
 			TopP:        1.0,
 			TopK:        -1,
-			ExcludeEval: true,
+			// Off: the sampled distribution is the model's own, the one
+			// whose raw logprobs vLLM reports.
+			MinP:              0,
+			RepetitionPenalty: 1,
+			PresencePenalty:   0,
+			FrequencyPenalty:  0,
+			ExcludeEval:       true,
 		},
 		Rollout: Rollout{
 			MaxTurns:         4,
@@ -178,9 +202,11 @@ func Defaults() Recipe {
 			Transport:      TransportInline,
 		},
 		Sim: Sim{
-			Epsilon:       1e-6,
-			ThinkSigma:    1.0,
-			PrefixCaching: true,
+			Epsilon: 1e-6,
+			// Qwen2.5 instruct's generation_config.json.
+			GenerationConfig: SimGenerationConfig{Temperature: 0.7, TopP: 0.8, TopK: 20, MinP: 0, RepetitionPenalty: 1.05, MaxNewTokens: 0},
+			ThinkSigma:       1.0,
+			PrefixCaching:    true,
 			Faults: SimFaults{
 				Policy:    FaultSpec{Kinds: []string{}, HangMS: 5000, SlowMS: 200},
 				Judge:     FaultSpec{Kinds: []string{}, HangMS: 5000, SlowMS: 200},

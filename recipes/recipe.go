@@ -60,6 +60,16 @@ type Judge struct {
 	Temperature float64 `mapstructure:"temperature" yaml:"temperature"`
 	// Concurrency is the number of judge requests in flight.
 	Concurrency int `mapstructure:"concurrency" yaml:"concurrency"`
+	// API is the judge server's API: JudgeAPIVLLM (every sampling field
+	// sent, top_k, min_p and repetition_penalty included, so that none
+	// comes from the judge model's generation config) or JudgeAPIOpenAI
+	// (OpenAI's hosted API, which rejects those: only temperature, top_p,
+	// presence_penalty, frequency_penalty and seed are sent).
+	API string `mapstructure:"api" yaml:"api"`
+	// MaxTokensField names the field judge.max_tokens is sent in:
+	// JudgeMaxTokens or JudgeMaxCompletionTokens (newer hosted OpenAI
+	// models refuse max_tokens).
+	MaxTokensField string `mapstructure:"max_tokens_field" yaml:"max_tokens_field"`
 }
 
 // Retriever configures the retriever.
@@ -153,6 +163,16 @@ type Train struct {
 	Temperature float64 `mapstructure:"temperature" yaml:"temperature"`
 	TopP        float64 `mapstructure:"top_p" yaml:"top_p"`
 	TopK        int     `mapstructure:"top_k" yaml:"top_k"`
+	// MinP, RepetitionPenalty, PresencePenalty and FrequencyPenalty are the
+	// rest of the training sampling settings (off: 0, 1, 0, 0). Every
+	// rollout request sends all seven, because vLLM takes an omitted one
+	// from the model's generation config while reporting the raw model's
+	// logprobs; any setting that is not off makes the sampled distribution
+	// differ from the reported one.
+	MinP              float64 `mapstructure:"min_p" yaml:"min_p"`
+	RepetitionPenalty float64 `mapstructure:"repetition_penalty" yaml:"repetition_penalty"`
+	PresencePenalty   float64 `mapstructure:"presence_penalty" yaml:"presence_penalty"`
+	FrequencyPenalty  float64 `mapstructure:"frequency_penalty" yaml:"frequency_penalty"`
 	// MaxOffPolicySteps bounds off-policy training: with k > 0, step n
 	// samples with the weights of step n-1-k, so its rollouts run while
 	// the k steps before it train and sync; the trainer's importance ratio
@@ -267,6 +287,10 @@ const (
 type Sim struct {
 	// Epsilon is the simulated policy's uniform floor over the vocabulary.
 	Epsilon float64 `mapstructure:"epsilon" yaml:"epsilon"`
+	// GenerationConfig is the generation_config.json the simulated policy
+	// and judge models ship; they fill each sampling field a request omits
+	// from it, as vLLM does (default: Qwen2.5 instruct's).
+	GenerationConfig SimGenerationConfig `mapstructure:"generation_config" yaml:"generation_config"`
 	// The simulated servers' latency model (all 0: instant). Capacity is
 	// the most sequences one simulated policy replica runs at once (0:
 	// unlimited); DecodeMS is one decode step with one running sequence,
@@ -305,6 +329,23 @@ type Sim struct {
 	RetrieverQueryMS float64 `mapstructure:"retriever_query_ms" yaml:"retriever_query_ms"`
 	// Faults injects faults into the simulated servers, per role.
 	Faults SimFaults `mapstructure:"faults" yaml:"faults"`
+}
+
+// SimGenerationConfig is the sampling part of a simulated model's
+// generation_config.json, the fields vLLM reads from it. A field equal to
+// vLLM's own default (temperature 1, top_p 1, top_k 0 or -1, min_p 0,
+// repetition_penalty 1) acts exactly as one the file does not set;
+// max_new_tokens 0 means not set.
+type SimGenerationConfig struct {
+	Temperature       float64 `mapstructure:"temperature" yaml:"temperature"`
+	TopP              float64 `mapstructure:"top_p" yaml:"top_p"`
+	TopK              int     `mapstructure:"top_k" yaml:"top_k"`
+	MinP              float64 `mapstructure:"min_p" yaml:"min_p"`
+	RepetitionPenalty float64 `mapstructure:"repetition_penalty" yaml:"repetition_penalty"`
+	// MaxNewTokens is the default of a chat request's token cap (a
+	// completions request without max_tokens gets 16 whatever the file
+	// says, as in vLLM).
+	MaxNewTokens int `mapstructure:"max_new_tokens" yaml:"max_new_tokens"`
 }
 
 // SimFaults configures fault injection per simulated role.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
+	"math"
 	"net/url"
 	"os"
 	"reflect"
@@ -65,8 +66,12 @@ func (ps Problems) Error() string {
 // counts, sizes and token limits are positive (sync.keep only for sync.kind
 // lora); that with sync.kind sglang_disk (one weights version per replica,
 // replaced in place) train.max_off_policy_steps is 0 and hindsight.teacher
-// is not initial while the OPD term is on; numeric ranges (temperatures >= 0, top_p in
-// (0,1], top_k -1 or >= 1, coef >= 0, clamp > 0, learning_rate > 0,
+// is not initial while the OPD term is on; the enumerated judge.api and
+// judge.max_tokens_field; numeric ranges (temperatures in [0, 2], top_p in
+// (0,1], top_k -1 or >= 1, min_p in [0, 1], repetition penalties > 0,
+// presence and frequency penalties in [-2, 2] (vLLM's ranges; also for
+// sim.generation_config, whose top_k may be 0 and max_new_tokens 0 for
+// unset), coef >= 0, clamp > 0, learning_rate > 0,
 // 0 < clip_low <= 1 <= clip_high, betas in [0,1), eps > 0, sim.epsilon in
 // [0,1)); that every URL is "embedded" or an http(s) URL with a host and
 // that policy.urls is not empty; that api_key_env values are variable
@@ -102,6 +107,27 @@ func (r *Recipe) Validate() error {
 	unit := func(key string, v float64) { // [0,1)
 		if !(v >= 0 && v < 1) {
 			bad(key, "must be in [0, 1), got %g", v)
+		}
+	}
+	// Sampling ranges, as vLLM's SamplingParams checks them.
+	temperature := func(key string, v float64) {
+		if !(v >= 0 && v <= 2) {
+			bad(key, "must be in [0, 2], got %g", v)
+		}
+	}
+	minP := func(key string, v float64) {
+		if !(v >= 0 && v <= 1) {
+			bad(key, "must be in [0, 1] (0: off), got %g", v)
+		}
+	}
+	repetition := func(key string, v float64) {
+		if !(v > 0 && !math.IsInf(v, 0)) {
+			bad(key, "must be a number greater than 0 (1: off), got %g", v)
+		}
+	}
+	penalty := func(key string, v float64) {
+		if !(v >= -2 && v <= 2) {
+			bad(key, "must be in [-2, 2] (0: off), got %g", v)
 		}
 	}
 	oneOf := func(key, v string, allowed ...string) {
@@ -151,8 +177,10 @@ func (r *Recipe) Validate() error {
 	nonEmpty("judge.model", r.Judge.Model)
 	envName("judge.api_key_env", r.Judge.APIKeyEnv)
 	atLeast("judge.max_tokens", r.Judge.MaxTokens, 1)
-	nonNeg("judge.temperature", r.Judge.Temperature)
+	temperature("judge.temperature", r.Judge.Temperature)
 	atLeast("judge.concurrency", r.Judge.Concurrency, 1)
+	oneOf("judge.api", r.Judge.API, JudgeAPIVLLM, JudgeAPIOpenAI)
+	oneOf("judge.max_tokens_field", r.Judge.MaxTokensField, JudgeMaxTokens, JudgeMaxCompletionTokens)
 
 	endpoint("retriever.url", r.Retriever.URL)
 	if r.Retriever.URL == Embedded || r.Judge.URL == Embedded {
@@ -207,13 +235,17 @@ func (r *Recipe) Validate() error {
 	for i, p := range r.Train.Data {
 		file(fmt.Sprintf("train.data[%d]", i), p)
 	}
-	nonNeg("train.temperature", r.Train.Temperature)
+	temperature("train.temperature", r.Train.Temperature)
 	if !(r.Train.TopP > 0 && r.Train.TopP <= 1) {
 		bad("train.top_p", "must be in (0, 1], got %g", r.Train.TopP)
 	}
 	if r.Train.TopK != -1 && r.Train.TopK < 1 {
 		bad("train.top_k", "must be -1 (off) or at least 1, got %d", r.Train.TopK)
 	}
+	minP("train.min_p", r.Train.MinP)
+	repetition("train.repetition_penalty", r.Train.RepetitionPenalty)
+	penalty("train.presence_penalty", r.Train.PresencePenalty)
+	penalty("train.frequency_penalty", r.Train.FrequencyPenalty)
 
 	atLeast("rollout.max_turns", r.Rollout.MaxTurns, 1)
 	atLeast("rollout.max_turn_tokens", r.Rollout.MaxTurnTokens, 1)
@@ -264,6 +296,15 @@ func (r *Recipe) Validate() error {
 	}
 
 	unit("sim.epsilon", r.Sim.Epsilon)
+	gc := r.Sim.GenerationConfig
+	temperature("sim.generation_config.temperature", gc.Temperature)
+	if !(gc.TopP > 0 && gc.TopP <= 1) {
+		bad("sim.generation_config.top_p", "must be in (0, 1], got %g", gc.TopP)
+	}
+	atLeast("sim.generation_config.top_k", gc.TopK, -1)
+	minP("sim.generation_config.min_p", gc.MinP)
+	repetition("sim.generation_config.repetition_penalty", gc.RepetitionPenalty)
+	atLeast("sim.generation_config.max_new_tokens", gc.MaxNewTokens, 0)
 	atLeast("sim.capacity", r.Sim.Capacity, 0)
 	nonNeg("sim.decode_ms", r.Sim.DecodeMS)
 	nonNeg("sim.decode_per_seq_ms", r.Sim.DecodePerSeqMS)

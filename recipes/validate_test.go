@@ -214,3 +214,46 @@ func TestValidateTraining(t *testing.T) {
 		t.Errorf("sync.kind none, no steps: %v", err)
 	}
 }
+
+// The sampling keys are checked against vLLM's ranges, and the judge's
+// wire keys against their values, each problem naming its key.
+func TestValidateSamplingAndJudgeWireKeys(t *testing.T) {
+	r := valid(t)
+	r.Judge.Temperature = 2.5
+	r.Judge.API = "anthropic"
+	r.Judge.MaxTokensField = "max_new_tokens"
+	r.Train.MinP = 1.5
+	r.Train.RepetitionPenalty = 0
+	r.Train.PresencePenalty = -3
+	r.Train.FrequencyPenalty = math.NaN()
+	r.Sim.GenerationConfig = SimGenerationConfig{Temperature: 3, TopP: 0, TopK: -2, MinP: -1, RepetitionPenalty: math.Inf(1), MaxNewTokens: -1}
+	var ps Problems
+	if err := r.Validate(); !errors.As(err, &ps) {
+		t.Fatalf("Validate() = %v, want Problems", err)
+	}
+	var keys []string
+	for _, p := range ps {
+		keys = append(keys, p.Key)
+	}
+	want := []string{"judge.temperature", "judge.api", "judge.max_tokens_field",
+		"train.min_p", "train.repetition_penalty", "train.presence_penalty", "train.frequency_penalty",
+		"sim.generation_config.temperature", "sim.generation_config.top_p", "sim.generation_config.top_k",
+		"sim.generation_config.min_p", "sim.generation_config.repetition_penalty", "sim.generation_config.max_new_tokens"}
+	if !slices.Equal(keys, want) {
+		t.Errorf("problem keys =\n%q\nwant\n%q", keys, want)
+	}
+	// The defaults: the vLLM judge API, max_tokens, training sampling off,
+	// Qwen2.5 instruct's generation config for the simulator.
+	d := Defaults()
+	if d.Judge.API != JudgeAPIVLLM || d.Judge.MaxTokensField != JudgeMaxTokens ||
+		d.Train.MinP != 0 || d.Train.RepetitionPenalty != 1 || d.Train.PresencePenalty != 0 || d.Train.FrequencyPenalty != 0 ||
+		d.Sim.GenerationConfig != (SimGenerationConfig{Temperature: 0.7, TopP: 0.8, TopK: 20, RepetitionPenalty: 1.05}) {
+		t.Errorf("defaults: judge %+v, train %+v, sim.generation_config %+v", d.Judge, d.Train, d.Sim.GenerationConfig)
+	}
+	r = valid(t)
+	r.Judge.API, r.Judge.MaxTokensField = JudgeAPIOpenAI, JudgeMaxCompletionTokens
+	r.Sim.GenerationConfig.TopK = 0
+	if err := r.Validate(); err != nil {
+		t.Errorf("openai judge, top_k 0: %v", err)
+	}
+}
