@@ -2,6 +2,8 @@ package sim
 
 import (
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"net/http"
 	"slices"
 	"strings"
@@ -29,7 +31,13 @@ type JudgeServer struct {
 	// gold answer is looked up among the passages of its rarest word.
 	words map[string][]int32
 	calls atomic.Int64
+	gen   GenerationConfig
 }
+
+// SetGenerationConfig sets the generation config the judge model ships: a
+// request's omitted sampling fields take its values, as vLLM's chat
+// completions do. Call it before the server takes requests.
+func (s *JudgeServer) SetGenerationConfig(gc GenerationConfig) { s.gen = gc }
 
 // Calls returns the number of chat requests answered or being answered
 // (requests refused before the model check are not counted).
@@ -41,10 +49,11 @@ type judgePassage struct {
 }
 
 // NewJudgeServer returns a simulated judge serving model over corpus (the
-// wiki-18 contents strings). A non-empty apiKey is required as a bearer
-// token.
+// wiki-18 contents strings), whose generation config is
+// QwenInstructGenerationConfig's. A non-empty apiKey is required as a
+// bearer token.
 func NewJudgeServer(model, apiKey string, corpus []string) *JudgeServer {
-	s := &JudgeServer{model: model, apiKey: apiKey, words: map[string][]int32{}}
+	s := &JudgeServer{model: model, apiKey: apiKey, words: map[string][]int32{}, gen: QwenInstructGenerationConfig()}
 	for i, c := range corpus {
 		title := c
 		if j := strings.IndexByte(c, '\n'); j >= 0 {
@@ -97,14 +106,41 @@ func (s *JudgeServer) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req struct {
-		Model       string        `json:"model"`
-		Messages    []chatMessage `json:"messages"`
-		MaxTokens   *int          `json:"max_tokens"`
-		Temperature *float64      `json:"temperature"`
-		Seed        *int64        `json:"seed"`
+		Model               string        `json:"model"`
+		Messages            []chatMessage `json:"messages"`
+		MaxTokens           *int          `json:"max_tokens"`
+		MaxCompletionTokens *int          `json:"max_completion_tokens"`
+		samplingFields
+		Seed *int64 `json:"seed"`
 	}
 	if err := decodeStrict(r, &req); err != nil {
 		openAIError(w, http.StatusBadRequest, "BadRequestError", err.Error())
+		return
+	}
+	// Omitted sampling fields come from the generation config, then
+	// vLLM's defaults; the token cap is max_completion_tokens, else
+	// max_tokens, else the config's max_new_tokens, else the room left in
+	// the context.
+	sp, err := req.samplingFields.resolve(s.gen)
+	if err != nil {
+		openAIError(w, http.StatusBadRequest, "BadRequestError", err.Error())
+		return
+	}
+	promptTokens := 0
+	for _, m := range req.Messages {
+		promptTokens += len(strings.Fields(m.Content))
+	}
+	maxTokens := maxModelLen - promptTokens
+	switch {
+	case req.MaxCompletionTokens != nil:
+		maxTokens = min(*req.MaxCompletionTokens, maxTokens)
+	case req.MaxTokens != nil:
+		maxTokens = min(*req.MaxTokens, maxTokens)
+	case s.gen.MaxNewTokens != nil:
+		maxTokens = min(*s.gen.MaxNewTokens, maxTokens)
+	}
+	if maxTokens < 1 {
+		openAIError(w, http.StatusBadRequest, "BadRequestError", "max_tokens must be at least 1")
 		return
 	}
 	if req.Model != s.model {
@@ -119,12 +155,16 @@ func (s *JudgeServer) chat(w http.ResponseWriter, r *http.Request) {
 	if !sleepCtx(r.Context(), s.Delay) {
 		return // the client left
 	}
-	content := s.Critique(req.Messages[len(req.Messages)-1].Content)
-	if req.MaxTokens != nil && *req.MaxTokens > 0 {
-		// Roughly four characters a token; cut like a length stop would.
-		if limit := *req.MaxTokens * 4; len(content) > limit {
-			content = content[:limit]
-		}
+	var rng *rand.Rand
+	if req.Seed != nil {
+		rng = rand.New(rand.NewPCG(uint64(*req.Seed), 0x6a75646765))
+	} else {
+		rng = rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(n)))
+	}
+	content := s.sampleCritique(req.Messages[len(req.Messages)-1].Content, sp, rng)
+	// Roughly four characters a token; cut like a length stop would.
+	if limit := maxTokens * 4; len(content) > limit {
+		content = content[:limit]
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
 		"id": fmt.Sprintf("chatcmpl-sim-%d", n), "object": "chat.completion", "created": time.Now().Unix(),
@@ -175,11 +215,52 @@ func parseJudgePrompt(p string) judgeInput {
 	return in
 }
 
-// Critique writes the simulated judge's critique for one prompt.
+// Critique writes the simulated judge's greedy critique for one prompt:
+// the most likely of Critiques.
 func (s *JudgeServer) Critique(prompt string) string {
+	return s.Critiques(prompt)[0]
+}
+
+// judgeLogits are the logits of the simulated judge's candidate critiques,
+// most likely first (the judge is unsure: at Qwen2.5 instruct's default
+// temperature 0.7 and top_p 0.8 it writes the second one about a third of
+// the time).
+var judgeLogits = []float64{1, 0.5, 0}
+
+// sampleCritique draws one of prompt's critiques with sp, as vLLM would
+// sample a judge model whose candidate completions have judgeLogits:
+// greedy takes the first; the repetition penalty applies to every
+// candidate (each is made of words of the prompt, which holds the
+// question, the titles and the instructions it quotes); the presence and
+// frequency penalties have nothing to act on in a one-step choice.
+func (s *JudgeServer) sampleCritique(prompt string, sp Sampling, rng *rand.Rand) string {
+	cs := s.Critiques(prompt)
+	rep := sp.RepetitionPenalty
+	if rep <= 0 {
+		rep = 1
+	}
+	es := make([]entry, len(cs))
+	for i := range cs {
+		l := judgeLogits[min(i, len(judgeLogits)-1)]
+		if l > 0 {
+			l /= rep
+		} else {
+			l *= rep
+		}
+		es[i] = entry{id: i, n: 1, p: math.Exp(l)}
+	}
+	return cs[es[pick(es, sp, rng)].id]
+}
+
+// Critiques lists the simulated judge's candidate critiques for one
+// prompt, best first: the one its rules pick (what the gold passage says
+// to search for, or an entity of the question not searched yet, or a
+// generic advice), then a question entity not searched yet, then the
+// generic advice (each once).
+func (s *JudgeServer) Critiques(prompt string) []string {
 	in := parseJudgePrompt(prompt)
 	if in.question == "" {
-		return "I cannot find the question in this prompt, so I have no critique."
+		return []string{"I cannot find the question in this prompt, so I have no critique."}
 	}
 	searched := func(q string) bool {
 		for _, s := range in.searches {
@@ -189,21 +270,24 @@ func (s *JudgeServer) Critique(prompt string) string {
 		}
 		return false
 	}
+	var out []string
 	if title := s.goldPassage(in); title != "" {
-		if in.titles[normText(title)] {
-			return fmt.Sprintf("You retrieved the right passage but answered wrongly. Search for \"%s\" again and read that passage closely before answering.", title)
+		switch {
+		case in.titles[normText(title)]:
+			out = append(out, fmt.Sprintf("You retrieved the right passage but answered wrongly. Search for \"%s\" again and read that passage closely before answering.", title))
+		case len(in.searches) == 0:
+			out = append(out, fmt.Sprintf("You answered without searching. Search for \"%s\" first and answer from that passage.", title))
+		default:
+			out = append(out, fmt.Sprintf("Your searches missed the passage that holds the answer. Search for \"%s\" next and answer from it.", title))
 		}
-		if len(in.searches) == 0 {
-			return fmt.Sprintf("You answered without searching. Search for \"%s\" first and answer from that passage.", title)
-		}
-		return fmt.Sprintf("Your searches missed the passage that holds the answer. Search for \"%s\" next and answer from it.", title)
 	}
 	for _, e := range entities(in.question, true) {
 		if !searched(e) {
-			return fmt.Sprintf("Search for \"%s\" on its own before answering.", e)
+			out = append(out, fmt.Sprintf("Search for \"%s\" on its own before answering.", e))
+			break
 		}
 	}
-	return "Your searches were too broad; search for one entity of the question at a time and check the passages before answering."
+	return append(out, "Your searches were too broad; search for one entity of the question at a time and check the passages before answering.")
 }
 
 // goldPassage returns the title of the corpus passage that holds a gold

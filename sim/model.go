@@ -111,14 +111,27 @@ func (m *Model) Score(params Params, ids []int) []float64 {
 	return out
 }
 
-// Sampling are the token-level sampling settings, applied as vLLM does;
-// reported logprobs are always the raw (temperature 1) ones.
+// Sampling are the token-level sampling settings, applied as vLLM's sampler
+// applies them (see sampling.go); reported logprobs are always the raw
+// model's (vLLM's default logprobs mode), whatever the settings.
 type Sampling struct {
+	// Temperature: below 1e-5 greedy, else clamped to at least 0.01.
 	Temperature float64
-	TopP        float64
-	TopK        int
-	MaxTokens   int
-	Stop        []string
+	// TopP <= 0 or >= 1 is off.
+	TopP float64
+	// TopK <= 0 is off.
+	TopK int
+	// MinP <= 0 is off.
+	MinP float64
+	// RepetitionPenalty <= 0 or 1 is off (so the zero Sampling applies no
+	// penalty; a server refuses <= 0 before it gets here).
+	RepetitionPenalty float64
+	// PresencePenalty and FrequencyPenalty (0: off) apply to the tokens
+	// of the output so far.
+	PresencePenalty  float64
+	FrequencyPenalty float64
+	MaxTokens        int
+	Stop             []string
 }
 
 // Generation is one sampled continuation.
@@ -144,15 +157,17 @@ func (m *Model) Generate(params Params, prompt []int, sp Sampling, rng *rand.Ran
 	} else {
 		tm = newTurnModel(nil, m.eps, m.tk.VocabSize(), m.eos)
 	}
+	pen := newPenalties(sp, prompt)
 	var g Generation
 	var text strings.Builder
 	for len(g.IDs) < sp.MaxTokens {
-		x := m.sampleNext(tm, partial, sp, rng)
+		x := m.sampleNext(tm, partial, sp, pen, rng)
 		lp := tm.logProb(partial, x, nil, 0)
 		g.Offsets = append(g.Offsets, text.Len())
 		g.IDs = append(g.IDs, x)
 		g.Logprobs = append(g.Logprobs, lp)
 		partial = append(partial, x)
+		pen.add(x)
 		text.WriteString(m.tk.Piece(x))
 		if x == m.eos {
 			g.FinishReason = "stop"
@@ -180,76 +195,56 @@ func matchStop(text string, stops []string) string {
 }
 
 // sampleNext draws the next token from the epsilon-mixed distribution with
-// temperature, top-k and top-p applied at the token level. The floor's mass
-// is handled as one bulk entry standing for every other vocabulary token.
-func (m *Model) sampleNext(tm *turnModel, partial []int, sp Sampling, rng *rand.Rand) int {
+// vLLM's processing applied at the token level: penalties (pen, nil for
+// none), then greedy or temperature, min-p, top-k and top-p (see pick). The
+// floor's mass is handled in bulk entries standing for the other vocabulary
+// tokens: one for those neither in the prompt nor the output, and, with
+// penalties, one per output count for the others.
+func (m *Model) sampleNext(tm *turnModel, partial []int, sp Sampling, pen *penalties, rng *rand.Rand) int {
 	dist := tm.nextDist(partial)
-	V := float64(m.tk.VocabSize())
-	type entry struct {
-		id int // -1: the bulk of the other tokens
-		p  float64
-	}
-	var es []entry
+	V := m.tk.VocabSize()
+	es := make([]entry, 0, len(dist)+4)
 	for _, id := range sortedKeys(dist) {
-		es = append(es, entry{id, (1-m.eps)*dist[id] + m.eps/V})
+		p := (1-m.eps)*dist[id] + m.eps/float64(V)
+		es = append(es, entry{id: id, n: 1, p: pen.apply(id, p, V)})
 	}
-	bulkN := V - float64(len(es))
-	if m.eps > 0 && bulkN > 0 {
-		es = append(es, entry{-1, m.eps / V * bulkN})
-	}
-	sort.SliceStable(es, func(i, j int) bool {
-		if es[i].id == -1 || es[j].id == -1 {
-			return es[j].id == -1 && es[i].id != -1
+	if bulkN := float64(V - len(es)); m.eps > 0 && bulkN > 0 {
+		floor := m.eps / float64(V)
+		for _, g := range pen.outside(dist) {
+			es = append(es, entry{id: bulkSeen, count: g.count, n: float64(g.n), p: pen.applyCount(g.count, floor, V)})
+			bulkN -= float64(g.n)
 		}
-		return es[i].p > es[j].p
-	})
-	if sp.Temperature <= 0 {
-		return es[0].id
-	}
-	if sp.TopK > 0 && sp.TopK <= len(es)-1 {
-		es = es[:sp.TopK]
-	}
-	if sp.TopP > 0 && sp.TopP < 1 {
-		cum := 0.0
-		for i, e := range es {
-			cum += e.p
-			if cum >= sp.TopP {
-				es = es[:i+1]
-				break
-			}
+		if bulkN > 0 {
+			es = append(es, entry{id: bulkUnseen, n: bulkN, p: floor})
 		}
 	}
-	ws := make([]float64, len(es))
-	total := 0.0
-	for i, e := range es {
-		p := e.p
-		if e.id == -1 {
-			p = m.eps / V
-		}
-		w := math.Pow(p, 1/sp.Temperature)
-		if e.id == -1 {
-			w *= bulkN
-		}
-		ws[i] = w
-		total += w
-	}
-	u := rng.Float64() * total
-	for i, w := range ws {
-		u -= w
-		if u < 0 || i == len(ws)-1 {
-			if es[i].id != -1 {
-				return es[i].id
-			}
-			// Uniform over the tokens outside the structured support.
-			for {
-				x := rng.IntN(m.tk.VocabSize())
-				if _, in := dist[x]; !in {
+	sort.SliceStable(es, func(i, j int) bool { return es[i].p > es[j].p })
+	e := es[pick(es, sp, rng)]
+	switch e.id {
+	case bulkUnseen:
+		// Uniform over the tokens outside the structured support (and,
+		// with penalties, outside the prompt and the output).
+		if sp.Temperature < samplingEps {
+			for x := 0; x < V; x++ {
+				if _, in := dist[x]; !in && !pen.seen(x) {
 					return x
 				}
 			}
 		}
+		for {
+			x := rng.IntN(V)
+			if _, in := dist[x]; !in && !pen.seen(x) {
+				return x
+			}
+		}
+	case bulkSeen:
+		ids := pen.withCount(e.count, dist)
+		if sp.Temperature < samplingEps {
+			return ids[0]
+		}
+		return ids[rng.IntN(len(ids))]
 	}
-	return es[0].id
+	return e.id
 }
 
 // LogProbGrad returns log p(ids[i] | ids[:i]) for each i in positions and

@@ -34,12 +34,21 @@ type PolicyServer struct {
 	lat         Latency
 	eng         *engine      // nil: no policy latency, requests bypass the engine
 	cache       *prefixCache // nil: no prefix caching
+	gen         GenerationConfig
 }
 
-// NewPolicyServer returns a simulated policy serving baseModel.
+// NewPolicyServer returns a simulated policy serving baseModel, whose
+// generation config is QwenInstructGenerationConfig's.
 func NewPolicyServer(model *Model, baseModel string) *PolicyServer {
-	return &PolicyServer{model: model, baseModel: baseModel, adapters: map[string]Params{baseModel: InitialParams()}}
+	return &PolicyServer{model: model, baseModel: baseModel, adapters: map[string]Params{baseModel: InitialParams()},
+		gen: QwenInstructGenerationConfig()}
 }
+
+// SetGenerationConfig sets the generation config the served model ships
+// (its adapters share it, as in vLLM): a completion request's omitted
+// sampling fields take its values. Call it before the server takes
+// requests.
+func (s *PolicyServer) SetGenerationConfig(gc GenerationConfig) { s.gen = gc }
 
 // SetLatency sets the replica's simulated GPU timing (see Latency); with
 // any policy timing set, completion requests go through a continuous-batching
@@ -213,22 +222,20 @@ func (s *stopField) UnmarshalJSON(b []byte) error {
 }
 
 type completionRequest struct {
-	Model                  string      `json:"model"`
-	Prompt                 promptField `json:"prompt"`
-	MaxTokens              *int        `json:"max_tokens"`
-	Temperature            *float64    `json:"temperature"`
-	TopP                   *float64    `json:"top_p"`
-	TopK                   *int        `json:"top_k"`
-	Seed                   *int64      `json:"seed"`
-	N                      *int        `json:"n"`
-	Stop                   stopField   `json:"stop"`
-	IncludeStopStrInOutput bool        `json:"include_stop_str_in_output"`
-	SkipSpecialTokens      *bool       `json:"skip_special_tokens"`
-	Logprobs               *int        `json:"logprobs"`
-	PromptLogprobs         *int        `json:"prompt_logprobs"`
-	ReturnTokensAsTokenIDs bool        `json:"return_tokens_as_token_ids"`
-	ReturnTokenIDs         bool        `json:"return_token_ids"`
-	Echo                   bool        `json:"echo"`
+	Model     string      `json:"model"`
+	Prompt    promptField `json:"prompt"`
+	MaxTokens *int        `json:"max_tokens"`
+	samplingFields
+	Seed                   *int64    `json:"seed"`
+	N                      *int      `json:"n"`
+	Stop                   stopField `json:"stop"`
+	IncludeStopStrInOutput bool      `json:"include_stop_str_in_output"`
+	SkipSpecialTokens      *bool     `json:"skip_special_tokens"`
+	Logprobs               *int      `json:"logprobs"`
+	PromptLogprobs         *int      `json:"prompt_logprobs"`
+	ReturnTokensAsTokenIDs bool      `json:"return_tokens_as_token_ids"`
+	ReturnTokenIDs         bool      `json:"return_token_ids"`
+	Echo                   bool      `json:"echo"`
 }
 
 type promptLogprob struct {
@@ -266,29 +273,38 @@ func (s *PolicyServer) completions(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	sp := Sampling{MaxTokens: 16, Temperature: 1, TopP: 1, TopK: -1, Stop: req.Stop}
+	// Omitted sampling fields come from the model's generation config
+	// (then vLLM's defaults); an omitted max_tokens is 16 whatever the
+	// config says. The output is capped by the room left in the context.
+	sp, err := req.samplingFields.resolve(s.gen)
+	if err != nil {
+		openAIError(w, http.StatusBadRequest, "BadRequestError", err.Error())
+		return
+	}
+	sp.Stop = req.Stop
+	sp.MaxTokens = completionsMaxTokens
 	if req.MaxTokens != nil {
 		sp.MaxTokens = *req.MaxTokens
 	}
-	if req.Temperature != nil {
-		sp.Temperature = *req.Temperature
-	}
-	if req.TopP != nil {
-		sp.TopP = *req.TopP
-	}
-	if req.TopK != nil {
-		sp.TopK = *req.TopK
+	if len(prompt) > maxModelLen {
+		openAIError(w, http.StatusBadRequest, "BadRequestError", fmt.Sprintf("the prompt (%d tokens) is longer than the model's context (%d)", len(prompt), maxModelLen))
+		return
 	}
 	if sp.MaxTokens < 1 {
 		openAIError(w, http.StatusBadRequest, "BadRequestError", "max_tokens must be at least 1")
 		return
 	}
+	sp.MaxTokens = min(sp.MaxTokens, maxModelLen-len(prompt))
 	n := 1
 	if req.N != nil {
 		n = *req.N
 	}
 	if n < 1 || n > 64 {
 		openAIError(w, http.StatusBadRequest, "BadRequestError", "n must be in [1, 64]")
+		return
+	}
+	if n > 1 && sp.greedy() {
+		openAIError(w, http.StatusBadRequest, "BadRequestError", fmt.Sprintf("n must be 1 when sampling greedily, got %d", n))
 		return
 	}
 	var rng *rand.Rand

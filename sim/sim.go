@@ -48,6 +48,9 @@ type Config struct {
 	Latency Latency
 	// Faults injects faults into each role (zero: none).
 	Faults RoleFaults
+	// GenerationConfig is the generation config the simulated policy and
+	// judge models ship (nil: QwenInstructGenerationConfig).
+	GenerationConfig *GenerationConfig
 }
 
 // Servers are running simulated servers on loopback.
@@ -99,9 +102,14 @@ func Start(cfg Config) (*Servers, error) {
 		return "http://" + l.Addr().String(), nil
 	}
 	s.cfg = cfg
+	gen := QwenInstructGenerationConfig()
+	if cfg.GenerationConfig != nil {
+		gen = *cfg.GenerationConfig
+	}
 	for i := 0; i < cfg.PolicyReplicas; i++ {
 		p := NewPolicyServer(s.Model, cfg.BaseModel)
 		p.SetLatency(cfg.Latency)
+		p.SetGenerationConfig(gen)
 		s.Policies = append(s.Policies, p)
 		u, err := serve(s.faulty(p.Handler(), cfg.Faults.Policy, uint64(i)))
 		if err != nil {
@@ -114,6 +122,7 @@ func Start(cfg Config) (*Servers, error) {
 	if cfg.Judge {
 		s.JudgeSrv = NewJudgeServer(cfg.JudgeModel, cfg.JudgeAPIKey, cfg.Corpus)
 		s.JudgeSrv.Delay = cfg.Latency.Judge
+		s.JudgeSrv.SetGenerationConfig(gen)
 		u, err := serve(s.faulty(s.JudgeSrv.Handler(), cfg.Faults.Judge, 0))
 		if err != nil {
 			s.Close()
@@ -205,6 +214,9 @@ func (s *Servers) RestartPolicy(i int) error {
 	}
 	p := NewPolicyServer(s.Model, s.cfg.BaseModel)
 	p.SetLatency(s.cfg.Latency)
+	if s.cfg.GenerationConfig != nil {
+		p.SetGenerationConfig(*s.cfg.GenerationConfig)
+	}
 	s.Policies[i] = p
 	srv := &http.Server{Handler: s.faulty(p.Handler(), s.cfg.Faults.Policy, uint64(i)), ReadHeaderTimeout: 10 * time.Second}
 	s.policySrv[i] = srv
