@@ -24,6 +24,7 @@ import (
 	"github.com/olekukonko/tablewriter/tw"
 	"github.com/sourcegraph/conc/pool"
 
+	"github.com/hindsearch/hindsearch/clients/policy"
 	"github.com/hindsearch/hindsearch/recipes"
 )
 
@@ -331,7 +332,7 @@ func benchCPU(ctx context.Context, o BenchOptions, batch int, name string, extra
 	wall0 := time.Now()
 	var turns atomic.Int64
 	p := pool.New().WithContext(ctx).WithCancelOnError().WithFirstError().WithMaxGoroutines(benchCPUConcurrency)
-	sp := sampling{temperature: 1, topP: 1, topK: -1}
+	sp := policy.Neutral()
 	for _, t := range trajs {
 		p.Go(func(ctx context.Context) error {
 			err := rl.rollout(ctx, t, r.Policy.Model, sp, seedFor(r.Seed, int64(t.Group), int64(t.Sample)))

@@ -395,7 +395,7 @@ func (c *checker) logprobs(ctx context.Context, p policy.Policy, ids []int) Chec
 	seed := int64(1)
 	cctx, cancel := c.bounded(ctx)
 	comp, err := p.Complete(cctx, policy.CompletionRequest{Model: c.r.Policy.Model, Prompt: ids, MaxTokens: 1,
-		Temperature: 1, TopP: 1, TopK: -1, Seed: &seed})
+		Sampling: policy.Neutral(), Seed: &seed})
 	cancel()
 	switch {
 	case err != nil:
@@ -646,7 +646,7 @@ func (c *checker) judge(ctx context.Context, j judge.Judge) []Check {
 	seed := int64(1)
 	reply, err := j.Chat(cctx, judge.ChatRequest{
 		Messages:  []judge.Message{{Role: "user", Content: "This is a connectivity probe. Reply with the word ok."}},
-		MaxTokens: 8, Temperature: 0, Seed: &seed,
+		MaxTokens: 8, Sampling: judgeSampling(c.r), Seed: &seed,
 	})
 	cancel()
 	switch {

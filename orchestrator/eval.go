@@ -101,7 +101,7 @@ func (ev *evaluator) evaluate(ctx context.Context, step int, strategy, model str
 
 // one answers one question with a strategy and scores it.
 func (ev *evaluator) one(ctx context.Context, t *Trajectory, strategy, model string) error {
-	greedy := sampling{temperature: 0, topP: 1, topK: -1}
+	greedy := policy.Greedy()
 	seed := seedFor(ev.seed, -1)
 	var prompt string
 	switch strategy {
@@ -143,7 +143,7 @@ func (ev *evaluator) one(ctx context.Context, t *Trajectory, strategy, model str
 		}
 		t.PromptIDs = ids
 		c, err := p.Complete(ctx, policy.CompletionRequest{Model: model, Prompt: ids, MaxTokens: ev.roller.maxTurn,
-			Temperature: 0, TopP: 1, TopK: -1, Seed: &seed, Stop: []string{"</answer>"}})
+			Sampling: greedy, Seed: &seed, Stop: []string{"</answer>"}})
 		if err != nil {
 			return err
 		}

@@ -148,7 +148,7 @@ type hinter struct {
 	judge       judge.Judge
 	prompt      *template.Template
 	maxTokens   int
-	temperature float64
+	sampling    judge.Sampling
 	seed        int64
 	gold        bool
 	redact      bool
@@ -174,7 +174,7 @@ func (h *hinter) critique(ctx context.Context, t *Trajectory) (critique, reason 
 	seed := seedFor(h.seed, int64(t.Step), int64(t.Group), int64(t.Sample), 7)
 	done := h.phases.start("judge")
 	c, err := h.judge.Chat(ctx, judge.ChatRequest{Messages: []judge.Message{{Role: "system", Content: judgeSystem}, {Role: "user", Content: p}},
-		MaxTokens: h.maxTokens, Temperature: h.temperature, Seed: &seed})
+		MaxTokens: h.maxTokens, Sampling: h.sampling, Seed: &seed})
 	done()
 	if err != nil {
 		return "", "", fmt.Errorf("judge critique: %w", err)

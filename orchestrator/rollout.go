@@ -233,12 +233,6 @@ func (r *replicas) callFor(ctx context.Context, model string, f func(p policy.Po
 	}
 }
 
-// sampling are the sampling settings of a rollout.
-type sampling struct {
-	temperature, topP float64
-	topK              int
-}
-
 // roller produces trajectories against the policy replicas and retriever.
 type roller struct {
 	reps      *replicas
@@ -384,7 +378,7 @@ func (r *roller) promptIDs(ctx context.Context, question, hint string) ([]int, e
 type live struct {
 	t      *Trajectory
 	model  string
-	sp     sampling
+	sp     policy.Sampling
 	seed   int64
 	ctxIDs []int
 	resp   []byte
@@ -399,7 +393,7 @@ type live struct {
 	pc policy.PromptCache
 }
 
-func newLive(t *Trajectory, model string, sp sampling, seed int64) *live {
+func newLive(t *Trajectory, model string, sp policy.Sampling, seed int64) *live {
 	t.Model = model
 	// Room for the response up front: the first turn's append would
 	// otherwise copy the prompt into a grown array at once.
@@ -432,7 +426,7 @@ func (r *roller) policyTurn(ctx context.Context, l *live) error {
 		return nil
 	}
 	req := policy.CompletionRequest{Model: r.reps.wire(l.model), Prompt: l.ctxIDs, MaxTokens: min(r.maxTurn, budget),
-		Temperature: l.sp.temperature, TopP: l.sp.topP, TopK: l.sp.topK, Stop: format.StopStrings}
+		Sampling: l.sp, Stop: format.StopStrings}
 	s := seedFor(l.seed, int64(l.turn))
 	req.Seed = &s
 	if l.pc.Empty() {
@@ -529,7 +523,7 @@ func (r *roller) envTurn(ctx context.Context, l *live, hits []retriever.Hit) err
 
 // rollout runs one trajectory to its end on its own (the async schedule).
 // seed identifies the request stream; model is the policy model to sample.
-func (r *roller) rollout(ctx context.Context, t *Trajectory, model string, sp sampling, seed int64) error {
+func (r *roller) rollout(ctx context.Context, t *Trajectory, model string, sp policy.Sampling, seed int64) error {
 	l := newLive(t, model, sp, seed)
 	r.metrics.trajectoryStarted()
 	defer r.ended(t)

@@ -287,7 +287,7 @@ func TestRolloutTokenInTokenOut(t *testing.T) {
 		t.Errorf("chat messages %+v", got)
 	}
 	tr := &Trajectory{ID: "t", PromptIDs: prompt, Question: Question{Question: "what is the capital of france", Golds: []string{"Paris"}}}
-	if err := r.rollout(ctx, tr, "adapter-1", sampling{temperature: 1, topP: 1, topK: -1}, 42); err != nil {
+	if err := r.rollout(ctx, tr, "adapter-1", policy.Neutral(), 42); err != nil {
 		t.Fatal(err)
 	}
 
@@ -370,7 +370,7 @@ func TestRolloutTokenInTokenOut(t *testing.T) {
 	// A second trajectory of the group starts from the same encoded prompt.
 	tr2 := &Trajectory{ID: "t2", PromptIDs: prompt, Question: tr.Question}
 	p.script = []*policy.Completion{answer}
-	if err := r.rollout(ctx, tr2, "adapter-1", sampling{temperature: 1, topP: 1, topK: -1}, 43); err != nil {
+	if err := r.rollout(ctx, tr2, "adapter-1", policy.Neutral(), 43); err != nil {
 		t.Fatal(err)
 	}
 	if len(r.prompts) != 1 {
@@ -394,7 +394,7 @@ func TestRolloutLimits(t *testing.T) {
 	p := &fakePolicy{url: "p"}
 	r := &roller{reps: newReplicas([]policy.Policy{p}), retriever: &fakeRetriever{}, topk: 3, maxTurns: 2, maxTurn: 500, maxObs: 500, maxCtx: 4096, baseModel: "base"}
 	tr := &Trajectory{ID: "t", PromptIDs: []int{1, 2}}
-	if err := r.rollout(ctx, tr, "base", sampling{}, 1); err != nil {
+	if err := r.rollout(ctx, tr, "base", policy.Sampling{}, 1); err != nil {
 		t.Fatal(err)
 	}
 	if tr.Finish != "max_turns" || len(p.reqs) != 2 || len(tr.Turns) != 2 {
@@ -410,7 +410,7 @@ func TestRolloutLimits(t *testing.T) {
 	p = &fakePolicy{url: "p"}
 	r.reps, r.maxTurns, r.maxCtx, r.maxTurn = newReplicas([]policy.Policy{p}), 10, 12, 500
 	tr = &Trajectory{ID: "t", PromptIDs: []int{1, 2}}
-	if err := r.rollout(ctx, tr, "base", sampling{}, 1); err != nil {
+	if err := r.rollout(ctx, tr, "base", policy.Sampling{}, 1); err != nil {
 		t.Fatal(err)
 	}
 	if tr.Finish != "context" {
@@ -427,14 +427,14 @@ func TestRolloutLimits(t *testing.T) {
 	bad.Logprobs = bad.Logprobs[:1]
 	p = &fakePolicy{url: "http://p", script: []*policy.Completion{bad}}
 	r.reps = newReplicas([]policy.Policy{p})
-	if err := r.rollout(ctx, &Trajectory{ID: "t9", PromptIDs: []int{1}}, "base", sampling{}, 1); err == nil ||
+	if err := r.rollout(ctx, &Trajectory{ID: "t9", PromptIDs: []int{1}}, "base", policy.Sampling{}, 1); err == nil ||
 		!strings.Contains(err.Error(), "trajectory t9 turn 0") || !strings.Contains(err.Error(), "2 tokens and 1 logprobs") {
 		t.Errorf("mismatched logprobs: %v", err)
 	}
 	// A policy error names the trajectory and turn.
 	p = &fakePolicy{url: "p", err: errors.New("boom")}
 	r.reps = newReplicas([]policy.Policy{p})
-	if err := r.rollout(ctx, &Trajectory{ID: "t8", PromptIDs: []int{1}}, "base", sampling{}, 1); err == nil ||
+	if err := r.rollout(ctx, &Trajectory{ID: "t8", PromptIDs: []int{1}}, "base", policy.Sampling{}, 1); err == nil ||
 		!strings.Contains(err.Error(), "trajectory t8 turn 0: boom") {
 		t.Errorf("policy error: %v", err)
 	}
@@ -457,7 +457,7 @@ func TestRolloutHugeOutput(t *testing.T) {
 	fr := &fakeRetriever{hits: []retriever.Hit{{ID: "1", Contents: "\"T\"\ntext"}}}
 	r := &roller{reps: newReplicas([]policy.Policy{p}), retriever: fr, topk: 3, maxTurns: 3, maxTurn: 500, maxObs: 500, maxCtx: 1 << 20, baseModel: "base"}
 	tr := &Trajectory{ID: "t", PromptIDs: []int{1, 2}}
-	if err := r.rollout(ctx, tr, "base", sampling{}, 1); err != nil {
+	if err := r.rollout(ctx, tr, "base", policy.Sampling{}, 1); err != nil {
 		t.Fatal(err)
 	}
 	if len(tr.Turns) != 3 || tr.Finish != "max_turns" {

@@ -325,7 +325,7 @@ func contamination(train []Question, sets map[string][]Question) string {
 
 func newHinter(r *recipes.Recipe, j judge.Judge, tmpl *template.Template, clock *phaseClock) *hinter {
 	h := r.Hindsight
-	return &hinter{judge: j, prompt: tmpl, maxTokens: r.Judge.MaxTokens, temperature: r.Judge.Temperature,
+	return &hinter{judge: j, prompt: tmpl, maxTokens: r.Judge.MaxTokens, sampling: judgeSampling(r),
 		seed: r.Seed, gold: h.GoldAnswer, redact: h.RedactGold, maxChars: h.MaxCritiqueChars, hint: h.HintTemplate,
 		loss: h.Loss, broadcast: h.Broadcast, coef: h.Coef, clamp: h.Clamp, phases: clock}
 }
@@ -543,7 +543,7 @@ func (ru *run) collect(ctx context.Context, step int, model string, stream bool)
 	task := ru.Progress.Start(fmt.Sprintf("rollout step %d", step), len(qs)*G, "trajectories")
 	defer task.Done()
 	ru.roller.progress = task
-	sp := sampling{temperature: r.Train.Temperature, topP: r.Train.TopP, topK: r.Train.TopK}
+	sp := trainSampling(r)
 
 	datums := make(chan keyedDatum, len(qs)*G)
 	var trainErr error

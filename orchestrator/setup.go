@@ -176,10 +176,11 @@ func Connect(ctx context.Context, r *recipes.Recipe, environ []string, log io.Wr
 			return fail(fmt.Errorf("retriever.corpus: %w", err))
 		}
 		texts := VocabTexts(r)
+		gen := sim.GenerationConfigFromRecipe(r.Sim.GenerationConfig)
 		s, err := sim.Start(sim.Config{BaseModel: r.Policy.Model, JudgeModel: r.Judge.Model, JudgeAPIKey: key(r.Judge.APIKeyEnv),
 			CheckpointsDir: r.Trainer.CheckpointsDir, Corpus: corpus, VocabTexts: texts, Epsilon: r.Sim.Epsilon,
 			PolicyReplicas: nEmbedded, Judge: r.Judge.URL == recipes.Embedded, Trainer: r.Trainer.URL == recipes.Embedded,
-			Latency: sim.LatencyFromRecipe(r.Sim), Faults: sim.FaultsFromRecipe(r.Sim.Faults, r.Seed)})
+			Latency: sim.LatencyFromRecipe(r.Sim), Faults: sim.FaultsFromRecipe(r.Sim.Faults, r.Seed), GenerationConfig: &gen})
 		if err != nil {
 			return fail(err)
 		}
@@ -225,7 +226,7 @@ func Connect(ctx context.Context, r *recipes.Recipe, environ []string, log io.Wr
 	if ju == recipes.Embedded {
 		ju = e.sim.JudgeURL
 	}
-	jc, err := judge.New(opts("judge", ju), r.Judge.Model, key(r.Judge.APIKeyEnv))
+	jc, err := judge.New(opts("judge", ju), r.Judge.Model, key(r.Judge.APIKeyEnv), judgeOptions(r)...)
 	if err != nil {
 		return fail(fmt.Errorf("judge.url: %w", err))
 	}

@@ -25,6 +25,6 @@ func FuzzChatAnswer(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		body = b
-		_, _ = c.Chat(context.Background(), ChatRequest{Messages: []Message{{Role: "user", Content: "q"}}, MaxTokens: 5})
+		_, _ = c.Chat(context.Background(), ChatRequest{Messages: []Message{{Role: "user", Content: "q"}}, MaxTokens: 5, Sampling: Greedy()})
 	})
 }

@@ -44,7 +44,7 @@ func BenchmarkComplete(b *testing.B) {
 		prompt[i] = 10000 + i
 	}
 	seed := int64(1)
-	req := CompletionRequest{Model: "m", Prompt: prompt, MaxTokens: 500, Temperature: 1, TopP: 1, TopK: -1, Seed: &seed, Stop: []string{"</search>", "</answer>"}}
+	req := CompletionRequest{Model: "m", Prompt: prompt, MaxTokens: 500, Sampling: Neutral(), Seed: &seed, Stop: []string{"</search>", "</answer>"}}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {

@@ -52,6 +52,10 @@ type completionBody struct {
 	Temperature            float64  `json:"temperature"`
 	TopP                   float64  `json:"top_p"`
 	TopK                   int      `json:"top_k"`
+	MinP                   float64  `json:"min_p"`
+	RepetitionPenalty      float64  `json:"repetition_penalty"`
+	PresencePenalty        float64  `json:"presence_penalty"`
+	FrequencyPenalty       float64  `json:"frequency_penalty"`
 	Seed                   *int64   `json:"seed,omitempty"`
 	N                      int      `json:"n"`
 	Stop                   []string `json:"stop"`
@@ -80,8 +84,8 @@ type completionLogprobs struct {
 }
 
 // Complete samples one continuation of req.Prompt (POST /v1/completions,
-// token-id prompt, every sampling field sent) and returns the sampled token
-// ids and logprobs as the server reported them.
+// token-id prompt, every sampling field of req.Sampling sent) and returns
+// the sampled token ids and logprobs as the server reported them.
 func (c *Client) Complete(ctx context.Context, req CompletionRequest) (*Completion, error) {
 	if len(req.Prompt) == 0 {
 		return nil, errors.New("policy complete: empty prompt")
@@ -97,6 +101,10 @@ func (c *Client) Complete(ctx context.Context, req CompletionRequest) (*Completi
 		Temperature:            req.Temperature,
 		TopP:                   req.TopP,
 		TopK:                   req.TopK,
+		MinP:                   req.MinP,
+		RepetitionPenalty:      req.RepetitionPenalty,
+		PresencePenalty:        req.PresencePenalty,
+		FrequencyPenalty:       req.FrequencyPenalty,
 		Seed:                   req.Seed,
 		N:                      1,
 		Stop:                   stop,
@@ -273,20 +281,39 @@ type promptLogprob struct {
 	DecodedToken *string  `json:"decoded_token"`
 }
 
+// scoreBody is the request body of Score: the sequence as the prompt, one
+// greedy token, and prompt logprobs. Prompt logprobs are the raw model's
+// whatever the sampling fields say; they are sent all the same (Greedy), so
+// that the one token sampled is not drawn with the model's generation
+// config either.
+type scoreBody struct {
+	Model             string  `json:"model"`
+	Prompt            []int   `json:"prompt"`
+	MaxTokens         int     `json:"max_tokens"`
+	Temperature       float64 `json:"temperature"`
+	TopP              float64 `json:"top_p"`
+	TopK              int     `json:"top_k"`
+	MinP              float64 `json:"min_p"`
+	RepetitionPenalty float64 `json:"repetition_penalty"`
+	PresencePenalty   float64 `json:"presence_penalty"`
+	FrequencyPenalty  float64 `json:"frequency_penalty"`
+	N                 int     `json:"n"`
+	PromptLogprobs    int     `json:"prompt_logprobs"`
+}
+
 // Score returns the logprob of every token of seq given the tokens before
-// it under model (POST /v1/completions with prompt_logprobs 0 and
-// max_tokens 1). Entry 0 is 0.
+// it under model (POST /v1/completions with prompt_logprobs 0, max_tokens 1
+// and Greedy sampling). Entry 0 is 0.
 func (c *Client) Score(ctx context.Context, model string, seq []int) ([]float64, error) {
 	if len(seq) == 0 {
 		return nil, errors.New("policy score: empty sequence")
 	}
-	body := map[string]any{
-		"model":           model,
-		"prompt":          seq,
-		"max_tokens":      1,
-		"temperature":     0,
-		"prompt_logprobs": 0,
-		"n":               1,
+	g := Greedy()
+	body := scoreBody{
+		Model: model, Prompt: seq, MaxTokens: 1,
+		Temperature: g.Temperature, TopP: g.TopP, TopK: g.TopK, MinP: g.MinP,
+		RepetitionPenalty: g.RepetitionPenalty, PresencePenalty: g.PresencePenalty, FrequencyPenalty: g.FrequencyPenalty,
+		N: 1, PromptLogprobs: 0,
 	}
 	var resp struct {
 		Choices []struct {
@@ -498,6 +525,16 @@ func (b completionBody) encodeWith(pc *PromptCache) (json.RawMessage, error) {
 	}
 	out = append(out, `,"top_k":`...)
 	out = strconv.AppendInt(out, int64(b.TopK), 10)
+	for _, f := range [...]struct {
+		key string
+		v   float64
+	}{{`,"min_p":`, b.MinP}, {`,"repetition_penalty":`, b.RepetitionPenalty},
+		{`,"presence_penalty":`, b.PresencePenalty}, {`,"frequency_penalty":`, b.FrequencyPenalty}} {
+		out = append(out, f.key...)
+		if out, err = appendJSONFloat(out, f.v); err != nil {
+			return nil, fmt.Errorf("%s: %w", strings.Trim(f.key, `,":`), err)
+		}
+	}
 	if b.Seed != nil {
 		out = append(out, `,"seed":`...)
 		out = strconv.AppendInt(out, *b.Seed, 10)

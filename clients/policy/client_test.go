@@ -48,15 +48,20 @@ func TestComplete(t *testing.T) {
 	})
 	seed := int64(42)
 	got, err := c.Complete(context.Background(), CompletionRequest{
-		Model: "lora-3", Prompt: []int{1, 2, 3}, MaxTokens: 500, Temperature: 1, TopP: 1, TopK: -1,
+		Model: "lora-3", Prompt: []int{1, 2, 3}, MaxTokens: 500, Sampling: Neutral(),
 		Seed: &seed, Stop: []string{"</search>", "</answer>"},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	fake.AssertJSON(t, lastBody(t, s, "/v1/completions"), `{"model":"lora-3","prompt":[1,2,3],"max_tokens":500,
-		"temperature":1,"top_p":1,"top_k":-1,"seed":42,"n":1,"stop":["</search>","</answer>"],
-		"include_stop_str_in_output":true,"skip_special_tokens":false,"logprobs":1,"return_tokens_as_token_ids":true}`)
+	// Every sampling field is in the body, byte for byte: an omitted one
+	// would be taken from the model's generation_config.json.
+	if got, want := string(lastBody(t, s, "/v1/completions")), `{"model":"lora-3","prompt":[1,2,3],"max_tokens":500,`+
+		`"temperature":1,"top_p":1,"top_k":-1,"min_p":0,"repetition_penalty":1,"presence_penalty":0,"frequency_penalty":0,`+
+		`"seed":42,"n":1,"stop":["\u003c/search\u003e","\u003c/answer\u003e"],`+
+		`"include_stop_str_in_output":true,"skip_special_tokens":false,"logprobs":1,"return_tokens_as_token_ids":true}`; got != want {
+		t.Fatalf("rollout body\n got %s\nwant %s", got, want)
+	}
 	if got.Text != " hi</search>\n" || got.FinishReason != "stop" || got.StopReason != "</search>" || got.StopTokenID != nil {
 		t.Fatalf("%+v", got)
 	}
@@ -67,13 +72,27 @@ func TestComplete(t *testing.T) {
 		t.Fatalf("%+v", got.Logprobs)
 	}
 
-	// No seed, no stop: seed omitted, stop an empty list.
-	if _, err := c.Complete(context.Background(), CompletionRequest{Model: "m", Prompt: []int{9}, MaxTokens: 16, Temperature: 0, TopP: 0.9, TopK: 20}); err != nil {
+	// No seed, no stop: seed omitted, stop an empty list; each sampling
+	// field as given.
+	sp := Sampling{Temperature: 0.5, TopP: 0.9, TopK: 20, MinP: 0.05, RepetitionPenalty: 1.05, PresencePenalty: -0.5, FrequencyPenalty: 0.25}
+	if _, err := c.Complete(context.Background(), CompletionRequest{Model: "m", Prompt: []int{9}, MaxTokens: 16, Sampling: sp}); err != nil {
 		t.Fatal(err)
 	}
 	fake.AssertJSON(t, lastBody(t, s, "/v1/completions"), `{"model":"m","prompt":[9],"max_tokens":16,
-		"temperature":0,"top_p":0.9,"top_k":20,"n":1,"stop":[],
+		"temperature":0.5,"top_p":0.9,"top_k":20,"min_p":0.05,"repetition_penalty":1.05,"presence_penalty":-0.5,"frequency_penalty":0.25,
+		"n":1,"stop":[],
 		"include_stop_str_in_output":true,"skip_special_tokens":false,"logprobs":1,"return_tokens_as_token_ids":true}`)
+
+	// Greedy evaluation: temperature 0 and every other field neutral.
+	if _, err := c.Complete(context.Background(), CompletionRequest{Model: "m", Prompt: []int{9}, MaxTokens: 500, Sampling: Greedy(), Seed: &seed, Stop: []string{"</answer>"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := string(lastBody(t, s, "/v1/completions")), `{"model":"m","prompt":[9],"max_tokens":500,`+
+		`"temperature":0,"top_p":1,"top_k":-1,"min_p":0,"repetition_penalty":1,"presence_penalty":0,"frequency_penalty":0,`+
+		`"seed":42,"n":1,"stop":["\u003c/answer\u003e"],`+
+		`"include_stop_str_in_output":true,"skip_special_tokens":false,"logprobs":1,"return_tokens_as_token_ids":true}`; got != want {
+		t.Fatalf("greedy body\n got %s\nwant %s", got, want)
+	}
 }
 
 func TestCompleteVariants(t *testing.T) {
@@ -82,7 +101,7 @@ func TestCompleteVariants(t *testing.T) {
 	s.Handle("/v1/completions", func(w http.ResponseWriter, _ *http.Request, _ []byte) {
 		_, _ = w.Write([]byte(answer))
 	})
-	req := CompletionRequest{Model: "m", Prompt: []int{1}, MaxTokens: 4, Temperature: 1, TopP: 1, TopK: -1}
+	req := CompletionRequest{Model: "m", Prompt: []int{1}, MaxTokens: 4, Sampling: Neutral()}
 
 	// Stop token id as an integer stop_reason; token_ids preferred.
 	answer = `{"choices":[{"text":"a","finish_reason":"stop","stop_reason":151645,"token_ids":[5,151645],
@@ -128,7 +147,12 @@ func TestScore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fake.AssertJSON(t, lastBody(t, s, "/v1/completions"), `{"model":"ref","prompt":[10,20,30],"max_tokens":1,"temperature":0,"prompt_logprobs":0,"n":1}`)
+	// Scoring sends every sampling field too (Greedy), byte for byte.
+	if got, want := string(lastBody(t, s, "/v1/completions")), `{"model":"ref","prompt":[10,20,30],"max_tokens":1,`+
+		`"temperature":0,"top_p":1,"top_k":-1,"min_p":0,"repetition_penalty":1,"presence_penalty":0,"frequency_penalty":0,`+
+		`"n":1,"prompt_logprobs":0}`; got != want {
+		t.Fatalf("score body\n got %s\nwant %s", got, want)
+	}
 	if len(got) != 3 || got[0] != 0 || got[1] != -1.5 || got[2] != -0.25 {
 		t.Fatalf("%v", got)
 	}

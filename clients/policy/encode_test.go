@@ -12,8 +12,10 @@ import (
 func TestCompletionBodyEncodeEqualsMarshal(t *testing.T) {
 	seed := int64(-42)
 	for _, b := range []completionBody{
-		{Model: "m", Prompt: []int{1, 2, 3}, MaxTokens: 500, Temperature: 1, TopP: 1, TopK: -1, Seed: &seed, N: 1,
+		{Model: "m", Prompt: []int{1, 2, 3}, MaxTokens: 500, Temperature: 1, TopP: 1, TopK: -1, RepetitionPenalty: 1, Seed: &seed, N: 1,
 			Stop: []string{"</search>", "</answer>"}, IncludeStopStrInOutput: true, Logprobs: 1, ReturnTokensAsTokenIDs: true},
+		{Model: "m", Prompt: []int{4}, MaxTokens: 16, Temperature: 0.7, TopP: 0.8, TopK: 20, MinP: 0.05, RepetitionPenalty: 1.05,
+			PresencePenalty: -2, FrequencyPenalty: 1e-7, Stop: []string{}, N: 1},
 		{Model: "we\"ird\u2028<m>&", Prompt: []int{0}, Temperature: 0.7, TopP: 0.95, TopK: 50, Stop: []string{}, N: 1},
 		{Model: "m", Prompt: []int{math.MaxInt32, 7}, Temperature: 1e-9, TopP: 1, Stop: []string{"\n\t\\"}},
 		{Model: "m\xff\u2029", Prompt: []int{-3}, Temperature: 1e21, TopP: 123456.789, TopK: 0, Stop: []string{"<a&b>", "\x00\x1f\x7f"}},
@@ -27,7 +29,9 @@ func TestCompletionBodyEncodeEqualsMarshal(t *testing.T) {
 		}
 	}
 	// Values JSON cannot carry are an error, as for json.Marshal.
-	for _, b := range []completionBody{{Model: "m", Prompt: []int{1}, Temperature: math.NaN()}, {Model: "m", Prompt: []int{1}, TopP: math.Inf(1)}} {
+	for _, b := range []completionBody{{Model: "m", Prompt: []int{1}, Temperature: math.NaN()}, {Model: "m", Prompt: []int{1}, TopP: math.Inf(1)},
+		{Model: "m", Prompt: []int{1}, MinP: math.NaN()}, {Model: "m", Prompt: []int{1}, RepetitionPenalty: math.Inf(1)},
+		{Model: "m", Prompt: []int{1}, PresencePenalty: math.Inf(-1)}, {Model: "m", Prompt: []int{1}, FrequencyPenalty: math.NaN()}} {
 		if _, err := json.Marshal(b); err == nil {
 			t.Fatal("json.Marshal took a non-finite value")
 		}
@@ -90,7 +94,7 @@ func FuzzDecodeTokens(f *testing.F) {
 // one; and no body shares memory with the cache.
 func TestPromptCacheBodiesEqualFresh(t *testing.T) {
 	seed := int64(7)
-	base := completionBody{Model: "m", MaxTokens: 500, Temperature: 1, TopP: 1, TopK: -1, Seed: &seed, N: 1,
+	base := completionBody{Model: "m", MaxTokens: 500, Temperature: 1, TopP: 1, TopK: -1, RepetitionPenalty: 1.05, Seed: &seed, N: 1,
 		Stop: []string{"</search>"}, IncludeStopStrInOutput: true, Logprobs: 1, ReturnTokensAsTokenIDs: true}
 	prompt := []int{151644, 8948, 198}
 	var pc PromptCache
@@ -132,4 +136,24 @@ func TestPromptCacheBodiesEqualFresh(t *testing.T) {
 	check("one negative id", b)
 	b.Prompt = []int{-1, 5, -6}
 	check("grown from a negative id", b)
+}
+
+// FuzzCompletionBodyEncode holds the hand-written encoder to encoding/json
+// for any sampling values (and the same error for those JSON cannot carry).
+func FuzzCompletionBodyEncode(f *testing.F) {
+	f.Add("m", 1, 500, 1.0, 1.0, -1, 0.0, 1.0, 0.0, 0.0, int64(7), "</search>")
+	f.Add("we\"ird", 151643, 16, 0.7, 0.8, 20, 0.05, 1.05, -2.0, 2.0, int64(-1), "")
+	f.Add("m", 0, 1, 1e-9, 1e21, 0, 1e-7, 123456.789, math.Inf(1), math.NaN(), int64(0), "<a&b>")
+	f.Fuzz(func(t *testing.T, model string, id, maxTokens int, temp, topP float64, topK int, minP, rep, pres, freq float64, seed int64, stop string) {
+		b := completionBody{Model: model, Prompt: []int{id, id + 1}, MaxTokens: maxTokens, Temperature: temp, TopP: topP, TopK: topK,
+			MinP: minP, RepetitionPenalty: rep, PresencePenalty: pres, FrequencyPenalty: freq, Seed: &seed, N: 1, Stop: []string{stop}}
+		want, werr := json.Marshal(b)
+		got, gerr := b.encode()
+		if (werr != nil) != (gerr != nil) {
+			t.Fatalf("json.Marshal error %v, encode error %v", werr, gerr)
+		}
+		if werr == nil && !bytes.Equal(got, want) {
+			t.Fatalf("encode\n%s\nwant\n%s", got, want)
+		}
+	})
 }

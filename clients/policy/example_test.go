@@ -35,7 +35,7 @@ func ExamplePromptCache() {
 	ids := []int{1, 2, 3}
 	for range 2 {
 		out, err := c.Complete(context.Background(), policy.CompletionRequest{Model: "m", Prompt: ids,
-			MaxTokens: 1, Temperature: 1, TopP: 1, TopK: -1, PromptCache: &pc})
+			MaxTokens: 1, Sampling: policy.Neutral(), PromptCache: &pc})
 		if err != nil {
 			panic(err)
 		}

@@ -47,17 +47,60 @@ type Message struct {
 	Content string `json:"content"`
 }
 
+// Sampling is every sampling setting a request sends. vLLM fills each field
+// a request omits from the model's generation_config.json (Qwen2.5 instruct
+// models ship temperature 0.7, top_p 0.8, top_k 20, repetition_penalty
+// 1.05) while it keeps reporting the raw model's logprobs, so the program
+// sends all of them, always: what a request samples with is what the recipe
+// says, whatever model the server loaded.
+type Sampling struct {
+	// Temperature divides the logits (0: greedy; vLLM accepts [0, 2]).
+	Temperature float64
+	// TopP keeps the smallest set of most likely tokens holding that much
+	// probability ((0, 1]; 1: off).
+	TopP float64
+	// TopK keeps the k most likely tokens; -1 is off (vLLM takes -1 and 0
+	// as off in current versions, and only -1 in older ones).
+	TopK int
+	// MinP drops tokens less likely than MinP times the most likely one
+	// ([0, 1]; 0: off).
+	MinP float64
+	// RepetitionPenalty scales the logits of every token already in the
+	// prompt or the output (> 0; 1: off).
+	RepetitionPenalty float64
+	// PresencePenalty and FrequencyPenalty are subtracted from the logits
+	// of output tokens, once and once per occurrence ([-2, 2]; 0: off).
+	PresencePenalty  float64
+	FrequencyPenalty float64
+}
+
+// Neutral returns the settings that sample from the model's own
+// distribution, unchanged: temperature 1, top_p 1, top_k -1, min_p 0,
+// repetition_penalty 1 and no presence or frequency penalty. Only with
+// these is the raw logprob vLLM reports the logprob of the distribution a
+// token was drawn from.
+func Neutral() Sampling {
+	return Sampling{Temperature: 1, TopP: 1, TopK: -1, MinP: 0, RepetitionPenalty: 1}
+}
+
+// Greedy returns Neutral with temperature 0: the most likely token of the
+// unpenalised distribution (vLLM applies the repetition, presence and
+// frequency penalties before its greedy argmax, so they must be off too).
+func Greedy() Sampling {
+	s := Neutral()
+	s.Temperature = 0
+	return s
+}
+
 // CompletionRequest is one sampling request. Every sampling field is sent
 // explicitly, because the server falls back to the model's generation config
 // for omitted ones.
 type CompletionRequest struct {
-	Model       string
-	Prompt      []int
-	MaxTokens   int
-	Temperature float64
-	TopP        float64
-	// TopK is -1 for no top-k truncation.
-	TopK int
+	Model     string
+	Prompt    []int
+	MaxTokens int
+	// Sampling is sent field by field (see Sampling).
+	Sampling
 	// Seed, when non-nil, makes the request reproducible.
 	Seed *int64
 	// Stop strings; the stop string is kept in the output.

@@ -109,10 +109,11 @@ func serveSim(ctx context.Context, e *env, r *recipes.Recipe, stdin io.Reader, j
 		if trainer && ckpt == "" {
 			ckpt = filepath.Join(r.Output.Dir, "checkpoints")
 		}
+		gen := sim.GenerationConfigFromRecipe(r.Sim.GenerationConfig)
 		servers, err = sim.Start(sim.Config{BaseModel: r.Policy.Model, JudgeModel: r.Judge.Model,
 			JudgeAPIKey: envValue(e.environ, r.Judge.APIKeyEnv), CheckpointsDir: ckpt, Corpus: corpus,
 			VocabTexts: texts, Epsilon: r.Sim.Epsilon, PolicyReplicas: replicas, Judge: judge, Trainer: trainer,
-			Latency: lat, Faults: sim.FaultsFromRecipe(r.Sim.Faults, r.Seed)})
+			Latency: lat, Faults: sim.FaultsFromRecipe(r.Sim.Faults, r.Seed), GenerationConfig: &gen})
 		if err != nil {
 			return err
 		}
