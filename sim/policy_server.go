@@ -428,7 +428,10 @@ type tokenizeRequest struct {
 	AddSpecialTokens    *bool         `json:"add_special_tokens"`
 	Messages            []chatMessage `json:"messages"`
 	AddGenerationPrompt *bool         `json:"add_generation_prompt"`
-	ReturnTokenStrs     bool          `json:"return_token_strs"`
+	// ContinueFinalMessage leaves the last message open (vLLM refuses it
+	// together with add_generation_prompt true).
+	ContinueFinalMessage bool `json:"continue_final_message"`
+	ReturnTokenStrs      bool `json:"return_token_strs"`
 }
 
 // SystemPrompt is the simulated chat template's default system line,
@@ -467,7 +470,18 @@ func (s *PolicyServer) tokenize(w http.ResponseWriter, r *http.Request) {
 	case req.Prompt != nil && req.Messages == nil:
 		text = *req.Prompt
 	case req.Messages != nil && req.Prompt == nil:
-		text = ChatTemplate(req.Messages, req.AddGenerationPrompt == nil || *req.AddGenerationPrompt)
+		// vLLM's TokenizeChatRequest: add_generation_prompt defaults to
+		// true; continue_final_message (default false) leaves the last
+		// message open, and the two together are refused.
+		gen := req.AddGenerationPrompt == nil || *req.AddGenerationPrompt
+		if gen && req.ContinueFinalMessage {
+			openAIError(w, http.StatusBadRequest, "BadRequestError", "Cannot set both `continue_final_message` and `add_generation_prompt` to True.")
+			return
+		}
+		text = ChatTemplate(req.Messages, gen)
+		if req.ContinueFinalMessage && len(req.Messages) > 0 {
+			text = strings.TrimSuffix(text, TokIMEnd+"\n")
+		}
 	default:
 		openAIError(w, http.StatusBadRequest, "BadRequestError", "exactly one of prompt and messages is required")
 		return

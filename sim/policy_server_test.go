@@ -402,3 +402,35 @@ func FuzzScanIDs(f *testing.F) {
 		}
 	})
 }
+
+// vLLM's TokenizeChatRequest: add_generation_prompt is true when omitted,
+// continue_final_message leaves the last message open, and the two
+// together are refused with 400.
+func TestSimPolicyTokenizeChatDefaultsLikeVLLM(t *testing.T) {
+	f := getFixture(t)
+	_, c := newPolicy(t, f)
+	msgs := []map[string]string{{"role": "user", "content": "q?"}}
+	ids := func(body map[string]any) []int {
+		t.Helper()
+		st, out := c.post("/tokenize", body)
+		if st != 200 {
+			t.Fatalf("tokenize %v: %d %v", body, st, out)
+		}
+		var ids []int
+		for _, v := range out["tokens"].([]any) {
+			ids = append(ids, int(v.(float64)))
+		}
+		return ids
+	}
+	withGen := ids(map[string]any{"model": testBase, "messages": msgs, "add_generation_prompt": true})
+	if omitted := ids(map[string]any{"model": testBase, "messages": msgs}); !slices.Equal(omitted, withGen) {
+		t.Error("omitted add_generation_prompt is not true")
+	}
+	open := ids(map[string]any{"model": testBase, "messages": msgs, "add_generation_prompt": false, "continue_final_message": true})
+	if got, _ := f.tk.Decode(open); !strings.HasSuffix(got, "q?") {
+		t.Errorf("continue_final_message: %q does not end in the open message", got)
+	}
+	if st, _ := c.post("/tokenize", map[string]any{"model": testBase, "messages": msgs, "continue_final_message": true}); st != 400 {
+		t.Errorf("continue_final_message with the default add_generation_prompt: %d, want 400", st)
+	}
+}
