@@ -760,7 +760,7 @@ func TestSGLangSync(t *testing.T) {
 		}
 		return names
 	}
-	body := func(name string) map[string]any { return map[string]any{"model_path": sglangPath(root, name)} }
+	body := func(name string) map[string]any { return sglangBody(sglangPath(root, name)) }
 
 	if err := apply("run-step0001"); err != nil {
 		t.Fatal(err)
@@ -892,7 +892,7 @@ func TestSGLangSyncRestoreAndResume(t *testing.T) {
 	if err := ws.resume(ctx, []string{"r-step0001", "r-step0002"}, samplers); err != nil {
 		t.Fatal(err)
 	}
-	want := []map[string]any{{"model_path": filepath.Join(sglangPath(root, "r-step0002"), "merged")}}
+	want := []map[string]any{sglangBody(filepath.Join(sglangPath(root, "r-step0002"), "merged"))}
 	for k, srv := range servers {
 		if !reflect.DeepEqual(srv.updates, want) {
 			t.Errorf("server %d resume updates %v, want %v", k, srv.updates, want)
@@ -1002,4 +1002,10 @@ func TestSampledBy(t *testing.T) {
 	if got := s.snapshot()["http://a"]; got != "base,step1" {
 		t.Errorf("two models on one replica: %q", got)
 	}
+}
+
+// sglangBody is the exact /update_weights_from_disk body of a load of path:
+// every field that decides the load is sent.
+func sglangBody(path string) map[string]any {
+	return map[string]any{"model_path": path, "load_format": "auto", "abort_all_requests": false}
 }

@@ -593,8 +593,8 @@ func TestSaveWeightsLoadIntoPolicy(t *testing.T) {
 	if st, body := pc.post("/v1/load_lora_adapter", map[string]any{"lora_name": "step_1", "lora_path": dir}); st != http.StatusBadRequest {
 		t.Errorf("loading step_1 twice: %d %v, want 400", st, body)
 	}
-	if st, body := pc.post("/v1/load_lora_adapter", map[string]any{"lora_name": "other", "lora_path": t.TempDir()}); st != http.StatusBadRequest {
-		t.Errorf("loading an empty directory: %d %v, want 400", st, body)
+	if st, body := pc.post("/v1/load_lora_adapter", map[string]any{"lora_name": "other", "lora_path": t.TempDir()}); st != http.StatusNotFound {
+		t.Errorf("loading an empty directory: %d %v, want vLLM's 404", st, body)
 	}
 	_, models := pc.get("/v1/models")
 	var ids []string
