@@ -185,8 +185,9 @@ func SplitContents(contents string) (title, text string) {
 // scanRetrieve is the fast path of a /retrieve answer: ok only when it
 // reads exactly what encoding/json and convertHit would make of it, with
 // one result per query and every hit complete (contents or title and
-// text, a score, and an id that is a string or an integer, or none). Anything else (an error
-// to report, a null, an unusual key) is left to the slow path.
+// text, a score, and an id that is a string or an integer, or none).
+// Anything else (an error to report, a null, an unusual key) is left to
+// the slow path.
 func scanRetrieve(raw []byte, queries int) ([][]Hit, bool) {
 	s := jsonscan.New(raw)
 	var out [][]Hit

@@ -42,15 +42,11 @@ const (
 	StyleBM25 Style = "bm25"
 )
 
-// Styles are the valid styles, the default first.
-var Styles = []Style{StyleDense, StyleBM25}
-
 // ParseStyle returns the style named s ("dense" or "bm25").
 func ParseStyle(s string) (Style, error) {
-	for _, st := range Styles {
-		if s == string(st) {
-			return st, nil
-		}
+	switch st := Style(s); st {
+	case StyleDense, StyleBM25:
+		return st, nil
 	}
 	return "", fmt.Errorf("retriever style %q: want dense or bm25", s)
 }
