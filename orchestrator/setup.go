@@ -98,14 +98,16 @@ func (e *Embedded) Close() {
 	}
 }
 
-func (e *Embedded) serveIndex(ix *bm25.Index, lat sim.Latency, faults sim.Faults) (string, error) {
+// serveIndex serves ix on a loopback port with documents in style, the
+// simulator's retriever latency and faults.
+func (e *Embedded) serveIndex(ix *bm25.Index, style bm25.Style, lat sim.Latency, faults sim.Faults) (string, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", fmt.Errorf("embedded retriever: %w", err)
 	}
 	e.index = ix
 	// The simulator's retriever latency (sim.retriever_*), zero by default.
-	e.ret = sim.NewDelayedRetriever(ix.Handler(), lat.RetrieverBatch, lat.RetrieverQuery)
+	e.ret = sim.NewDelayedRetriever(ix.Handler(style), lat.RetrieverBatch, lat.RetrieverQuery)
 	var h http.Handler = e.ret
 	if faults.Rate > 0 {
 		e.retFaults = sim.NewFaulty(e.ret, faults)
@@ -259,7 +261,10 @@ func Connect(ctx context.Context, r *recipes.Recipe, environ []string, log io.Wr
 		if built {
 			fmt.Fprintf(log, "BM25 index of %d passages built in %.1fs\n", ix.Len(), time.Since(t0).Seconds())
 		}
-		ru, err = e.serveIndex(ix, sim.LatencyFromRecipe(r.Sim), sim.FaultsFromRecipe(r.Sim.Faults, r.Seed).Retriever)
+		style, err := bm25.ParseStyle(r.Sim.RetrieverStyle)
+		if err == nil {
+			ru, err = e.serveIndex(ix, style, sim.LatencyFromRecipe(r.Sim), sim.FaultsFromRecipe(r.Sim.Faults, r.Seed).Retriever)
+		}
 		if err != nil {
 			_ = ix.Close()
 			return fail(err)

@@ -178,9 +178,10 @@ func Defaults() Recipe {
 			Transport:      TransportInline,
 		},
 		Sim: Sim{
-			Epsilon:       1e-6,
-			ThinkSigma:    1.0,
-			PrefixCaching: true,
+			Epsilon:        1e-6,
+			ThinkSigma:     1.0,
+			PrefixCaching:  true,
+			RetrieverStyle: RetrieverStyleDense,
 			Faults: SimFaults{
 				Policy:    FaultSpec{Kinds: []string{}, HangMS: 5000, SlowMS: 200},
 				Judge:     FaultSpec{Kinds: []string{}, HangMS: 5000, SlowMS: 200},

@@ -263,6 +263,17 @@ const (
 	TransportNetHTTP = "net_http"
 )
 
+// sim.retriever_style values: which of Search-R1's retrieval servers the
+// embedded retriever answers like.
+const (
+	// RetrieverStyleDense answers the corpus row {"id", "contents"}, as the
+	// dense (e5) server does (the default).
+	RetrieverStyleDense = "dense"
+	// RetrieverStyleBM25 answers {"title", "text", "contents"} with no id,
+	// as the BM25 server over a pyserini index storing raw documents does.
+	RetrieverStyleBM25 = "bm25"
+)
+
 // Sim configures the embedded simulator (used only by embedded roles).
 type Sim struct {
 	// Epsilon is the simulated policy's uniform floor over the vocabulary.
@@ -303,6 +314,9 @@ type Sim struct {
 	// per /retrieve call and per query of a call.
 	RetrieverBatchMS float64 `mapstructure:"retriever_batch_ms" yaml:"retriever_batch_ms"`
 	RetrieverQueryMS float64 `mapstructure:"retriever_query_ms" yaml:"retriever_query_ms"`
+	// RetrieverStyle is the document shape the embedded retriever answers
+	// with: RetrieverStyleDense or RetrieverStyleBM25.
+	RetrieverStyle string `mapstructure:"retriever_style" yaml:"retriever_style"`
 	// Faults injects faults into the simulated servers, per role.
 	Faults SimFaults `mapstructure:"faults" yaml:"faults"`
 }

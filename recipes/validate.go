@@ -277,6 +277,7 @@ func (r *Recipe) Validate() error {
 	nonNeg("sim.trainer_step_ms", r.Sim.TrainerStepMS)
 	nonNeg("sim.retriever_batch_ms", r.Sim.RetrieverBatchMS)
 	nonNeg("sim.retriever_query_ms", r.Sim.RetrieverQueryMS)
+	oneOf("sim.retriever_style", r.Sim.RetrieverStyle, RetrieverStyleDense, RetrieverStyleBM25)
 
 	for _, rf := range []struct {
 		role string

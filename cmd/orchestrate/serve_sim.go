@@ -149,7 +149,11 @@ func serveSim(ctx context.Context, e *env, r *recipes.Recipe, stdin io.Reader, j
 		if err != nil {
 			return fmt.Errorf("embedded retriever: %w", err)
 		}
-		delayed = sim.NewDelayedRetriever(ix.Handler(), lat.RetrieverBatch, lat.RetrieverQuery)
+		style, err := bm25.ParseStyle(r.Sim.RetrieverStyle)
+		if err != nil {
+			return fmt.Errorf("sim.retriever_style: %w", err)
+		}
+		delayed = sim.NewDelayedRetriever(ix.Handler(style), lat.RetrieverBatch, lat.RetrieverQuery)
 		var h http.Handler = delayed
 		if f := sim.FaultsFromRecipe(r.Sim.Faults, r.Seed).Retriever; f.Rate > 0 {
 			fy := sim.NewFaulty(delayed, f)
