@@ -179,7 +179,7 @@ func Connect(ctx context.Context, r *recipes.Recipe, environ []string, log io.Wr
 		}
 		texts := VocabTexts(r)
 		s, err := sim.Start(sim.Config{BaseModel: r.Policy.Model, JudgeModel: r.Judge.Model, JudgeAPIKey: key(r.Judge.APIKeyEnv),
-			CheckpointsDir: r.Trainer.CheckpointsDir, Corpus: corpus, VocabTexts: texts, Epsilon: r.Sim.Epsilon,
+			CheckpointsDir: r.Trainer.CheckpointsDir, TrainerArchive: sim.ArchiveLayout(r.Sim.Trainer.Archive), Corpus: corpus, VocabTexts: texts, Epsilon: r.Sim.Epsilon,
 			PolicyReplicas: nEmbedded, Judge: r.Judge.URL == recipes.Embedded, Trainer: r.Trainer.URL == recipes.Embedded,
 			Latency: sim.LatencyFromRecipe(r.Sim), Faults: sim.FaultsFromRecipe(r.Sim.Faults, r.Seed)})
 		if err != nil {

@@ -24,34 +24,6 @@ import (
 	"github.com/hindsearch/hindsearch/sim"
 )
 
-func TestArchivePath(t *testing.T) {
-	got, err := ArchivePath("/ck", "tinker://model-1/sampler_weights/run-step0001")
-	if err != nil || got != filepath.FromSlash("/ck/model-1/sampler_weights/run-step0001.tar.gz") {
-		t.Errorf("ArchivePath = %q, %v", got, err)
-	}
-	got, err = ArchivePath("rel/ck", "tinker://m/./sampler_weights//x")
-	if err != nil || got != filepath.FromSlash("rel/ck/m/sampler_weights/x.tar.gz") {
-		t.Errorf("ArchivePath, uncleaned = %q, %v", got, err)
-	}
-	got, err = ArchivePath("/ck", "tinker://m/a/../sampler_weights/x")
-	if err != nil || got != filepath.FromSlash("/ck/m/sampler_weights/x.tar.gz") {
-		t.Errorf("ArchivePath, inner .. = %q, %v", got, err)
-	}
-	for _, bad := range []string{
-		"", "tinker://", "s3://m/sampler_weights/x", "m/sampler_weights/x", "TINKER://m/x",
-		"tinker://..", "tinker://../x", "tinker://m/../../x", "tinker:///etc/passwd", "tinker://m/../..",
-	} {
-		got, err := ArchivePath("/ck", bad)
-		if err == nil {
-			t.Errorf("ArchivePath(%q) = %q, want an error", bad, got)
-			continue
-		}
-		if !strings.Contains(err.Error(), bad) && bad != "" {
-			t.Errorf("ArchivePath(%q): error %q does not name the path", bad, err)
-		}
-	}
-}
-
 // tarEntry is one entry of a test archive.
 type tarEntry struct {
 	name, body, link string

@@ -53,6 +53,15 @@ const (
 	// ScheduleLockstep is rollout.schedule for Search-R1's turn-level
 	// batching.
 	ScheduleLockstep = "lockstep"
+
+	// SimArchiveJAX is sim.trainer.archive for SkyRL's JAX backend's
+	// archives: a gzip tar (level 0) whose first entry is the root
+	// directory "/", the files at the top (the default).
+	SimArchiveJAX = "jax"
+	// SimArchiveFSDP is sim.trainer.archive for SkyRL's FSDP and Megatron
+	// backends' archives: an uncompressed tar, still named .tar.gz, of
+	// entries under "./".
+	SimArchiveFSDP = "fsdp"
 )
 
 // Placeholders substituted in recipe strings.
@@ -182,6 +191,7 @@ func Defaults() Recipe {
 			ThinkSigma:     1.0,
 			PrefixCaching:  true,
 			RetrieverStyle: RetrieverStyleDense,
+			Trainer:        SimTrainer{Archive: SimArchiveJAX},
 			Faults: SimFaults{
 				Policy:    FaultSpec{Kinds: []string{}, HangMS: 5000, SlowMS: 200},
 				Judge:     FaultSpec{Kinds: []string{}, HangMS: 5000, SlowMS: 200},

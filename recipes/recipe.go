@@ -319,6 +319,16 @@ type Sim struct {
 	RetrieverStyle string `mapstructure:"retriever_style" yaml:"retriever_style"`
 	// Faults injects faults into the simulated servers, per role.
 	Faults SimFaults `mapstructure:"faults" yaml:"faults"`
+	// Trainer configures the simulated trainer beyond its timing.
+	Trainer SimTrainer `mapstructure:"trainer" yaml:"trainer"`
+}
+
+// SimTrainer configures the simulated trainer.
+type SimTrainer struct {
+	// Archive is the layout of the archives it writes (SimArchiveJAX or
+	// SimArchiveFSDP): which of SkyRL's backends it packs like. The
+	// content is the simulator's adapter either way.
+	Archive string `mapstructure:"archive" yaml:"archive"`
 }
 
 // SimFaults configures fault injection per simulated role.

@@ -110,7 +110,7 @@ func serveSim(ctx context.Context, e *env, r *recipes.Recipe, stdin io.Reader, j
 			ckpt = filepath.Join(r.Output.Dir, "checkpoints")
 		}
 		servers, err = sim.Start(sim.Config{BaseModel: r.Policy.Model, JudgeModel: r.Judge.Model,
-			JudgeAPIKey: envValue(e.environ, r.Judge.APIKeyEnv), CheckpointsDir: ckpt, Corpus: corpus,
+			JudgeAPIKey: envValue(e.environ, r.Judge.APIKeyEnv), CheckpointsDir: ckpt, TrainerArchive: sim.ArchiveLayout(r.Sim.Trainer.Archive), Corpus: corpus,
 			VocabTexts: texts, Epsilon: r.Sim.Epsilon, PolicyReplicas: replicas, Judge: judge, Trainer: trainer,
 			Latency: lat, Faults: sim.FaultsFromRecipe(r.Sim.Faults, r.Seed)})
 		if err != nil {
