@@ -680,7 +680,7 @@ func (c *checker) retriever(ctx context.Context, rt retriever.Retriever) []Check
 	cctx, cancel := c.bounded(ctx)
 	hits, err := rt.Retrieve(cctx, retrieverProbes, topk)
 	cancel()
-	shape := `the answer must be {"result": [one list per query: [{"document": {"id", "contents"}, "score"}]]} (PROTOCOLS.md §4)`
+	shape := `the answer must be {"result": [one list per query: [{"document": {"id", "contents"} or {"title", "text", "contents"}, "score"}]]} (PROTOCOLS.md §4)`
 	n := 0
 	for _, h := range hits {
 		n += len(h)
@@ -708,6 +708,13 @@ func (c *checker) retriever(ctx context.Context, rt retriever.Retriever) []Check
 		}
 		ch.Status = CheckOK
 		ch.Detail = fmt.Sprintf("%d queries, %d+%d hits with id, contents and score (topk %d)", len(hits), len(hits[0]), len(hits[1]), topk)
+		for _, h := range hits {
+			if len(h) > 0 && h[0].IDFromContents {
+				// Search-R1's BM25 retriever sends {title, text, contents}.
+				ch.Detail = fmt.Sprintf("%d queries, %d+%d hits with contents and score, no id: ids made from the contents (topk %d)", len(hits), len(hits[0]), len(hits[1]), topk)
+				break
+			}
+		}
 	}
 	return []Check{ch}
 }

@@ -379,6 +379,28 @@ func TestDoctorFakeStackHealthy(t *testing.T) {
 	}
 }
 
+// Search-R1's BM25 retriever sends documents without id: doctor passes
+// them and says the ids are made from the contents.
+func TestDoctorAcceptsSearchR1BM25Retriever(t *testing.T) {
+	a, b := newStack(t, "m"), newStack(t, "m")
+	a.retrieveAnswer = `{"result":[[{"document":{"title":"T","text":"x","contents":"\"T\"\nx"},"score":9.5}],` +
+		`[{"document":{"title":"U","text":"y","contents":"\"U\"\ny"},"score":3}]]}`
+	r := stackRecipe(t)
+	rep := Doctor(context.Background(), r, stackDeps(t, r, nil, a.URL, a.URL, b.URL), DoctorOptions{})
+	if f := rep.Failed(); len(f) > 0 {
+		t.Fatalf("failures:\n%s", report(t, rep))
+	}
+	for _, c := range rep.Checks {
+		if c.Role == "retriever" && c.Name == "retrieve" {
+			if c.Status != CheckOK || !strings.Contains(c.Detail, "no id: ids made from the contents") {
+				t.Fatalf("retrieve check %+v", c)
+			}
+			return
+		}
+	}
+	t.Fatal("no retrieve check")
+}
+
 // Each misconfiguration fails its check, names the fix, and leaves the
 // other servers' checks alone.
 func TestDoctorNamesEachProblemAndItsFix(t *testing.T) {
@@ -445,7 +467,7 @@ func TestDoctorNamesEachProblemAndItsFix(t *testing.T) {
 		{"retriever wrong shape", func(t *testing.T, a, b *stack, r *recipes.Recipe) ([]string, map[string]string) {
 			a.retrieveAnswer = `{"result": [[{"document": {"id": "1", "text": "no contents"}, "score": 1}], []]}`
 			return []string{a.URL, b.URL}, nil
-		}, []row{{"retriever", "retrieve", CheckFail}}, []string{"without contents", `"document": {"id", "contents"}, "score"`}},
+		}, []row{{"retriever", "retrieve", CheckFail}}, []string{"without contents", `"document": {"id", "contents"} or {"title", "text", "contents"}, "score"`}},
 		{"retriever one list for two queries", func(t *testing.T, a, b *stack, r *recipes.Recipe) ([]string, map[string]string) {
 			a.retrieveAnswer = `{"result": [[{"document": {"id": "1", "contents": "\"T\"\nx"}, "score": 1}]]}`
 			return []string{a.URL, b.URL}, nil

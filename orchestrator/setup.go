@@ -98,14 +98,16 @@ func (e *Embedded) Close() {
 	}
 }
 
-func (e *Embedded) serveIndex(ix *bm25.Index, lat sim.Latency, faults sim.Faults) (string, error) {
+// serveIndex serves ix on a loopback port with documents in style, the
+// simulator's retriever latency and faults.
+func (e *Embedded) serveIndex(ix *bm25.Index, style bm25.Style, lat sim.Latency, faults sim.Faults) (string, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", fmt.Errorf("embedded retriever: %w", err)
 	}
 	e.index = ix
 	// The simulator's retriever latency (sim.retriever_*), zero by default.
-	e.ret = sim.NewDelayedRetriever(ix.Handler(), lat.RetrieverBatch, lat.RetrieverQuery)
+	e.ret = sim.NewDelayedRetriever(ix.Handler(style), lat.RetrieverBatch, lat.RetrieverQuery)
 	var h http.Handler = e.ret
 	if faults.Rate > 0 {
 		e.retFaults = sim.NewFaulty(e.ret, faults)
@@ -178,7 +180,7 @@ func Connect(ctx context.Context, r *recipes.Recipe, environ []string, log io.Wr
 		texts := VocabTexts(r)
 		gen := sim.GenerationConfigFromRecipe(r.Sim.GenerationConfig)
 		s, err := sim.Start(sim.Config{BaseModel: r.Policy.Model, JudgeModel: r.Judge.Model, JudgeAPIKey: key(r.Judge.APIKeyEnv),
-			CheckpointsDir: r.Trainer.CheckpointsDir, Corpus: corpus, VocabTexts: texts, Epsilon: r.Sim.Epsilon,
+			CheckpointsDir: r.Trainer.CheckpointsDir, TrainerArchive: sim.ArchiveLayout(r.Sim.Trainer.Archive), Corpus: corpus, VocabTexts: texts, Epsilon: r.Sim.Epsilon,
 			PolicyReplicas: nEmbedded, Judge: r.Judge.URL == recipes.Embedded, Trainer: r.Trainer.URL == recipes.Embedded,
 			Latency: sim.LatencyFromRecipe(r.Sim), Faults: sim.FaultsFromRecipe(r.Sim.Faults, r.Seed), GenerationConfig: &gen})
 		if err != nil {
@@ -260,7 +262,10 @@ func Connect(ctx context.Context, r *recipes.Recipe, environ []string, log io.Wr
 		if built {
 			fmt.Fprintf(log, "BM25 index of %d passages built in %.1fs\n", ix.Len(), time.Since(t0).Seconds())
 		}
-		ru, err = e.serveIndex(ix, sim.LatencyFromRecipe(r.Sim), sim.FaultsFromRecipe(r.Sim.Faults, r.Seed).Retriever)
+		style, err := bm25.ParseStyle(r.Sim.RetrieverStyle)
+		if err == nil {
+			ru, err = e.serveIndex(ix, style, sim.LatencyFromRecipe(r.Sim), sim.FaultsFromRecipe(r.Sim.Faults, r.Seed).Retriever)
+		}
 		if err != nil {
 			_ = ix.Close()
 			return fail(err)

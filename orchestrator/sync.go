@@ -2,6 +2,8 @@ package orchestrator
 
 import (
 	"archive/tar"
+	"bufio"
+	"bytes"
 	"compress/gzip"
 	"context"
 	"errors"
@@ -9,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 
@@ -22,24 +25,63 @@ const maxAdapterBytes = 16 << 30
 // maxModelBytes bounds what a full-weights archive may unpack to.
 const maxModelBytes = 1 << 40
 
-// ArchivePath maps a trainer's sampler path (tinker://<model_id>/
-// sampler_weights/<name>) to the archive SkyRL writes under its checkpoints
-// base: <checkpointsDir>/<model_id>/sampler_weights/<name>.tar.gz.
+// The two forms of a trainer's sampler path that ArchivePath accepts.
+var (
+	// reSamplerName is a checkpoint name as SkyRL accepts it (its
+	// ID_PATTERN), which every name the program saves matches.
+	reSamplerName = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+	// reModelID is a model or training-run id: SkyRL's model_<hex>, the
+	// hosted service's <uuid>:train:<n>.
+	reModelID = regexp.MustCompile(`^[A-Za-z0-9_.:-]+$`)
+)
+
+// ArchivePath maps a trainer's sampler path, as save_weights_for_sampler
+// returns it, to the archive under checkpointsDir (the trainer's
+// checkpoints base). Two forms are accepted, and both name the file SkyRL
+// writes, <checkpointsDir>/<model_id>/sampler_weights/<name>.tar.gz:
+//
+//   - tinker://<model_id>/<name>, SkyRL's answer;
+//   - tinker://<model_id>/sampler_weights/<name>, the hosted service's
+//     (and SkyRL's own sampling sessions').
+//
+// <name> must match ^[A-Za-z0-9_-]+$ and <model_id> be letters, digits,
+// '_', '-', '.' or ':' (not "." or ".."). Anything else is refused with an
+// error naming the path: another scheme, a missing or empty segment, a
+// third segment other than sampler_weights (tinker://<id>/weights/<name> is
+// a training state, not sampler weights), more segments, "." or ".."
+// anywhere, a query or fragment. Nothing is cleaned: a path that would need
+// cleaning is refused, so a path can never reach outside checkpointsDir.
 func ArchivePath(checkpointsDir, tinkerPath string) (string, error) {
 	rest, ok := strings.CutPrefix(tinkerPath, "tinker://")
 	if !ok || rest == "" {
 		return "", fmt.Errorf("sampler path %q is not a tinker:// path", tinkerPath)
 	}
-	clean := filepath.Clean(filepath.FromSlash(rest))
-	if filepath.IsAbs(clean) || clean == ".." || strings.HasPrefix(clean, ".."+string(filepath.Separator)) {
-		return "", fmt.Errorf("sampler path %q escapes the checkpoints directory", tinkerPath)
+	seg := strings.Split(rest, "/")
+	var id, name string
+	switch {
+	case len(seg) == 2:
+		id, name = seg[0], seg[1]
+	case len(seg) == 3 && seg[1] == "sampler_weights":
+		id, name = seg[0], seg[2]
+	case len(seg) == 3 && seg[1] == "weights":
+		return "", fmt.Errorf("sampler path %q is a training state (weights/), not sampler weights", tinkerPath)
+	default:
+		return "", fmt.Errorf("sampler path %q: want tinker://<model_id>/<name> or tinker://<model_id>/sampler_weights/<name>", tinkerPath)
 	}
-	return filepath.Join(checkpointsDir, clean) + ".tar.gz", nil
+	if id == "." || id == ".." || !reModelID.MatchString(id) {
+		return "", fmt.Errorf("sampler path %q: model id %q must be letters, digits, '_', '-', '.' or ':' (and not . or ..)", tinkerPath, id)
+	}
+	if !reSamplerName.MatchString(name) {
+		return "", fmt.Errorf("sampler path %q: name %q must match ^[A-Za-z0-9_-]+$", tinkerPath, name)
+	}
+	return filepath.Join(checkpointsDir, id, "sampler_weights", name+".tar.gz"), nil
 }
 
-// UnpackAdapter extracts a gzip tar of a PEFT adapter into dir (replacing
+// UnpackAdapter extracts an archive of a PEFT adapter into dir (replacing
 // any previous content) and returns the directory holding
-// adapter_config.json. Entries that would escape dir are refused.
+// adapter_config.json. The archive is opened by its content: a gzip tar or
+// a plain tar, whatever its name (SkyRL's JAX and FSDP layouts). Entries
+// that would escape dir, links and special files are refused.
 func UnpackAdapter(archive, dir string) (string, error) {
 	if err := extractArchive(archive, dir, "adapter archive", maxAdapterBytes); err != nil {
 		return "", err
@@ -50,12 +92,14 @@ func UnpackAdapter(archive, dir string) (string, error) {
 	return "", fmt.Errorf("adapter archive %s: no adapter_config.json", archive)
 }
 
-// UnpackModel extracts a gzip tar of full weights (a merged Hugging Face
-// model directory, as SkyRL's full fine-tuning backends save) into dir
+// UnpackModel extracts an archive of full weights (a merged Hugging Face
+// model directory, as SkyRL's full fine-tuning backends save; a gzip tar
+// or a plain tar, opened by its content) into dir
 // (replacing any previous content) and returns the model directory: the
 // one holding config.json or, failing that, a .safetensors file (the
 // simulated trainer's archives, see sim/policy_weights.go), in dir or one
-// level below. Entries that would escape dir are refused.
+// level below. Entries that would escape dir, links and special files are
+// refused.
 func UnpackModel(archive, dir string) (string, error) {
 	if err := extractArchive(archive, dir, "weights archive", maxModelBytes); err != nil {
 		return "", err
@@ -91,20 +135,73 @@ func findDir(dir string, ok func(string) bool) (string, bool) {
 	return "", false
 }
 
-// extractArchive extracts a gzip tar into dir, replacing any previous
-// content only once the whole archive extracted; what names the archive in
-// errors. Entries that would escape dir, links and special files are
-// refused, and so is an archive unpacking to more than limit bytes.
-func extractArchive(archive, dir, what string, limit int64) error {
+// openArchive opens a sampler archive by its content, not its name: a
+// gzip stream (magic 1f 8b) of a tar, as SkyRL's JAX backend writes, or a
+// plain tar, as its FSDP and Megatron backends write under the same
+// .tar.gz name. The tar must carry the ustar magic (ustar, PAX and GNU
+// archives do; Python and Go write one of those). Anything else is an
+// error naming the file.
+func openArchive(archive, what string) (*tar.Reader, func(), error) {
 	f, err := os.Open(archive)
 	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
+		return nil, nil, fmt.Errorf("%s: %w", what, err)
 	}
-	defer f.Close()
-	gz, err := gzip.NewReader(f)
+	var r io.Reader = bufio.NewReader(f)
+	compressed := false
+	if magic, _ := r.(*bufio.Reader).Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
+		gz, err := gzip.NewReader(r)
+		if err != nil {
+			f.Close()
+			return nil, nil, fmt.Errorf("%s %s: a gzip stream that does not open: %w", what, archive, err)
+		}
+		r, compressed = bufio.NewReader(gz), true
+	}
+	head, _ := r.(*bufio.Reader).Peek(512)
+	if len(head) < 512 || !bytes.HasPrefix(head[257:], []byte("ustar")) {
+		f.Close()
+		if compressed {
+			return nil, nil, fmt.Errorf("%s %s: a gzip stream that does not hold a tar archive", what, archive)
+		}
+		return nil, nil, fmt.Errorf("%s %s: neither a gzip stream nor a tar archive", what, archive)
+	}
+	return tar.NewReader(r), func() { f.Close() }, nil
+}
+
+// entryTarget returns where a tar entry goes under dir: root is true for
+// the entry of the archive's root directory itself, which SkyRL's archives
+// start with ("/" from the JAX backend's arcname "", "./" from the FSDP
+// backend's "."; "." too). An entry is refused when its name is absolute
+// (other than that root), or reaches above dir once cleaned.
+func entryTarget(name string) (rel string, root bool, err error) {
+	switch name {
+	case "/", "./", ".":
+		return "", true, nil
+	}
+	if strings.HasPrefix(name, "/") {
+		return "", false, errors.New("escapes the directory (an absolute path)")
+	}
+	clean := filepath.Clean(filepath.FromSlash(name))
+	if filepath.IsAbs(clean) || clean == ".." || strings.HasPrefix(clean, ".."+string(filepath.Separator)) {
+		return "", false, errors.New("escapes the directory")
+	}
+	if clean == "." {
+		return "", true, nil
+	}
+	return clean, false, nil
+}
+
+// extractArchive extracts a sampler archive (opened by openArchive) into
+// dir, replacing any previous content only once the whole archive
+// extracted; what names the archive in errors. The archive's root entry
+// stands for dir itself and must be a directory. Entries that would escape
+// dir (an absolute name, a ".." above the root), links, special files, and
+// an archive unpacking to more than limit bytes are refused.
+func extractArchive(archive, dir, what string, limit int64) error {
+	tr, closeFn, err := openArchive(archive, what)
 	if err != nil {
-		return fmt.Errorf("%s %s: %w", what, archive, err)
+		return err
 	}
+	defer closeFn()
 	tmp := dir + ".partial"
 	_ = os.RemoveAll(tmp)
 	if err := os.MkdirAll(tmp, 0o755); err != nil {
@@ -113,21 +210,31 @@ func extractArchive(archive, dir, what string, limit int64) error {
 	// A refused or broken archive leaves nothing behind (after the rename
 	// below, tmp no longer exists).
 	defer func() { _ = os.RemoveAll(tmp) }()
-	tr := tar.NewReader(gz)
 	var total int64
 	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
 			break
 		}
-		if err != nil {
+		// ErrInsecurePath (GODEBUG tarinsecurepath=0) comes with the
+		// header: entryTarget judges the name.
+		if err != nil && !(h != nil && errors.Is(err, tar.ErrInsecurePath)) {
 			return fmt.Errorf("%s %s: %w", what, archive, err)
 		}
-		name := filepath.Clean(filepath.FromSlash(h.Name))
-		if filepath.IsAbs(name) || name == ".." || strings.HasPrefix(name, ".."+string(filepath.Separator)) {
-			return fmt.Errorf("%s %s: entry %q escapes the directory", what, archive, h.Name)
+		if h.Typeflag == tar.TypeXGlobalHeader {
+			continue // PAX global metadata, not an entry
 		}
-		target := filepath.Join(tmp, name)
+		rel, root, err := entryTarget(h.Name)
+		if err != nil {
+			return fmt.Errorf("%s %s: entry %q %v", what, archive, h.Name, err)
+		}
+		if root {
+			if h.Typeflag != tar.TypeDir {
+				return fmt.Errorf("%s %s: entry %q names the archive's root but is not a directory", what, archive, h.Name)
+			}
+			continue
+		}
+		target := filepath.Join(tmp, rel)
 		switch h.Typeflag {
 		case tar.TypeDir:
 			if err := os.MkdirAll(target, 0o755); err != nil {

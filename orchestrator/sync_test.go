@@ -24,34 +24,6 @@ import (
 	"github.com/hindsearch/hindsearch/sim"
 )
 
-func TestArchivePath(t *testing.T) {
-	got, err := ArchivePath("/ck", "tinker://model-1/sampler_weights/run-step0001")
-	if err != nil || got != filepath.FromSlash("/ck/model-1/sampler_weights/run-step0001.tar.gz") {
-		t.Errorf("ArchivePath = %q, %v", got, err)
-	}
-	got, err = ArchivePath("rel/ck", "tinker://m/./sampler_weights//x")
-	if err != nil || got != filepath.FromSlash("rel/ck/m/sampler_weights/x.tar.gz") {
-		t.Errorf("ArchivePath, uncleaned = %q, %v", got, err)
-	}
-	got, err = ArchivePath("/ck", "tinker://m/a/../sampler_weights/x")
-	if err != nil || got != filepath.FromSlash("/ck/m/sampler_weights/x.tar.gz") {
-		t.Errorf("ArchivePath, inner .. = %q, %v", got, err)
-	}
-	for _, bad := range []string{
-		"", "tinker://", "s3://m/sampler_weights/x", "m/sampler_weights/x", "TINKER://m/x",
-		"tinker://..", "tinker://../x", "tinker://m/../../x", "tinker:///etc/passwd", "tinker://m/../..",
-	} {
-		got, err := ArchivePath("/ck", bad)
-		if err == nil {
-			t.Errorf("ArchivePath(%q) = %q, want an error", bad, got)
-			continue
-		}
-		if !strings.Contains(err.Error(), bad) && bad != "" {
-			t.Errorf("ArchivePath(%q): error %q does not name the path", bad, err)
-		}
-	}
-}
-
 // tarEntry is one entry of a test archive.
 type tarEntry struct {
 	name, body, link string
@@ -760,7 +732,7 @@ func TestSGLangSync(t *testing.T) {
 		}
 		return names
 	}
-	body := func(name string) map[string]any { return map[string]any{"model_path": sglangPath(root, name)} }
+	body := func(name string) map[string]any { return sglangBody(sglangPath(root, name)) }
 
 	if err := apply("run-step0001"); err != nil {
 		t.Fatal(err)
@@ -892,7 +864,7 @@ func TestSGLangSyncRestoreAndResume(t *testing.T) {
 	if err := ws.resume(ctx, []string{"r-step0001", "r-step0002"}, samplers); err != nil {
 		t.Fatal(err)
 	}
-	want := []map[string]any{{"model_path": filepath.Join(sglangPath(root, "r-step0002"), "merged")}}
+	want := []map[string]any{sglangBody(filepath.Join(sglangPath(root, "r-step0002"), "merged"))}
 	for k, srv := range servers {
 		if !reflect.DeepEqual(srv.updates, want) {
 			t.Errorf("server %d resume updates %v, want %v", k, srv.updates, want)
@@ -1002,4 +974,10 @@ func TestSampledBy(t *testing.T) {
 	if got := s.snapshot()["http://a"]; got != "base,step1" {
 		t.Errorf("two models on one replica: %q", got)
 	}
+}
+
+// sglangBody is the exact /update_weights_from_disk body of a load of path:
+// every field that decides the load is sent.
+func sglangBody(path string) map[string]any {
+	return map[string]any{"model_path": path, "load_format": "auto", "abort_all_requests": false}
 }

@@ -53,6 +53,15 @@ const (
 	// ScheduleLockstep is rollout.schedule for Search-R1's turn-level
 	// batching.
 	ScheduleLockstep = "lockstep"
+
+	// SimArchiveJAX is sim.trainer.archive for SkyRL's JAX backend's
+	// archives: a gzip tar (level 0) whose first entry is the root
+	// directory "/", the files at the top (the default).
+	SimArchiveJAX = "jax"
+	// SimArchiveFSDP is sim.trainer.archive for SkyRL's FSDP and Megatron
+	// backends' archives: an uncompressed tar, still named .tar.gz, of
+	// entries under "./".
+	SimArchiveFSDP = "fsdp"
 )
 
 // Allowed values of judge.api and judge.max_tokens_field.
@@ -207,6 +216,8 @@ func Defaults() Recipe {
 			GenerationConfig: SimGenerationConfig{Temperature: 0.7, TopP: 0.8, TopK: 20, MinP: 0, RepetitionPenalty: 1.05, MaxNewTokens: 0},
 			ThinkSigma:       1.0,
 			PrefixCaching:    true,
+			RetrieverStyle:   RetrieverStyleDense,
+			Trainer:          SimTrainer{Archive: SimArchiveJAX},
 			Faults: SimFaults{
 				Policy:    FaultSpec{Kinds: []string{}, HangMS: 5000, SlowMS: 200},
 				Judge:     FaultSpec{Kinds: []string{}, HangMS: 5000, SlowMS: 200},

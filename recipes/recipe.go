@@ -283,6 +283,17 @@ const (
 	TransportNetHTTP = "net_http"
 )
 
+// sim.retriever_style values: which of Search-R1's retrieval servers the
+// embedded retriever answers like.
+const (
+	// RetrieverStyleDense answers the corpus row {"id", "contents"}, as the
+	// dense (e5) server does (the default).
+	RetrieverStyleDense = "dense"
+	// RetrieverStyleBM25 answers {"title", "text", "contents"} with no id,
+	// as the BM25 server over a pyserini index storing raw documents does.
+	RetrieverStyleBM25 = "bm25"
+)
+
 // Sim configures the embedded simulator (used only by embedded roles).
 type Sim struct {
 	// Epsilon is the simulated policy's uniform floor over the vocabulary.
@@ -327,8 +338,21 @@ type Sim struct {
 	// per /retrieve call and per query of a call.
 	RetrieverBatchMS float64 `mapstructure:"retriever_batch_ms" yaml:"retriever_batch_ms"`
 	RetrieverQueryMS float64 `mapstructure:"retriever_query_ms" yaml:"retriever_query_ms"`
+	// RetrieverStyle is the document shape the embedded retriever answers
+	// with: RetrieverStyleDense or RetrieverStyleBM25.
+	RetrieverStyle string `mapstructure:"retriever_style" yaml:"retriever_style"`
 	// Faults injects faults into the simulated servers, per role.
 	Faults SimFaults `mapstructure:"faults" yaml:"faults"`
+	// Trainer configures the simulated trainer beyond its timing.
+	Trainer SimTrainer `mapstructure:"trainer" yaml:"trainer"`
+}
+
+// SimTrainer configures the simulated trainer.
+type SimTrainer struct {
+	// Archive is the layout of the archives it writes (SimArchiveJAX or
+	// SimArchiveFSDP): which of SkyRL's backends it packs like. The
+	// content is the simulator's adapter either way.
+	Archive string `mapstructure:"archive" yaml:"archive"`
 }
 
 // SimGenerationConfig is the sampling part of a simulated model's

@@ -62,7 +62,8 @@ func (ps Problems) Error() string {
 // Validate checks every key and returns nil or a Problems error listing
 // every problem, each naming its key path. It checks: the name (letters,
 // digits, '_', '.', '-'; not "." or ".."); the enumerated keys (trainer.loss,
-// sync.kind, hindsight.loss, hindsight.broadcast, rollout.schedule); that
+// sync.kind, hindsight.loss, hindsight.broadcast, rollout.schedule,
+// sim.trainer.archive); that
 // counts, sizes and token limits are positive (sync.keep only for sync.kind
 // lora); that with sync.kind sglang_disk (one weights version per replica,
 // replaced in place) train.max_off_policy_steps is 0 and hindsight.teacher
@@ -318,6 +319,8 @@ func (r *Recipe) Validate() error {
 	nonNeg("sim.trainer_step_ms", r.Sim.TrainerStepMS)
 	nonNeg("sim.retriever_batch_ms", r.Sim.RetrieverBatchMS)
 	nonNeg("sim.retriever_query_ms", r.Sim.RetrieverQueryMS)
+	oneOf("sim.retriever_style", r.Sim.RetrieverStyle, RetrieverStyleDense, RetrieverStyleBM25)
+	oneOf("sim.trainer.archive", r.Sim.Trainer.Archive, SimArchiveJAX, SimArchiveFSDP)
 
 	for _, rf := range []struct {
 		role string

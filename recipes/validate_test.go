@@ -257,3 +257,36 @@ func TestValidateSamplingAndJudgeWireKeys(t *testing.T) {
 		t.Errorf("openai judge, top_k 0: %v", err)
 	}
 }
+
+// sim.trainer.archive defaults to jax, takes jax or fsdp from YAML, and
+// anything else is a problem naming the key.
+func TestValidateSimTrainerArchive(t *testing.T) {
+	if got := Defaults().Sim.Trainer.Archive; got != SimArchiveJAX {
+		t.Errorf("default sim.trainer.archive %q, want %q", got, SimArchiveJAX)
+	}
+	for _, layout := range []string{SimArchiveJAX, SimArchiveFSDP} {
+		r := valid(t)
+		r.Sim.Trainer.Archive = layout
+		if err := r.Validate(); err != nil {
+			t.Errorf("sim.trainer.archive %s: %v", layout, err)
+		}
+	}
+	for _, bad := range []string{"", "megatron", "JAX"} {
+		r := valid(t)
+		r.Sim.Trainer.Archive = bad
+		if err := r.Validate(); err == nil || err.Error() != `sim.trainer.archive: must be one of jax, fsdp, got "`+bad+`"` {
+			t.Errorf("sim.trainer.archive %q: %v", bad, err)
+		}
+	}
+	f := newFixture(t)
+	r, err := Load(f.write(t, minimal+"sim:\n  trainer:\n    archive: fsdp\n"), nil, nil)
+	if err != nil || r.Sim.Trainer.Archive != SimArchiveFSDP {
+		t.Fatalf("sim.trainer.archive from YAML: %v, %+v", err, r)
+	}
+	if _, err := Load(f.write(t, minimal), []string{"sim.trainer.archive=tar"}, nil); err == nil || !strings.Contains(err.Error(), "sim.trainer.archive") {
+		t.Errorf("--set sim.trainer.archive=tar: %v", err)
+	}
+	if _, err := Load(f.write(t, minimal+"sim:\n  trainer:\n    layout: fsdp\n"), nil, nil); err == nil || !strings.Contains(err.Error(), "sim.trainer.layout") {
+		t.Errorf("unknown key sim.trainer.layout: %v", err)
+	}
+}

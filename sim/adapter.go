@@ -1,21 +1,19 @@
 package sim
 
 import (
-	"archive/tar"
 	"bytes"
-	"compress/gzip"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
-	"time"
 )
 
 // The simulated trainer saves its parameters as a PEFT-shaped adapter, the
-// way SkyRL saves sampler weights: a gzip tar holding adapter_config.json
-// and adapter_model.safetensors. The safetensors file holds one F32 tensor,
+// way SkyRL saves sampler weights: a tar holding adapter_config.json and
+// adapter_model.safetensors, packed as one of SkyRL's backends packs it
+// (PackArchive). The safetensors file holds one F32 tensor,
 // "hindsearch_sim.params", and metadata saying it is a simulator adapter,
 // not a real LoRA.
 
@@ -85,8 +83,16 @@ func DecodeSafetensors(b []byte) (Params, error) {
 	return p, nil
 }
 
-// AdapterArchive returns a gzip tar of a PEFT-shaped adapter holding params.
+// AdapterArchive returns a PEFT-shaped adapter holding params, packed in
+// SkyRL's JAX layout (PackAdapter with ArchiveJAX).
 func AdapterArchive(params Params, baseModel string, rank int) ([]byte, error) {
+	return PackAdapter(ArchiveJAX, params, baseModel, rank)
+}
+
+// PackAdapter returns an archive in layout (see PackArchive) of a
+// PEFT-shaped adapter holding params: adapter_config.json and
+// adapter_model.safetensors, at the archive's top level.
+func PackAdapter(layout ArchiveLayout, params Params, baseModel string, rank int) ([]byte, error) {
 	st, err := EncodeSafetensors(params)
 	if err != nil {
 		return nil, err
@@ -96,27 +102,7 @@ func AdapterArchive(params Params, baseModel string, rank int) ([]byte, error) {
 		"target_modules": []string{}, "task_type": "CAUSAL_LM",
 		"hindsearch_simulator": true, "note": "simulated adapter written by the hindsearch simulator",
 	}, "", "  ")
-	var buf bytes.Buffer
-	gz := gzip.NewWriter(&buf)
-	tw := tar.NewWriter(gz)
-	for _, f := range []struct {
-		name string
-		data []byte
-	}{{"adapter_config.json", cfg}, {"adapter_model.safetensors", st}} {
-		if err := tw.WriteHeader(&tar.Header{Name: f.name, Mode: 0o644, Size: int64(len(f.data)), ModTime: time.Unix(0, 0), Typeflag: tar.TypeReg}); err != nil {
-			return nil, err
-		}
-		if _, err := tw.Write(f.data); err != nil {
-			return nil, err
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return nil, err
-	}
-	if err := gz.Close(); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
+	return PackArchive(layout, map[string][]byte{"adapter_config.json": cfg, "adapter_model.safetensors": st})
 }
 
 // ReadAdapter loads the parameters of an unpacked adapter directory.

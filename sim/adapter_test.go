@@ -172,6 +172,12 @@ func TestAdapterArchive(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if h.Typeflag == tar.TypeDir {
+			if h.Name != "/" || len(files) > 0 {
+				t.Fatalf("directory entry %q, want only the root \"/\" first", h.Name)
+			}
+			continue
+		}
 		b, _ := io.ReadAll(tr)
 		files[h.Name] = b
 		if err := os.WriteFile(filepath.Join(dir, h.Name), b, 0o644); err != nil {

@@ -2,7 +2,9 @@ package sim
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"net/http"
 	"path/filepath"
@@ -25,6 +27,7 @@ type PolicyServer struct {
 	baseModel string
 	mu        sync.RWMutex
 	adapters  map[string]Params
+	paths     map[string]string // adapter name -> the lora_path it was loaded from
 	order     []string
 	// weightsPath is the model_path of the last full-weight reload.
 	weightsPath string
@@ -40,7 +43,7 @@ type PolicyServer struct {
 // NewPolicyServer returns a simulated policy serving baseModel, whose
 // generation config is QwenInstructGenerationConfig's.
 func NewPolicyServer(model *Model, baseModel string) *PolicyServer {
-	return &PolicyServer{model: model, baseModel: baseModel, adapters: map[string]Params{baseModel: InitialParams()},
+	return &PolicyServer{model: model, baseModel: baseModel, adapters: map[string]Params{baseModel: InitialParams()}, paths: map[string]string{},
 		gen: QwenInstructGenerationConfig()}
 }
 
@@ -444,7 +447,10 @@ type tokenizeRequest struct {
 	AddSpecialTokens    *bool         `json:"add_special_tokens"`
 	Messages            []chatMessage `json:"messages"`
 	AddGenerationPrompt *bool         `json:"add_generation_prompt"`
-	ReturnTokenStrs     bool          `json:"return_token_strs"`
+	// ContinueFinalMessage leaves the last message open (vLLM refuses it
+	// together with add_generation_prompt true).
+	ContinueFinalMessage bool `json:"continue_final_message"`
+	ReturnTokenStrs      bool `json:"return_token_strs"`
 }
 
 // SystemPrompt is the simulated chat template's default system line,
@@ -483,7 +489,18 @@ func (s *PolicyServer) tokenize(w http.ResponseWriter, r *http.Request) {
 	case req.Prompt != nil && req.Messages == nil:
 		text = *req.Prompt
 	case req.Messages != nil && req.Prompt == nil:
-		text = ChatTemplate(req.Messages, req.AddGenerationPrompt == nil || *req.AddGenerationPrompt)
+		// vLLM's TokenizeChatRequest: add_generation_prompt defaults to
+		// true; continue_final_message (default false) leaves the last
+		// message open, and the two together are refused.
+		gen := req.AddGenerationPrompt == nil || *req.AddGenerationPrompt
+		if gen && req.ContinueFinalMessage {
+			openAIError(w, http.StatusBadRequest, "BadRequestError", "Cannot set both `continue_final_message` and `add_generation_prompt` to True.")
+			return
+		}
+		text = ChatTemplate(req.Messages, gen)
+		if req.ContinueFinalMessage && len(req.Messages) > 0 {
+			text = strings.TrimSuffix(text, TokIMEnd+"\n")
+		}
 	default:
 		openAIError(w, http.StatusBadRequest, "BadRequestError", "exactly one of prompt and messages is required")
 		return
@@ -519,22 +536,39 @@ func (s *PolicyServer) loadLoRA(w http.ResponseWriter, r *http.Request) {
 		openAIError(w, http.StatusBadRequest, "BadRequestError", err.Error())
 		return
 	}
+	// vLLM's order (entrypoints/openai/models/serving.py): both fields
+	// are checked first, then the name (400 InvalidUserInput), then the
+	// engine loads the adapter: a directory without an adapter is 404
+	// NotFoundError, any other failure 500 InternalServerError (which a
+	// client's retry layer retries).
 	if req.LoRAName == "" || req.LoRAPath == "" {
-		openAIError(w, http.StatusBadRequest, "BadRequestError", "lora_name and lora_path are required")
+		openAIError(w, http.StatusBadRequest, "InvalidUserInput", "Both 'lora_name' and 'lora_path' must be provided.")
+		return
+	}
+	s.mu.RLock()
+	_, dup := s.adapters[req.LoRAName]
+	s.mu.RUnlock()
+	if dup {
+		openAIError(w, http.StatusBadRequest, "InvalidUserInput", fmt.Sprintf("The lora adapter '%s' has already been loaded. If you want to load the adapter in place, set 'load_inplace' to True.", req.LoRAName))
 		return
 	}
 	params, err := ReadAdapter(filepath.Clean(req.LoRAPath))
+	if errors.Is(err, fs.ErrNotExist) {
+		openAIError(w, http.StatusNotFound, "NotFoundError", fmt.Sprintf("Loading lora %s failed: No adapter found for %s", req.LoRAName, req.LoRAPath))
+		return
+	}
 	if err != nil {
-		openAIError(w, http.StatusBadRequest, "BadRequestError", fmt.Sprintf("failed to load LoRA adapter '%s': %v", req.LoRAName, err))
+		openAIError(w, http.StatusInternalServerError, "InternalServerError", fmt.Sprintf("failed to load LoRA adapter '%s': %v", req.LoRAName, err))
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, dup := s.adapters[req.LoRAName]; dup {
-		openAIError(w, http.StatusBadRequest, "BadRequestError", fmt.Sprintf("The lora adapter '%s' has already been loaded.", req.LoRAName))
+		openAIError(w, http.StatusBadRequest, "InvalidUserInput", fmt.Sprintf("The lora adapter '%s' has already been loaded. If you want to load the adapter in place, set 'load_inplace' to True.", req.LoRAName))
 		return
 	}
 	s.adapters[req.LoRAName] = params
+	s.paths[req.LoRAName] = req.LoRAPath
 	s.order = append(s.order, req.LoRAName)
 	w.Header().Set(SimulatorHeader, "true")
 	w.WriteHeader(http.StatusOK)
@@ -557,6 +591,7 @@ func (s *PolicyServer) unloadLoRA(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	delete(s.adapters, req.LoRAName)
+	delete(s.paths, req.LoRAName)
 	for i, n := range s.order {
 		if n == req.LoRAName {
 			s.order = append(s.order[:i], s.order[i+1:]...)
@@ -570,12 +605,21 @@ func (s *PolicyServer) unloadLoRA(w http.ResponseWriter, r *http.Request) {
 func (s *PolicyServer) models(w http.ResponseWriter, r *http.Request) {
 	s.mu.RLock()
 	names := append([]string{s.baseModel}, s.order...)
+	paths := make(map[string]string, len(s.paths))
+	for n, p := range s.paths {
+		paths[n] = p
+	}
 	s.mu.RUnlock()
 	var data []map[string]any
 	for i, n := range names {
+		// vLLM's model cards: the base model's root is its model path
+		// (here its name), an adapter's the path it was loaded from, with
+		// the base model as parent.
 		m := map[string]any{"id": n, "object": "model", "owned_by": Fingerprint, "root": n, "parent": nil, "max_model_len": maxModelLen}
 		if i > 0 {
 			m["parent"] = s.baseModel
+			m["root"] = paths[n]
+			delete(m, "max_model_len")
 		}
 		data = append(data, m)
 	}

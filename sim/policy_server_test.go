@@ -8,6 +8,8 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -401,4 +403,92 @@ func FuzzScanIDs(f *testing.F) {
 			t.Fatalf("scanIDs(%q) = %v, want %v", b, got, want)
 		}
 	})
+}
+
+// vLLM's TokenizeChatRequest: add_generation_prompt is true when omitted,
+// continue_final_message leaves the last message open, and the two
+// together are refused with 400.
+func TestSimPolicyTokenizeChatDefaultsLikeVLLM(t *testing.T) {
+	f := getFixture(t)
+	_, c := newPolicy(t, f)
+	msgs := []map[string]string{{"role": "user", "content": "q?"}}
+	ids := func(body map[string]any) []int {
+		t.Helper()
+		st, out := c.post("/tokenize", body)
+		if st != 200 {
+			t.Fatalf("tokenize %v: %d %v", body, st, out)
+		}
+		var ids []int
+		for _, v := range out["tokens"].([]any) {
+			ids = append(ids, int(v.(float64)))
+		}
+		return ids
+	}
+	withGen := ids(map[string]any{"model": testBase, "messages": msgs, "add_generation_prompt": true})
+	if omitted := ids(map[string]any{"model": testBase, "messages": msgs}); !slices.Equal(omitted, withGen) {
+		t.Error("omitted add_generation_prompt is not true")
+	}
+	open := ids(map[string]any{"model": testBase, "messages": msgs, "add_generation_prompt": false, "continue_final_message": true})
+	if got, _ := f.tk.Decode(open); !strings.HasSuffix(got, "q?") {
+		t.Errorf("continue_final_message: %q does not end in the open message", got)
+	}
+	if st, _ := c.post("/tokenize", map[string]any{"model": testBase, "messages": msgs, "continue_final_message": true}); st != 400 {
+		t.Errorf("continue_final_message with the default add_generation_prompt: %d, want 400", st)
+	}
+}
+
+// vLLM's /v1/load_lora_adapter refuses in its own order and with its own
+// statuses: missing fields and a name already loaded are 400
+// InvalidUserInput, a directory without an adapter is 404 NotFoundError
+// ("No adapter found"), an adapter that fails to load is 500; /v1/models
+// then lists a loaded adapter with its path as root and the base model as
+// parent.
+func TestSimPolicyLoadLoRAFailsLikeVLLM(t *testing.T) {
+	f := getFixture(t)
+	_, c := newPolicy(t, f)
+	writeAdapter := func(weights []byte) string {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "adapter_config.json"), []byte(`{"peft_type": "LORA", "r": 8}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "adapter_model.safetensors"), weights, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	st, err := EncodeSafetensors(InitialParams())
+	if err != nil {
+		t.Fatal(err)
+	}
+	good, broken := writeAdapter(st), writeAdapter([]byte("not safetensors"))
+	for _, tc := range []struct {
+		name   string
+		body   map[string]any
+		status int
+		typ    string
+		msg    string
+	}{
+		{"no path", map[string]any{"lora_name": "a"}, 400, "InvalidUserInput", "Both 'lora_name' and 'lora_path' must be provided."},
+		{"no adapter", map[string]any{"lora_name": "a", "lora_path": t.TempDir()}, 404, "NotFoundError", "No adapter found for"},
+		{"broken adapter", map[string]any{"lora_name": "a", "lora_path": broken}, 500, "InternalServerError", "failed to load LoRA adapter 'a'"},
+		{"loaded", map[string]any{"lora_name": "a", "lora_path": good}, 200, "", ""},
+		{"loaded twice", map[string]any{"lora_name": "a", "lora_path": good}, 400, "InvalidUserInput", "has already been loaded"},
+	} {
+		st, out := c.post("/v1/load_lora_adapter", tc.body)
+		if st != tc.status {
+			t.Errorf("%s: status %d %v, want %d", tc.name, st, out, tc.status)
+			continue
+		}
+		if tc.typ != "" && (out["type"] != tc.typ || !strings.Contains(fmt.Sprint(out["message"]), tc.msg)) {
+			t.Errorf("%s: %v, want type %s and %q", tc.name, out, tc.typ, tc.msg)
+		}
+	}
+	_, models := c.get("/v1/models")
+	data := models["data"].([]any)
+	if len(data) != 2 {
+		t.Fatalf("/v1/models: %v", models)
+	}
+	if m := data[1].(map[string]any); m["id"] != "a" || m["root"] != good || m["parent"] != testBase {
+		t.Errorf("adapter card %v, want id a, root %s, parent %s", m, good, testBase)
+	}
 }

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -32,6 +33,9 @@ type Config struct {
 	JudgeAPIKey string
 	// CheckpointsDir is where the simulated trainer writes sampler archives.
 	CheckpointsDir string
+	// TrainerArchive is the layout of the simulated trainer's archives
+	// (TrainerServer.Archive; "": ArchiveJAX).
+	TrainerArchive ArchiveLayout
 	// Corpus holds the wiki-18 contents strings (the judge reads them; they
 	// also seed the tokenizer's vocabulary).
 	Corpus []string
@@ -89,6 +93,9 @@ func Start(cfg Config) (*Servers, error) {
 	if cfg.Epsilon <= 0 {
 		cfg.Epsilon = 1e-6
 	}
+	if cfg.TrainerArchive != "" && !slices.Contains(ArchiveLayouts, cfg.TrainerArchive) {
+		return nil, fmt.Errorf("sim: trainer archive layout %q: want %s or %s", cfg.TrainerArchive, ArchiveJAX, ArchiveFSDP)
+	}
 	tk := NewTokenizer(Vocabulary(cfg)...)
 	s := &Servers{Model: NewModel(tk, cfg.Epsilon)}
 	serve := func(h http.Handler) (string, error) {
@@ -135,6 +142,7 @@ func Start(cfg Config) (*Servers, error) {
 		s.Trainer.PollWait = 500 * time.Millisecond
 		s.Trainer.DatumDelay = cfg.Latency.TrainerPerDatum
 		s.Trainer.StepDelay = cfg.Latency.TrainerStep
+		s.Trainer.Archive = cfg.TrainerArchive
 		u, err := serve(s.faulty(s.Trainer.Handler(), cfg.Faults.Trainer, 0))
 		if err != nil {
 			s.Close()

@@ -20,8 +20,10 @@ import (
 // API in JSON (PROTOCOLS.md §5). It trains the simulated policy's parameter
 // vector by real gradient steps (Adam) on the exact datums it is sent, using
 // the same Model that the simulated policy samples from, and saves sampler
-// weights as adapter archives the way SkyRL does:
-// <checkpoints>/<model_id>/sampler_weights/<name>.tar.gz.
+// weights as adapter archives where SkyRL writes them,
+// <checkpoints>/<model_id>/sampler_weights/<name>.tar.gz, answering SkyRL's
+// path tinker://<model_id>/<name> (no sampler_weights/ segment), packed in
+// the layout Archive names.
 type TrainerServer struct {
 	model     *Model
 	baseModel string
@@ -35,6 +37,10 @@ type TrainerServer struct {
 	// before computing the result, so the future is pending (try_again)
 	// meanwhile. Set them before the server takes requests.
 	DatumDelay, StepDelay time.Duration
+	// Archive is the layout of the archives it writes, SkyRL's JAX or
+	// FSDP backend's (sim.trainer.archive; "": ArchiveJAX). Set it before
+	// the server takes requests.
+	Archive ArchiveLayout
 
 	mu       sync.Mutex
 	nextID   int
@@ -563,14 +569,17 @@ func (s *TrainerServer) saveWeights(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.sequenced(w, req.ModelID, req.SeqID, req, s.StepDelay, 0, func(m *trainedModel) (int, any) {
-		arc, err := AdapterArchive(m.params, s.baseModel, m.rank)
+		arc, err := PackAdapter(s.Archive, m.params, s.baseModel, m.rank)
 		if err == nil {
 			err = writeFileAtomic(filepath.Join(s.ckptDir, m.id, "sampler_weights", req.Path+".tar.gz"), arc)
 		}
 		if err != nil {
 			return http.StatusInternalServerError, map[string]any{"detail": fmt.Sprintf("save sampler weights: %v", err)}
 		}
-		return http.StatusOK, map[string]any{"path": "tinker://" + m.id + "/sampler_weights/" + req.Path, "type": "save_weights_for_sampler"}
+		// SkyRL's engine.py process_save_weights_for_sampler answers
+		// tinker://<model_id>/<name>, though it writes under
+		// sampler_weights/.
+		return http.StatusOK, map[string]any{"path": "tinker://" + m.id + "/" + req.Path, "type": "save_weights_for_sampler"}
 	})
 }
 
@@ -643,8 +652,13 @@ type trainState struct {
 	T         int       `json:"adam_t"`
 }
 
-// saveState implements save_weights: the full training state, written to
-// <checkpoints>/<model_id>/weights/<name>.json.
+// stateFile is the file of a saved training state's archive.
+const stateFile = "hindsearch_sim_state.json"
+
+// saveState implements save_weights: the full training state, as JSON in an
+// archive (layout Archive) at <checkpoints>/<model_id>/<name>.tar.gz, where
+// SkyRL's engine.py process_save_weights writes a training checkpoint; the
+// answer is tinker://<model_id>/weights/<name>.
 func (s *TrainerServer) saveState(w http.ResponseWriter, r *http.Request) {
 	req, ok := decodeSave(w, r)
 	if !ok {
@@ -652,7 +666,11 @@ func (s *TrainerServer) saveState(w http.ResponseWriter, r *http.Request) {
 	}
 	s.sequenced(w, req.ModelID, req.SeqID, req, s.StepDelay, 0, func(m *trainedModel) (int, any) {
 		b, _ := json.Marshal(trainState{Simulated: true, Params: m.params, M: m.m, V: m.v, T: m.t})
-		if err := writeFileAtomic(filepath.Join(s.ckptDir, m.id, "weights", req.Path+".json"), b); err != nil {
+		arc, err := PackArchive(s.Archive, map[string][]byte{stateFile: b})
+		if err == nil {
+			err = writeFileAtomic(filepath.Join(s.ckptDir, m.id, req.Path+".tar.gz"), arc)
+		}
+		if err != nil {
 			return http.StatusInternalServerError, map[string]any{"detail": fmt.Sprintf("save weights: %v", err)}
 		}
 		return http.StatusOK, map[string]any{"path": "tinker://" + m.id + "/weights/" + req.Path, "type": "save_weights"}
@@ -680,7 +698,7 @@ func (s *TrainerServer) loadState(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.sequenced(w, req.ModelID, req.SeqID, req, s.StepDelay, 0, func(m *trainedModel) (int, any) {
-		b, err := os.ReadFile(filepath.Join(s.ckptDir, parts[0], "weights", parts[2]+".json"))
+		b, err := readArchiveFile(filepath.Join(s.ckptDir, parts[0], parts[2]+".tar.gz"), stateFile)
 		if err != nil {
 			return http.StatusBadRequest, map[string]any{"detail": fmt.Sprintf("load weights %s: %v", req.Path, err)}
 		}

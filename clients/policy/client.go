@@ -383,12 +383,16 @@ func (d *tokensDecoder) DecodeJSON(b []byte) (err error) {
 }
 
 // TokenizeChat applies the server's chat template to messages and tokenizes
-// the result (POST /tokenize with messages).
+// the result (POST /tokenize with messages). Every field of vLLM's
+// TokenizeChatRequest that changes the ids is sent: add_generation_prompt
+// as asked, continue_final_message false and add_special_tokens false (the
+// template writes the special tokens itself).
 func (c *Client) TokenizeChat(ctx context.Context, model string, messages []Message, addGenerationPrompt bool) ([]int, error) {
 	if messages == nil {
 		messages = []Message{}
 	}
-	body := map[string]any{"model": model, "messages": messages, "add_generation_prompt": addGenerationPrompt}
+	body := map[string]any{"model": model, "messages": messages, "add_generation_prompt": addGenerationPrompt,
+		"continue_final_message": false, "add_special_tokens": false}
 	var d tokensDecoder
 	if err := c.do(ctx, http.MethodPost, "/tokenize", body, &d); err != nil {
 		return nil, fmt.Errorf("policy tokenize chat: %w", err)

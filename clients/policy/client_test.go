@@ -178,7 +178,7 @@ func TestTokenize(t *testing.T) {
 	if err != nil || !slices.Equal(got, []int{4, 5, 6}) {
 		t.Fatalf("%v %v", got, err)
 	}
-	fake.AssertJSON(t, lastBody(t, s, "/tokenize"), `{"model":"m","messages":[{"role":"user","content":"q?"}],"add_generation_prompt":true}`)
+	fake.AssertJSON(t, lastBody(t, s, "/tokenize"), `{"model":"m","messages":[{"role":"user","content":"q?"}],"add_generation_prompt":true,"continue_final_message":false,"add_special_tokens":false}`)
 }
 
 func TestLoRA(t *testing.T) {

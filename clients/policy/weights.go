@@ -16,11 +16,18 @@ import (
 // none: sync.kind sglang_disk needs SGLang).
 var ErrWeightsFromDiskUnsupported = errors.New("the server has no POST /update_weights_from_disk route (stock vLLM has none): sync.kind sglang_disk needs SGLang, or use sync.kind lora")
 
-// weightsFromDiskBody is the request body of /update_weights_from_disk;
-// load_format and abort_all_requests are left to the server's defaults
-// (the weights' own format; in-flight requests finish first).
+// weightsFromDiskBody is the request body of /update_weights_from_disk
+// (SGLang's UpdateWeightFromDiskReqInput). Every field whose default would
+// decide what the server does is sent: load_format "auto" (safetensors,
+// falling back to .bin files, whatever --load-format the server was
+// started with) and abort_all_requests false (requests in flight finish
+// first; there are none at a sync point). Fields of newer SGLang versions
+// (weight_version, flush_cache, ...) are not sent: older versions lack
+// them, and their defaults are what older versions always do.
 type weightsFromDiskBody struct {
-	ModelPath string `json:"model_path"`
+	ModelPath        string `json:"model_path"`
+	LoadFormat       string `json:"load_format"`
+	AbortAllRequests bool   `json:"abort_all_requests"`
 }
 
 // weightsFromDiskAnswer is SGLang's answer, with 200 on success and 400 on
@@ -32,12 +39,13 @@ type weightsFromDiskAnswer struct {
 }
 
 // UpdateWeightsFromDisk loads the full model at path in place of the served
-// weights (POST /update_weights_from_disk {"model_path": path}). The
+// weights (POST /update_weights_from_disk {"model_path": path,
+// "load_format": "auto", "abort_all_requests": false}). The
 // server's {"success": false, "message": ...} (status 400, or 200 from a
 // lenient server) is an error carrying the message.
 func (c *Client) UpdateWeightsFromDisk(ctx context.Context, path string) error {
 	var ans weightsFromDiskAnswer
-	err := c.do(ctx, http.MethodPost, "/update_weights_from_disk", weightsFromDiskBody{ModelPath: path}, &ans)
+	err := c.do(ctx, http.MethodPost, "/update_weights_from_disk", weightsFromDiskBody{ModelPath: path, LoadFormat: "auto", AbortAllRequests: false}, &ans)
 	if err != nil {
 		if routeMissing(err) {
 			return fmt.Errorf("policy update weights from disk at %s: %w", c.URL(), ErrWeightsFromDiskUnsupported)

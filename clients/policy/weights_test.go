@@ -21,7 +21,7 @@ func TestUpdateWeightsFromDisk(t *testing.T) {
 	if len(reqs) != 1 || reqs[0].Method != http.MethodPost {
 		t.Fatalf("requests %+v", reqs)
 	}
-	fake.AssertJSON(t, reqs[0].Body, `{"model_path":"/runs/a/adapters/run-step0003"}`)
+	fake.AssertJSON(t, reqs[0].Body, `{"model_path":"/runs/a/adapters/run-step0003","load_format":"auto","abort_all_requests":false}`)
 }
 
 func TestUpdateWeightsFromDiskRefused(t *testing.T) {

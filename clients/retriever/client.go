@@ -61,8 +61,12 @@ type wireHit struct {
 }
 
 // Retrieve sends POST /retrieve with return_scores true and returns, for
-// each query in order, its hits best first. A document without contents
-// but with title and text (BM25 servers) gets contents "\"<title>\"\n<text>".
+// each query in order, its hits best first. A document's text is its
+// contents (all Search-R1's agent reads); one without contents but with
+// title and text gets contents "\"<title>\"\n<text>". A document without
+// id (Search-R1's BM25 retriever sends {title, text, contents}) gets
+// SynthID(contents). A document with neither contents (nor title and
+// text) is an error naming the server and the hit's position.
 func (c *Client) Retrieve(ctx context.Context, queries []string, topk int) ([][]Hit, error) {
 	if len(queries) == 0 {
 		return [][]Hit{}, nil
@@ -132,9 +136,9 @@ func convertHit(h wireHit) (Hit, error) {
 	d := h.Document
 	var hit Hit
 	id := bytes.TrimSpace(d.ID)
+	hasID := len(id) > 0 && string(id) != "null"
 	switch {
-	case len(id) == 0 || string(id) == "null":
-		return hit, errors.New("document without id")
+	case !hasID:
 	case id[0] == '"':
 		if err := json.Unmarshal(id, &hit.ID); err != nil {
 			return hit, fmt.Errorf("document id: %w", err)
@@ -150,9 +154,14 @@ func convertHit(h wireHit) (Hit, error) {
 	case d.Contents != nil:
 		hit.Contents = *d.Contents
 	case d.Title != nil && d.Text != nil:
-		hit.Contents = "\"" + *d.Title + "\"\n" + *d.Text
+		hit.Contents = titleText(*d.Title, *d.Text)
+	case !hasID:
+		return hit, errors.New("document without id or contents")
 	default:
 		return hit, fmt.Errorf("document %s without contents", hit.ID)
+	}
+	if !hasID {
+		hit.ID, hit.IDFromContents = SynthID(hit.Contents), true
 	}
 	if h.Score == nil {
 		return hit, fmt.Errorf("document %s without score", hit.ID)
@@ -160,6 +169,10 @@ func convertHit(h wireHit) (Hit, error) {
 	hit.Score = *h.Score
 	return hit, nil
 }
+
+// titleText is the contents of a document sent as title and text only:
+// the wiki-18 form, a quoted title line and then the text.
+func titleText(title, text string) string { return "\"" + title + "\"\n" + text }
 
 // SplitContents splits corpus contents as Search-R1 does: the title is the
 // first line (quotes kept as they are) and the text is everything after the
@@ -171,9 +184,10 @@ func SplitContents(contents string) (title, text string) {
 
 // scanRetrieve is the fast path of a /retrieve answer: ok only when it
 // reads exactly what encoding/json and convertHit would make of it, with
-// one result per query and every hit complete (an id that is a string or
-// a number, contents or title and text, a score). Anything else (an error
-// to report, a null, an unusual key) is left to the slow path.
+// one result per query and every hit complete (contents or title and
+// text, a score, and an id that is a string or an integer, or none).
+// Anything else (an error to report, a null, an unusual key) is left to
+// the slow path.
 func scanRetrieve(raw []byte, queries int) ([][]Hit, bool) {
 	s := jsonscan.New(raw)
 	var out [][]Hit
@@ -263,9 +277,12 @@ func scanHit(s *jsonscan.Scanner) (Hit, bool) {
 			return ok
 		})
 		if !hasContents && hasTitle && hasText {
-			h.Contents = "\"" + title + "\"\n" + text
+			h.Contents = titleText(title, text)
 		}
-		doc = doc && hasID && (hasContents || hasTitle && hasText)
+		doc = doc && (hasContents || hasTitle && hasText)
+		if doc && !hasID {
+			h.ID, h.IDFromContents = SynthID(h.Contents), true
+		}
 		return doc
 	})
 	return h, ok && doc && score

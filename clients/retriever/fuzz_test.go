@@ -17,6 +17,8 @@ func FuzzRetrieveAnswer(f *testing.F) {
 	f.Add([]byte(`{"result":[[{"document":{"id":"1","contents":"\"T\"\nx"},"score":1.5}]]}`))
 	f.Add([]byte(`{"result":[[{"document":{"id":7,"title":"T","text":"x"},"score":1}]]}`))
 	f.Add([]byte(`{"result":null}`))
+	f.Add([]byte(`{"result":[[{"document":{"title":"T","text":"x","contents":"\"T\"\nx"},"score":3.5}]]}`))
+	f.Add([]byte(`{"result":[[{"document":{"title":"T"},"score":3.5}]]}`))
 	var body []byte
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(body) }))
 	defer srv.Close()
@@ -43,6 +45,8 @@ func FuzzScanRetrieve(f *testing.F) {
 	f.Add([]byte(`{"result":[[{"score":0.25,"document":{"text":"b","id":"x","title":"a","extra":[1,{"k":null}]}}]],"took":3}`), uint8(1))
 	f.Add([]byte(`{"RESULT":[[]]}`), uint8(1))
 	f.Add([]byte(`{"result":[[{"document":{"id":"1","contents":null,"title":"t","text":"x"},"score":1}]]}`), uint8(1))
+	f.Add([]byte(`{"result":[[{"document":{"title":"T","text":"x","contents":"\"T\"\nx"},"score":12.25}],[{"document":{"id":null,"contents":"c"},"score":1}]]}`), uint8(2))
+	f.Add([]byte(`{"result":[[{"document":{"text":"x","title":"T"},"score":1}]]}`), uint8(1))
 	f.Fuzz(func(t *testing.T, b []byte, n uint8) {
 		queries := int(n%4) + 1
 		fast, ok := scanRetrieve(b, queries)
@@ -66,7 +70,7 @@ func FuzzScanRetrieve(f *testing.F) {
 			}
 			for i, h := range slow[q] {
 				g := fast[q][i]
-				if g.ID != h.ID || g.Contents != h.Contents || math.Float64bits(g.Score) != math.Float64bits(h.Score) {
+				if g.ID != h.ID || g.IDFromContents != h.IDFromContents || g.Contents != h.Contents || math.Float64bits(g.Score) != math.Float64bits(h.Score) {
 					t.Fatalf("%q: query %d hit %d: %s, want %s", b, q, i, fmt.Sprint(g), fmt.Sprint(h))
 				}
 			}

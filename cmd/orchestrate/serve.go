@@ -18,14 +18,26 @@ import (
 
 func newServeCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{Use: "serve", Short: "Serve an embedded server as a process"}
-	var corpus, addr, cacheDir, progressMode string
+	var corpus, addr, cacheDir, progressMode, styleName string
 	ret := &cobra.Command{
 		Use:   "retriever",
 		Short: "Serve the BM25 index of a wiki-18 JSONL corpus over the Search-R1 /retrieve protocol",
-		Args:  cobra.NoArgs,
+		Long: `Serve the BM25 index of a wiki-18 JSONL corpus as Search-R1's retrieval_server.py
+does: POST /retrieve only, default top-k 3, port 8000, and its failures (a request
+without "return_scores": true fails 500 unless it has exactly two queries).
+
+--style picks the document shape: dense (the default) answers the corpus row
+{"id", "contents"}, as the e5 server does; bm25 answers {"title", "text",
+"contents"} with no id, as the BM25 server over a pyserini index storing raw
+documents does.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if corpus == "" {
 				return errors.New("--corpus FILE is required")
+			}
+			style, err := bm25.ParseStyle(styleName)
+			if err != nil {
+				return fmt.Errorf("--style: %w", err)
 			}
 			if cacheDir == "" {
 				c, err := os.UserCacheDir()
@@ -58,8 +70,8 @@ func newServeCmd(e *env) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("serve retriever: %w", err)
 			}
-			srv := &http.Server{Handler: ix.Handler(), ReadHeaderTimeout: 10 * time.Second}
-			fmt.Fprintf(e.stderr, "serving %d passages of %s on http://%s (POST /retrieve)\n", ix.Len(), corpus, l.Addr())
+			srv := &http.Server{Handler: ix.Handler(style), ReadHeaderTimeout: 10 * time.Second}
+			fmt.Fprintf(e.stderr, "serving %d passages of %s on http://%s (POST /retrieve, %s style)\n", ix.Len(), corpus, l.Addr(), style)
 			go func() {
 				<-cmd.Context().Done()
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -73,7 +85,8 @@ func newServeCmd(e *env) *cobra.Command {
 		},
 	}
 	ret.Flags().StringVar(&corpus, "corpus", "", "wiki-18 JSONL corpus ({\"id\", \"contents\"} per line)")
-	ret.Flags().StringVar(&addr, "addr", "127.0.0.1:8000", "listen address")
+	ret.Flags().StringVar(&addr, "addr", fmt.Sprintf("127.0.0.1:%d", bm25.DefaultPort), "listen address (Search-R1's port; it listens on 0.0.0.0)")
+	ret.Flags().StringVar(&styleName, "style", string(bm25.StyleDense), "document shape: dense ({id, contents}, as the e5 server) or bm25 ({title, text, contents}, no id, as the BM25 server)")
 	ret.Flags().StringVar(&cacheDir, "index-dir", "", "index cache directory (default: the user cache dir)")
 	ret.Flags().StringVar(&progressMode, "progress", "auto", "index build progress on stderr: auto (a bar on a terminal, a log line every 10s otherwise), bars, lines or off")
 	cmd.AddCommand(ret, newServeSimCmd(e))

@@ -111,7 +111,7 @@ func serveSim(ctx context.Context, e *env, r *recipes.Recipe, stdin io.Reader, j
 		}
 		gen := sim.GenerationConfigFromRecipe(r.Sim.GenerationConfig)
 		servers, err = sim.Start(sim.Config{BaseModel: r.Policy.Model, JudgeModel: r.Judge.Model,
-			JudgeAPIKey: envValue(e.environ, r.Judge.APIKeyEnv), CheckpointsDir: ckpt, Corpus: corpus,
+			JudgeAPIKey: envValue(e.environ, r.Judge.APIKeyEnv), CheckpointsDir: ckpt, TrainerArchive: sim.ArchiveLayout(r.Sim.Trainer.Archive), Corpus: corpus,
 			VocabTexts: texts, Epsilon: r.Sim.Epsilon, PolicyReplicas: replicas, Judge: judge, Trainer: trainer,
 			Latency: lat, Faults: sim.FaultsFromRecipe(r.Sim.Faults, r.Seed), GenerationConfig: &gen})
 		if err != nil {
@@ -150,7 +150,11 @@ func serveSim(ctx context.Context, e *env, r *recipes.Recipe, stdin io.Reader, j
 		if err != nil {
 			return fmt.Errorf("embedded retriever: %w", err)
 		}
-		delayed = sim.NewDelayedRetriever(ix.Handler(), lat.RetrieverBatch, lat.RetrieverQuery)
+		style, err := bm25.ParseStyle(r.Sim.RetrieverStyle)
+		if err != nil {
+			return fmt.Errorf("sim.retriever_style: %w", err)
+		}
+		delayed = sim.NewDelayedRetriever(ix.Handler(style), lat.RetrieverBatch, lat.RetrieverQuery)
 		var h http.Handler = delayed
 		if f := sim.FaultsFromRecipe(r.Sim.Faults, r.Seed).Retriever; f.Rate > 0 {
 			fy := sim.NewFaulty(delayed, f)

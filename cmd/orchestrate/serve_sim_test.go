@@ -97,7 +97,7 @@ func simArgs(t *testing.T, dir string, more ...string) []string {
 func TestServeSim(t *testing.T) {
 	dir := t.TempDir()
 	run := startServeSim(t, simArgs(t, dir, "--set", "policy.urls=embedded,embedded", "--set", "sim.decode_ms=0.5",
-		"--set", "sim.capacity=4", "--set", "sim.retriever_batch_ms=1", "--json")...)
+		"--set", "sim.capacity=4", "--set", "sim.retriever_batch_ms=1", "--set", "sim.retriever_style=bm25", "--json")...)
 	line, err := run.stdout.ReadString('\n')
 	if err != nil {
 		t.Fatalf("no address line (%v); command: %v", err, run.wait(t))
@@ -119,8 +119,8 @@ func TestServeSim(t *testing.T) {
 	}
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
 	health := append([]string{}, addrs.Policy[0]+"/health", addrs.Policy[1]+"/health", addrs.Judge+"/health",
-		addrs.Trainer+"/api/v1/healthz", addrs.Retriever+"/health")
-	for _, u := range health {
+		addrs.Trainer+"/api/v1/healthz")
+	for _, u := range append(health, addrs.Retriever+"/health") {
 		if !strings.HasPrefix(u, "http://127.0.0.1:") {
 			t.Errorf("%s is not on loopback", u)
 		}
@@ -129,10 +129,12 @@ func TestServeSim(t *testing.T) {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			t.Errorf("%s: %d", u, resp.StatusCode)
+		// Search-R1's retrieval server has no health route.
+		if want := map[bool]int{false: http.StatusOK, true: http.StatusNotFound}[u == addrs.Retriever+"/health"]; resp.StatusCode != want {
+			t.Errorf("%s: %d, want %d", u, resp.StatusCode, want)
 		}
 	}
+	health = append(health, addrs.Retriever+"/health")
 	// The policy runs through the engine (the recipe's latency).
 	resp, err := client.Post(addrs.Policy[1]+"/v1/completions", "application/json",
 		strings.NewReader(`{"model":"sim/Qwen2.5-3B-Instruct","prompt":"Question: who wrote it?","max_tokens":8,"seed":1}`))
@@ -144,18 +146,24 @@ func TestServeSim(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Sim-Decode-Steps") == "" || resp.Header.Get("X-Hindsearch-Simulator") != "true" {
 		t.Errorf("completion: %d %s, headers %v", resp.StatusCode, b, resp.Header)
 	}
-	// The retriever is the real index, behind the delay.
-	resp, err = client.Post(addrs.Retriever+"/retrieve", "application/json", strings.NewReader(`{"queries":["film"],"topk":2}`))
+	// The retriever is the real index, behind the delay, in the BM25
+	// server's shape (sim.retriever_style).
+	resp, err = client.Post(addrs.Retriever+"/retrieve", "application/json", strings.NewReader(`{"queries":["film"],"topk":2,"return_scores":true}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var ret struct {
-		Result [][]map[string]any `json:"result"`
+		Result [][]struct {
+			Document map[string]any `json:"document"`
+		} `json:"result"`
 	}
 	err = json.NewDecoder(resp.Body).Decode(&ret)
 	resp.Body.Close()
-	if err != nil || resp.StatusCode != http.StatusOK || len(ret.Result) != 1 {
-		t.Errorf("retrieve: %d %v %v", resp.StatusCode, err, ret)
+	if err != nil || resp.StatusCode != http.StatusOK || len(ret.Result) != 1 || len(ret.Result[0]) == 0 {
+		t.Fatalf("retrieve: %d %v %v", resp.StatusCode, err, ret)
+	}
+	if d := ret.Result[0][0].Document; d["id"] != nil || d["title"] == nil || d["text"] == nil || d["contents"] == nil {
+		t.Errorf("bm25 style document %v", d)
 	}
 
 	run.cancel()

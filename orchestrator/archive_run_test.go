@@ -1,0 +1,82 @@
+package orchestrator
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/hindsearch/hindsearch/recipes"
+	"github.com/hindsearch/hindsearch/sim"
+)
+
+// A run on the simulator syncs the trainer's weights with either of
+// SkyRL's archive layouts (sim.trainer.archive) and either sync kind: the
+// simulated trainer answers SkyRL's tinker://<model_id>/<name>, ArchivePath
+// finds the archive under sampler_weights/, and it is opened by its
+// content (gzip with a "/" root entry, or a plain tar of ./ entries).
+func TestRunSyncsBothArchiveLayouts(t *testing.T) {
+	for _, layout := range []string{recipes.SimArchiveJAX, recipes.SimArchiveFSDP} {
+		for _, kind := range []string{recipes.SyncLoRA, recipes.SyncSGLangDisk} {
+			t.Run(layout+" "+kind, func(t *testing.T) {
+				r := testRecipe(t, "", "sim.trainer.archive="+layout, "sync.kind="+kind, "policy.urls=embedded,embedded", "eval.datasets.nq=")
+				ctx := context.Background()
+				deps, emb, err := Connect(ctx, r, nil, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer emb.Close()
+				var out bytes.Buffer
+				sum, err := (&Runner{Recipe: r, Deps: deps, Out: &out}).Run(ctx)
+				if err != nil {
+					t.Fatalf("run: %v\n%s", err, out.String())
+				}
+				if len(sum.Steps) != 2 || sum.Steps[1].Adapter != "test-step0002" {
+					t.Fatalf("steps %+v", sum.Steps)
+				}
+				archives, _ := filepath.Glob(filepath.Join(r.Trainer.CheckpointsDir, "*", "sampler_weights", "test-step0002.tar.gz"))
+				if len(archives) != 1 {
+					t.Fatalf("archives %v", archives)
+				}
+				b, err := os.ReadFile(archives[0])
+				if err != nil {
+					t.Fatal(err)
+				}
+				if gz := bytes.HasPrefix(b, []byte{0x1f, 0x8b}); gz != (layout == recipes.SimArchiveJAX) {
+					t.Errorf("%s archive is gzip: %v", layout, gz)
+				}
+				dir, _ := filepath.Abs(filepath.Join(r.Sync.Dir, "test-step0002"))
+				for i, p := range emb.Sim().Policies {
+					switch kind {
+					case recipes.SyncLoRA:
+						if a := p.LoadedAdapters(); !slices.Contains(a, "test-step0002") {
+							t.Errorf("replica %d serves adapters %v", i, a)
+						}
+					case recipes.SyncSGLangDisk:
+						if p.WeightsPath() != dir {
+							t.Errorf("replica %d loaded weights from %q, want %s", i, p.WeightsPath(), dir)
+						}
+					}
+				}
+				// The unpacked weights are the trained model's (float32).
+				synced, err := sim.ReadWeights(dir)
+				if err != nil {
+					t.Fatal(err)
+				}
+				trained, _ := emb.Sim().Trainer.ModelParams(filepath.Base(filepath.Dir(filepath.Dir(archives[0]))))
+				for i := range trained {
+					trained[i] = float64(float32(trained[i]))
+				}
+				if len(trained) == 0 || !slices.Equal(synced, trained) {
+					t.Errorf("synced weights %v, trained %v", synced, trained)
+				}
+				if !strings.Contains(out.String(), "eval step 2 (search, test-step0002") {
+					t.Errorf("no evaluation of the synced weights:\n%s", out.String())
+				}
+			})
+		}
+	}
+}
