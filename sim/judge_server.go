@@ -32,6 +32,9 @@ type JudgeServer struct {
 	words map[string][]int32
 	calls atomic.Int64
 	gen   GenerationConfig
+	// ignored counts the request fields accepted and ignored (vLLM's chat
+	// request model ignores the fields it lacks).
+	ignored ignoredFields
 }
 
 // SetGenerationConfig sets the generation config the judge model ships: a
@@ -89,6 +92,11 @@ func looseNorm(s string) string {
 	return strings.TrimSpace(b.String())
 }
 
+// IgnoredFields returns, for every "ROUTE FIELD" that requests carried and
+// the server ignored, the number of requests that carried it (see
+// PolicyServer.IgnoredFields).
+func (s *JudgeServer) IgnoredFields() map[string]int { return s.ignored.snapshot() }
+
 // Handler returns the server's routes.
 func (s *JudgeServer) Handler() http.Handler {
 	mux := http.NewServeMux()
@@ -113,7 +121,9 @@ func (s *JudgeServer) chat(w http.ResponseWriter, r *http.Request) {
 		samplingFields
 		Seed *int64 `json:"seed"`
 	}
-	if err := decodeStrict(r, &req); err != nil {
+	ignored, err := decodeLenient(r, &req)
+	s.ignored.note(w, "POST /v1/chat/completions", ignored)
+	if err != nil {
 		openAIError(w, http.StatusBadRequest, "BadRequestError", err.Error())
 		return
 	}

@@ -64,7 +64,6 @@ func TestJudgeAuthAndProtocol(t *testing.T) {
 	for name, b := range map[string]map[string]any{
 		"unknown model": {"model": "other", "messages": body["messages"]},
 		"no messages":   {"model": "judge-model", "messages": []any{}},
-		"unknown field": {"model": "judge-model", "messages": body["messages"], "top_q": 1},
 	} {
 		st, out, h := judgeRequest(t, srv.URL, "s3cret", b)
 		if st < 400 || h.Get(SimulatorHeader) != "true" || out["error"] == nil {

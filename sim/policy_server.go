@@ -38,6 +38,9 @@ type PolicyServer struct {
 	eng         *engine      // nil: no policy latency, requests bypass the engine
 	cache       *prefixCache // nil: no prefix caching
 	gen         GenerationConfig
+	// ignored counts the request fields accepted and ignored, as vLLM
+	// and SGLang ignore fields their request models lack.
+	ignored ignoredFields
 }
 
 // NewPolicyServer returns a simulated policy serving baseModel, whose
@@ -117,6 +120,12 @@ func (s *PolicyServer) Params(name string) (Params, bool) {
 	p, ok := s.adapters[name]
 	return append(Params(nil), p...), ok
 }
+
+// IgnoredFields returns, for every "ROUTE FIELD" that requests carried and
+// the server ignored (a field vLLM's or SGLang's request model lacks), the
+// number of requests that carried it. A client that sends only fields the
+// servers read leaves it empty.
+func (s *PolicyServer) IgnoredFields() map[string]int { return s.ignored.snapshot() }
 
 func (s *PolicyServer) params(name string) (Params, bool) {
 	s.mu.RLock()
@@ -252,7 +261,9 @@ func (s *PolicyServer) completions(w http.ResponseWriter, r *http.Request) {
 	s.requests.Add(1)
 	defer s.running.Add(-1)
 	var req completionRequest
-	if err := decodeStrict(r, &req); err != nil {
+	ignored, err := decodeLenient(r, &req)
+	s.ignored.note(w, "POST /v1/completions", ignored)
+	if err != nil {
 		openAIError(w, http.StatusBadRequest, "BadRequestError", err.Error())
 		return
 	}
@@ -476,7 +487,9 @@ const maxModelLen = 32768
 
 func (s *PolicyServer) tokenize(w http.ResponseWriter, r *http.Request) {
 	var req tokenizeRequest
-	if err := decodeStrict(r, &req); err != nil {
+	ignored, err := decodeLenient(r, &req)
+	s.ignored.note(w, "POST /tokenize", ignored)
+	if err != nil {
 		openAIError(w, http.StatusBadRequest, "BadRequestError", err.Error())
 		return
 	}
@@ -515,7 +528,9 @@ func (s *PolicyServer) detokenize(w http.ResponseWriter, r *http.Request) {
 		Model  string `json:"model"`
 		Tokens []int  `json:"tokens"`
 	}
-	if err := decodeStrict(r, &req); err != nil {
+	ignored, err := decodeLenient(r, &req)
+	s.ignored.note(w, "POST /detokenize", ignored)
+	if err != nil {
 		openAIError(w, http.StatusBadRequest, "BadRequestError", err.Error())
 		return
 	}
@@ -532,7 +547,9 @@ func (s *PolicyServer) loadLoRA(w http.ResponseWriter, r *http.Request) {
 		LoRAName string `json:"lora_name"`
 		LoRAPath string `json:"lora_path"`
 	}
-	if err := decodeStrict(r, &req); err != nil {
+	ignored, err := decodeLenient(r, &req)
+	s.ignored.note(w, "POST /v1/load_lora_adapter", ignored)
+	if err != nil {
 		openAIError(w, http.StatusBadRequest, "BadRequestError", err.Error())
 		return
 	}
@@ -580,7 +597,9 @@ func (s *PolicyServer) unloadLoRA(w http.ResponseWriter, r *http.Request) {
 		LoRAName  string `json:"lora_name"`
 		LoRAIntID *int   `json:"lora_int_id"`
 	}
-	if err := decodeStrict(r, &req); err != nil {
+	ignored, err := decodeLenient(r, &req)
+	s.ignored.note(w, "POST /v1/unload_lora_adapter", ignored)
+	if err != nil {
 		openAIError(w, http.StatusBadRequest, "BadRequestError", err.Error())
 		return
 	}

@@ -49,7 +49,9 @@ func weightsFromDiskAnswer(w http.ResponseWriter, ok bool, msg string) {
 
 func (s *PolicyServer) updateWeightsFromDisk(w http.ResponseWriter, r *http.Request) {
 	var req weightsFromDiskRequest
-	if err := decodeStrict(r, &req); err != nil {
+	ignored, err := decodeLenient(r, &req)
+	s.ignored.note(w, "POST /update_weights_from_disk", ignored)
+	if err != nil {
 		weightsFromDiskAnswer(w, false, err.Error())
 		return
 	}
