@@ -317,7 +317,9 @@ type SimFaults struct {
 
 // FaultSpec is one role's faults: each request is faulted with probability
 // Rate, with a kind drawn from Kinds (500, 502, 503, 429, reset, hang,
-// slow, malformed); a hang lasts HangMS and a slow answer waits SlowMS.
+// slow, malformed, lost); a hang lasts HangMS and a slow answer waits
+// SlowMS. lost is the one kind the server handles first: it does the work,
+// then drops the answer.
 type FaultSpec struct {
 	Rate   float64  `mapstructure:"rate" yaml:"rate"`
 	Kinds  []string `mapstructure:"kinds" yaml:"kinds"`

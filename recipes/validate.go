@@ -399,4 +399,4 @@ func checkOverride(o string) string {
 }
 
 // faultKinds are the kinds of sim.faults.*.kinds (sim.FaultKinds).
-var faultKinds = []string{"500", "502", "503", "429", "reset", "hang", "slow", "malformed"}
+var faultKinds = []string{"500", "502", "503", "429", "reset", "hang", "slow", "malformed", "lost"}
