@@ -663,6 +663,27 @@ func TestPreflightIsDoctorSubset(t *testing.T) {
 	}
 }
 
+// trainerRow is the trainer's row named name in rep (zero if none).
+func trainerRow(rep *DoctorReport, name string) Check {
+	for _, c := range rep.Checks {
+		if c.Role == "trainer" && c.Name == name {
+			return c
+		}
+	}
+	return Check{}
+}
+
+// doctorStack runs doctor on a healthy fake stack (serving SGLang's
+// weights route too) with the recipe edit applies.
+func doctorStack(t *testing.T, edit func(r *recipes.Recipe)) *DoctorReport {
+	t.Helper()
+	a := newStack(t, "m")
+	a.sglang = true
+	r := stackRecipe(t)
+	edit(r)
+	return Doctor(context.Background(), r, stackDeps(t, r, nil, a.URL, a.URL), DoctorOptions{})
+}
+
 // The weights row says what trainer.lora_rank trains and how sync.kind
 // loads it: rank 0 is full weights for sglang_disk, a rank above 0 an
 // adapter for lora.
@@ -676,10 +697,9 @@ func TestDoctorExplainsRankAndSyncKind(t *testing.T) {
 		{0, recipes.SyncNone, "sync.kind none loads no weights"},
 		{32, recipes.SyncLoRA, "lora_rank 32: a LoRA adapter, hot-loaded with /v1/load_lora_adapter (vLLM's --max-lora-rank at least 32)"},
 	} {
-		r := stackRecipe(t)
-		r.Trainer.LoRARank, r.Sync.Kind = tc.rank, tc.kind
-		if ch := weightsCheck(r, "http://t"); ch.Status != CheckOK || !strings.Contains(ch.Detail, tc.want) {
-			t.Errorf("rank %d, %s: %+v", tc.rank, tc.kind, ch)
+		rep := doctorStack(t, func(r *recipes.Recipe) { r.Trainer.LoRARank, r.Sync.Kind = tc.rank, tc.kind })
+		if ch := trainerRow(rep, "weights"); ch.Status != CheckOK || !strings.Contains(ch.Detail, tc.want) {
+			t.Errorf("rank %d, %s: weights row %+v", tc.rank, tc.kind, ch)
 		}
 	}
 }
@@ -687,20 +707,15 @@ func TestDoctorExplainsRankAndSyncKind(t *testing.T) {
 // With lora_rank 0 (SkyRL's fsdp or megatron backend, whose optim_step
 // applies only the learning rate) doctor warns about Adam settings that
 // differ from the backend's fixed ones, naming both; equal settings pass;
-// for a LoRA rank the backend is unknown and a difference is only noted.
+// for a LoRA rank the backend is unknown and a difference is only noted;
+// the simulated trainer applies them all.
 func TestDoctorWarnsAboutFSDPFixedOptimizer(t *testing.T) {
-	a := newStack(t, "m")
-	a.sglang = true
-	r := stackRecipe(t)
-	r.Sync.Kind, r.Trainer.LoRARank = recipes.SyncSGLangDisk, 0
-	r.Trainer.Beta2, r.Trainer.WeightDecay = 0.95, 0 // the defaults
-	rep := Doctor(context.Background(), r, stackDeps(t, r, nil, a.URL, a.URL), DoctorOptions{})
-	var opt Check
-	for _, c := range rep.Checks {
-		if c.Role == "trainer" && c.Name == "optimizer" {
-			opt = c
-		}
+	full := func(r *recipes.Recipe) {
+		r.Sync.Kind, r.Trainer.LoRARank = recipes.SyncSGLangDisk, 0
+		r.Trainer.Beta2, r.Trainer.WeightDecay = 0.95, 0 // the defaults
 	}
+	rep := doctorStack(t, full)
+	opt := trainerRow(rep, "optimizer")
 	if opt.Status != CheckWarn {
 		t.Fatalf("optimizer row %+v, want a warning\n%s", opt, report(t, rep))
 	}
@@ -716,17 +731,22 @@ func TestDoctorWarnsAboutFSDPFixedOptimizer(t *testing.T) {
 		t.Errorf("the warning failed the report or was not shown:\n%s", report(t, rep))
 	}
 
-	r.Trainer.Beta1, r.Trainer.Beta2, r.Trainer.Eps, r.Trainer.WeightDecay = 0.9, 0.999, 1e-8, 0.01
-	if ch := optimizerCheck(r, "http://t"); ch.Status != CheckOK {
-		t.Errorf("the backend's own settings: %+v", ch)
+	for _, tc := range []struct {
+		name string
+		edit func(r *recipes.Recipe)
+		want CheckStatus
+		text string
+	}{
+		{"the backend's own settings", func(r *recipes.Recipe) {
+			full(r)
+			r.Trainer.Beta1, r.Trainer.Beta2, r.Trainer.Eps, r.Trainer.WeightDecay = 0.9, 0.999, 1e-8, 0.01
+		}, CheckOK, "hold on any backend"},
+		{"a LoRA rank", func(r *recipes.Recipe) { r.Trainer.Beta2 = 0.95 }, CheckSkip, "cannot tell the backend"},
+	} {
+		if ch := trainerRow(doctorStack(t, tc.edit), "optimizer"); ch.Status != tc.want || !strings.Contains(ch.Detail, tc.text) {
+			t.Errorf("%s: %+v", tc.name, ch)
+		}
 	}
-	r.Trainer.Beta2 = 0.95
-	r.Trainer.LoRARank, r.Sync.Kind = 32, recipes.SyncLoRA
-	if ch := optimizerCheck(r, "http://t"); ch.Status != CheckSkip || !strings.Contains(ch.Detail, "cannot tell the backend") {
-		t.Errorf("a LoRA rank: %+v", ch)
-	}
-	r.Trainer.URL = recipes.Embedded
-	if ch := optimizerCheck(r, "http://t"); ch.Status != CheckOK {
-		t.Errorf("the embedded trainer: %+v", ch)
-	}
+	// The embedded default (TestDoctorEmbeddedDefault) has the row ok:
+	// the simulated trainer applies every field.
 }

@@ -3,11 +3,12 @@ package orchestrator
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 
-	"github.com/hindsearch/hindsearch/clients/trainer"
 	"github.com/hindsearch/hindsearch/sim"
 )
 
@@ -30,12 +31,20 @@ func TestLostTrainerAnswersDoNotChangeBatches(t *testing.T) {
 	want, _ := runRecipe(t, testRecipe(t, "", sets...), 1)
 
 	r := testRecipe(t, "", sets...)
+	// models counts the trainer's models (GET training_runs).
 	models := func(deps Deps) int {
-		runs, err := deps.Trainer.(*trainer.Client).TrainingRuns(context.Background())
+		resp, err := http.Get(deps.Trainer.URL() + "/api/v1/training_runs?limit=100&offset=0")
 		if err != nil {
 			t.Fatal(err)
 		}
-		return len(runs)
+		defer resp.Body.Close()
+		var page struct {
+			Runs []any `json:"training_runs"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&page); err != nil {
+			t.Fatal(err)
+		}
+		return len(page.Runs)
 	}
 	// The first run stops after step 2.
 	ctx, cancel := context.WithCancel(context.Background())
