@@ -419,7 +419,8 @@ func (s *TrainerServer) sequenced(w http.ResponseWriter, modelID string, seq int
 	hash := hex.EncodeToString(sum[:])
 	if rec, seen := m.seqs[seq]; seen {
 		if rec.hash != hash {
-			detail(w, http.StatusConflict, "seq_id %d was already used with a different request", seq)
+			// SkyRL's words (api.py create_future).
+			detail(w, http.StatusConflict, "Training request sequence number was reused")
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"request_id": rec.requestID, "model_id": modelID})

@@ -356,8 +356,9 @@ func TestTrainerSeqIDs(t *testing.T) {
 	if st != http.StatusOK || b["request_id"] != a["request_id"] {
 		t.Errorf("retry with the same body: %d %v, want the request %v", st, b, a["request_id"])
 	}
-	if st, body := c.post("/api/v1/forward_backward", fbBody(mid, 1, "importance_sampling", nil, datum(tr, 2, 0))); st != http.StatusConflict {
-		t.Errorf("seq_id 1 reused with another body: %d %v, want 409", st, body)
+	if st, body := c.post("/api/v1/forward_backward", fbBody(mid, 1, "importance_sampling", nil, datum(tr, 2, 0))); st != http.StatusConflict ||
+		body["detail"] != "Training request sequence number was reused" {
+		t.Errorf("seq_id 1 reused with another body: %d %v, want SkyRL's 409", st, body)
 	}
 	if st, body := c.post("/api/v1/optim_step", optimBody(mid, 3, 0.01)); st != http.StatusBadRequest {
 		t.Errorf("seq_id 3 after 1: %d %v, want 400", st, body)

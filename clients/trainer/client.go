@@ -487,9 +487,15 @@ func (c *Client) modelCall(ctx context.Context, op, modelID string, build func(s
 	m := c.model(modelID)
 	m.mu.Lock()
 	m.last++
-	body := build(m.last)
+	seq := m.last
+	body := build(seq)
 	reqID, err := c.submit(ctx, op, body)
 	m.mu.Unlock()
+	if transport.IsStatus(err, http.StatusConflict) {
+		// SkyRL's 409 names no seq_id: "Training request sequence
+		// number was reused".
+		return fmt.Errorf("%w (seq_id %d of model %s was used before with another request)", err, seq, modelID)
+	}
 	if err != nil {
 		return err
 	}
