@@ -34,7 +34,9 @@ import (
 // closed while it was idle is noticed before it is used (or, in the race
 // where the server closes it as the request goes out, the request is sent
 // once more on a new connection, which only happens before any answer
-// byte arrived).
+// byte arrived, and is counted for StatusError.Attempts when the request
+// had been written in full). A RetryUnsent call always goes on a new
+// connection, so it is never sent twice this way.
 type h1Transport struct {
 	std         *http.Transport
 	proxy       func(*http.Request) (*url.URL, error)
