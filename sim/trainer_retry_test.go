@@ -252,3 +252,15 @@ func TestSimFaultLostDoesTheWorkAndDropsTheAnswer(t *testing.T) {
 		t.Error("a negative PerRoute validated")
 	}
 }
+
+// A save refused after its name was checked (a seq_id out of order)
+// records nothing, as SkyRL rolls the refused request back: the name is
+// free for the next, good attempt.
+func TestSimTrainerRefusedSaveKeepsTheNameFree(t *testing.T) {
+	_, c, _ := newTrainer(t, getFixture(t))
+	mid := createModelRank(c, createSession(c), 0, 8)
+	if st, body := c.post("/api/v1/save_weights", saveBody("save_weights", mid, "s1", 5)); st != http.StatusBadRequest {
+		t.Fatalf("seq_id 5 first: %d %v, want 400", st, body)
+	}
+	c.call("/api/v1/save_weights", saveBody("save_weights", mid, "s1", 1))
+}

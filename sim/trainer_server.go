@@ -398,9 +398,10 @@ func (s *TrainerServer) listCheckpoints(w http.ResponseWriter, r *http.Request) 
 // the same body returns the original future, anything else is refused.
 // admit, when set, runs first (under the server's lock, the model known):
 // a status other than 0 is answered with its detail and nothing else
-// happens.
+// happens; otherwise the undo it returns (when not nil) runs if the call is
+// refused afterwards, as SkyRL rolls back what a refused request recorded.
 func (s *TrainerServer) sequenced(w http.ResponseWriter, modelID string, seq int, body any, delay time.Duration, datums int,
-	admit func(m *trainedModel) (int, string), fn func(m *trainedModel) (int, any)) {
+	admit func(m *trainedModel) (int, string, func()), fn func(m *trainedModel) (int, any)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	m, ok := s.models[modelID]
@@ -408,10 +409,19 @@ func (s *TrainerServer) sequenced(w http.ResponseWriter, modelID string, seq int
 		detail(w, http.StatusNotFound, "model %s not found", modelID)
 		return
 	}
+	accepted := false
 	if admit != nil {
-		if st, msg := admit(m); st != 0 {
+		st, msg, undo := admit(m)
+		if st != 0 {
 			detail(w, st, "%s", msg)
 			return
+		}
+		if undo != nil {
+			defer func() {
+				if !accepted {
+					undo()
+				}
+			}()
 		}
 	}
 	raw, _ := json.Marshal(body)
@@ -432,6 +442,7 @@ func (s *TrainerServer) sequenced(w http.ResponseWriter, modelID string, seq int
 	}
 	m.lastSeq = seq
 	m.requests++
+	accepted = true
 	rid := s.submit(delay, datums, func() (int, any) { return fn(m) })
 	m.seqs[seq] = seqRecord{hash: hash, requestID: rid}
 	writeJSON(w, http.StatusOK, map[string]any{"request_id": rid, "model_id": modelID})
@@ -689,19 +700,23 @@ func decodeSave(w http.ResponseWriter, r *http.Request) (saveRequest, bool) {
 
 // newCheckpoint is the admit step of a save: as SkyRL's create_checkpoint,
 // a name the model already has (of that kind, in any state) is a 409;
-// otherwise the checkpoint is recorded, pending. The returned finish
-// records the worker's outcome.
-func (s *TrainerServer) newCheckpoint(kind, name string, ck **checkpoint) func(m *trainedModel) (int, string) {
-	return func(m *trainedModel) (int, string) {
+// otherwise the checkpoint is recorded, pending, in *ck (removed again if
+// the call is then refused).
+func (s *TrainerServer) newCheckpoint(kind, name string, ck **checkpoint) func(m *trainedModel) (int, string, func()) {
+	return func(m *trainedModel) (int, string, func()) {
 		s.ckMu.Lock()
 		defer s.ckMu.Unlock()
 		key := checkpointKey(kind, name)
 		if _, ok := m.ckpts[key]; ok {
-			return http.StatusConflict, fmt.Sprintf("Checkpoint '%s' already exists for model '%s'", name, m.id)
+			return http.StatusConflict, fmt.Sprintf("Checkpoint '%s' already exists for model '%s'", name, m.id), nil
 		}
 		*ck = &checkpoint{name: name, kind: kind, status: "pending"}
 		m.ckpts[key] = *ck
-		return 0, ""
+		return 0, "", func() {
+			s.ckMu.Lock()
+			delete(m.ckpts, key)
+			s.ckMu.Unlock()
+		}
 	}
 }
 
@@ -875,14 +890,15 @@ func (s *TrainerServer) loadState(w http.ResponseWriter, r *http.Request) {
 	// SkyRL's order: the model (404), then load_weights only as the
 	// model's first request (400), then the path's form (400), then the
 	// checkpoint (404 unknown, 425 pending, 500 failed).
-	admit := func(m *trainedModel) (int, string) {
+	admit := func(m *trainedModel) (int, string, func()) {
 		if m.requests > 0 {
-			return http.StatusBadRequest, fmt.Sprintf("LoadWeights is not permitted with seq_id %d", req.SeqID)
+			return http.StatusBadRequest, fmt.Sprintf("LoadWeights is not permitted with seq_id %d", req.SeqID), nil
 		}
 		if !ok || len(parts) != 3 || parts[1] != "weights" || !reName.MatchString(parts[2]) || !reName.MatchString(parts[0]) {
-			return http.StatusBadRequest, "request.path must be in format tinker://source_model_id/weights/checkpoint_id"
+			return http.StatusBadRequest, "request.path must be in format tinker://source_model_id/weights/checkpoint_id", nil
 		}
-		return s.checkpointReady(parts[0], parts[2])
+		st, msg := s.checkpointReady(parts[0], parts[2])
+		return st, msg, nil
 	}
 	s.sequenced(w, req.ModelID, req.SeqID, req, s.StepDelay, 0, admit, func(m *trainedModel) (int, any) {
 		b, err := os.ReadFile(filepath.Join(s.ckptDir, parts[0], "weights", parts[2]+".json"))
