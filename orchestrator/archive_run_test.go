@@ -22,7 +22,11 @@ func TestRunSyncsBothArchiveLayouts(t *testing.T) {
 	for _, layout := range []string{recipes.SimArchiveJAX, recipes.SimArchiveFSDP} {
 		for _, kind := range []string{recipes.SyncLoRA, recipes.SyncSGLangDisk} {
 			t.Run(layout+" "+kind, func(t *testing.T) {
-				r := testRecipe(t, "", "sim.trainer.archive="+layout, "sync.kind="+kind, "policy.urls=embedded,embedded", "eval.datasets.nq=")
+				sets := []string{"sim.trainer.archive=" + layout, "sync.kind=" + kind, "policy.urls=embedded,embedded", "eval.datasets.nq="}
+				if kind == recipes.SyncSGLangDisk {
+					sets = append(sets, "trainer.lora_rank=0") // full weights, as SkyRL's FSDP backend
+				}
+				r := testRecipe(t, "", sets...)
 				ctx := context.Background()
 				deps, emb, err := Connect(ctx, r, nil, nil)
 				if err != nil {

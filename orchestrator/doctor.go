@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -172,9 +173,11 @@ func (d *DoctorReport) Write(w io.Writer) error {
 //     result list per query, each hit with an id, contents and a score;
 //   - the trainer: GET healthz answers, get_server_capabilities lists
 //     trainer.base_model, its api_key_env variable is set (a warning only
-//     when the server accepted requests without it), and, for a remote
-//     trainer, trainer.checkpoints_dir is a readable directory (a warning
-//     when it does not exist yet);
+//     when the server accepted requests without it), trainer.lora_rank
+//     suits sync.kind (weightsCheck), the Adam settings hold on the
+//     backend (optimizerCheck), and, for a remote trainer,
+//     trainer.checkpoints_dir is a readable directory (a warning when it
+//     does not exist yet);
 //   - sync.dir (unless sync.kind is none): a probe file can be created,
 //     written, read back and removed (directories doctor had to create are
 //     removed again); a policy replica that is not on a loopback host gets a
@@ -752,6 +755,7 @@ func (c *checker) trainer(ctx context.Context, tr trainer.Trainer) []Check {
 		if !c.full {
 			return out
 		}
+		out = append(out, weightsCheck(c.r, u), optimizerCheck(c.r, u))
 		if c.r.Trainer.URL != recipes.Embedded {
 			out = append(out, checkpointsDir(c.r.Trainer.CheckpointsDir))
 		}
@@ -794,6 +798,87 @@ func (c *checker) trainer(ctx context.Context, tr trainer.Trainer) []Check {
 		add("base model", CheckOK, fmt.Sprintf("supports %q", base), "")
 	}
 	return withKey()
+}
+
+// weightsCheck explains what trainer.lora_rank trains and whether
+// sync.kind can load it: lora_config.rank 0 is full fine-tuning (SkyRL's
+// FSDP and Megatron backends), whose sampler weights are a merged model
+// that only a full-weight sync (sglang_disk) reloads; a rank above 0 trains
+// a LoRA adapter, saved as the adapter alone (SkyRL's FSDP backend exports
+// the PEFT adapter, not merged weights), which only sync.kind lora loads.
+func weightsCheck(r *recipes.Recipe, server string) Check {
+	ch := Check{Role: "trainer", Server: server, Name: "weights", Status: CheckOK}
+	rank, kind := r.Trainer.LoRARank, r.Sync.Kind
+	switch {
+	case rank == 0 && kind == recipes.SyncLoRA:
+		ch.Status = CheckFail
+		ch.Detail = "trainer.lora_rank 0 trains full weights, but sync.kind lora loads LoRA adapters: the first sync finds no adapter in the sampler archive"
+		ch.Fix = "set sync.kind sglang_disk (SGLang policy servers, docs/gpu.md) to sync full weights, or trainer.lora_rank above 0 (e.g. 32) to train a LoRA adapter"
+	case rank > 0 && kind == recipes.SyncSGLangDisk:
+		ch.Status = CheckFail
+		ch.Detail = fmt.Sprintf("trainer.lora_rank %d trains a LoRA adapter, but sync.kind sglang_disk reloads merged full weights, and a LoRA model's sampler weights are the adapter alone (SkyRL's FSDP backend exports the PEFT adapter)", rank)
+		ch.Fix = fmt.Sprintf("set trainer.lora_rank: 0 for full fine-tuning (SkyRL --backend fsdp or megatron), or sync.kind lora with vLLM started with --enable-lora --max-lora-rank %d", loraRankFlag(rank))
+	case rank == 0 && kind == recipes.SyncSGLangDisk:
+		ch.Detail = "lora_rank 0: full fine-tuning, which needs SkyRL's fsdp or megatron backend (its jax backend and the hosted service train LoRA only); the merged model it saves is reloaded with /update_weights_from_disk"
+	case rank == 0:
+		ch.Detail = "lora_rank 0: full fine-tuning (SkyRL's fsdp or megatron backend); sync.kind " + kind + " loads no weights"
+	case kind == recipes.SyncLoRA:
+		ch.Detail = fmt.Sprintf("lora_rank %d: a LoRA adapter, hot-loaded with /v1/load_lora_adapter (vLLM's --max-lora-rank at least %d)", rank, loraRankFlag(rank))
+	default:
+		ch.Detail = fmt.Sprintf("lora_rank %d: a LoRA adapter; sync.kind %s loads no weights", rank, kind)
+	}
+	return ch
+}
+
+// skyrlFixedAdam are the AdamW settings SkyRL's FSDP backend fixes when it
+// creates its optimizer (skyrl/train/config/config.py OptimizerConfig:
+// adam_betas [0.9, 0.999], weight_decay 0.01; fsdp_strategy.py passes no
+// eps, so torch's AdamW default 1e-8). Its optim_step applies only
+// learning_rate (skyrl_train_backend.py). The Megatron backend shares the
+// optim_step and takes the same betas and weight decay; its eps is
+// megatron-core's default, UNVERIFIED.
+var skyrlFixedAdam = trainer.AdamParams{Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01}
+
+// optimizerCheck compares the recipe's Adam settings with those SkyRL's
+// FSDP and Megatron backends fix (their optim_step applies only the
+// learning rate). lora_rank 0 means such a backend (the only Tinker
+// servers that fine-tune full weights), so a difference is a warning; for
+// a LoRA rank the backend is unknown (SkyRL's JAX backend and the hosted
+// service apply every field), so a difference is only noted (skip).
+func optimizerCheck(r *recipes.Recipe, server string) Check {
+	ch := Check{Role: "trainer", Server: server, Name: "optimizer"}
+	if r.Trainer.URL == recipes.Embedded {
+		ch.Status, ch.Detail = CheckOK, "the simulated trainer applies every adam_params field of each optim_step"
+		return ch
+	}
+	tr, want := r.Trainer, skyrlFixedAdam
+	var diffs []string
+	for _, f := range []struct {
+		key       string
+		got, want float64
+	}{{"trainer.beta1", tr.Beta1, want.Beta1}, {"trainer.beta2", tr.Beta2, want.Beta2},
+		{"trainer.eps", tr.Eps, want.Eps}, {"trainer.weight_decay", tr.WeightDecay, want.WeightDecay}} {
+		if !(math.Abs(f.got-f.want) <= 1e-12*math.Max(math.Abs(f.got), math.Abs(f.want))) {
+			diffs = append(diffs, fmt.Sprintf("%s %g (the backend's %g)", f.key, f.got, f.want))
+		}
+	}
+	fixed := fmt.Sprintf("beta1 %g, beta2 %g, eps %g, weight_decay %g", want.Beta1, want.Beta2, want.Eps, want.WeightDecay)
+	switch {
+	case len(diffs) == 0:
+		ch.Status = CheckOK
+		ch.Detail = "the recipe's Adam settings equal the ones SkyRL's fsdp and megatron backends fix at optimizer creation (" + fixed + "), so they hold on any backend"
+	case tr.LoRARank == 0:
+		ch.Status = CheckWarn
+		ch.Detail = fmt.Sprintf("lora_rank 0 trains on SkyRL's fsdp or megatron backend, whose optim_step applies only learning_rate: its optimizer keeps %s, and the recipe's %s are not used",
+			fixed, strings.Join(diffs, ", "))
+		ch.Fix = fmt.Sprintf("set trainer.beta1: %g, trainer.beta2: %g, trainer.eps: %g, trainer.weight_decay: %g so the recipe says what trains, or start SkyRL with --backend-config overriding trainer.policy.optimizer_config.adam_betas and .weight_decay (eps cannot be set on the fsdp backend; check against your version)",
+			want.Beta1, want.Beta2, want.Eps, want.WeightDecay)
+	default:
+		ch.Status = CheckSkip
+		ch.Detail = fmt.Sprintf("lora_rank %d: doctor cannot tell the backend; SkyRL's jax backend and the hosted service apply every adam_params field, but its fsdp and megatron backends only learning_rate (keeping %s), and the recipe has %s",
+			tr.LoRARank, fixed, strings.Join(diffs, ", "))
+	}
+	return ch
 }
 
 // checkpointsDir checks the directory the sync step reads the trainer's

@@ -57,6 +57,7 @@ func TestDoctorEmbeddedDefault(t *testing.T) {
 		{"judge", "chat", CheckOK},
 		{"retriever", "retrieve", CheckOK},
 		{"trainer", "healthz", CheckOK}, {"trainer", "base model", CheckOK},
+		{"trainer", "weights", CheckOK}, {"trainer", "optimizer", CheckOK},
 		{"sync", "sync dir", CheckOK}, {"sync", "policy access", CheckOK},
 	}
 	if got := rows(rep); !slices.Equal(got, want) {
@@ -69,7 +70,7 @@ func TestDoctorEmbeddedDefault(t *testing.T) {
 		t.Errorf("second replica's tokenizer row: %q", d)
 	}
 	out := report(t, rep)
-	for _, w := range []string{"| role", "| server", "| check", "| status", "| detail", "all 18 checks passed",
+	for _, w := range []string{"| role", "| server", "| check", "| status", "| detail", "all 20 checks passed",
 		"SIMULATED: policy, judge, trainer served by the embedded hindsearch simulator"} {
 		if !strings.Contains(out, w) {
 			t.Errorf("output lacks %q:\n%s", w, out)
@@ -425,7 +426,7 @@ func TestDoctorNamesEachProblemAndItsFix(t *testing.T) {
 			return []string{a.URL, b.URL}, nil
 		}, []row{{"policy", "lora routes", CheckFail}}, []string{"--enable-lora --max-lora-rank 32", "VLLM_ALLOW_RUNTIME_LORA_UPDATING=True"}},
 		{"sglang route missing", func(t *testing.T, a, b *stack, r *recipes.Recipe) ([]string, map[string]string) {
-			r.Sync.Kind = recipes.SyncSGLangDisk
+			r.Sync.Kind, r.Trainer.LoRARank = recipes.SyncSGLangDisk, 0
 			a.sglang = true
 			return []string{a.URL, b.URL}, nil
 		}, []row{{"policy", "weights route", CheckFail}}, []string{"/update_weights_from_disk is not served", "python -m sglang.launch_server"}},
@@ -476,6 +477,16 @@ func TestDoctorNamesEachProblemAndItsFix(t *testing.T) {
 			a.caps = []string{"Qwen/Qwen3-4B", "meta-llama/Llama-3.2-3B"}
 			return []string{a.URL, b.URL}, nil
 		}, []row{{"trainer", "base model", CheckFail}}, []string{`does not support base model "m"`, "set trainer.base_model to one of: Qwen/Qwen3-4B, meta-llama/Llama-3.2-3B"}},
+		{"full weights with lora sync", func(t *testing.T, a, b *stack, r *recipes.Recipe) ([]string, map[string]string) {
+			r.Trainer.LoRARank = 0
+			return []string{a.URL, b.URL}, nil
+		}, []row{{"trainer", "weights", CheckFail}}, []string{"trainer.lora_rank 0 trains full weights, but sync.kind lora loads LoRA adapters", "set sync.kind sglang_disk"}},
+		{"lora rank with full-weight sync", func(t *testing.T, a, b *stack, r *recipes.Recipe) ([]string, map[string]string) {
+			r.Sync.Kind, r.Trainer.LoRARank = recipes.SyncSGLangDisk, 32
+			a.sglang, b.sglang = true, true
+			return []string{a.URL, b.URL}, nil
+		}, []row{{"trainer", "weights", CheckFail}}, []string{"trainer.lora_rank 32 trains a LoRA adapter, but sync.kind sglang_disk reloads merged full weights",
+			"set trainer.lora_rank: 0 for full fine-tuning", "--max-lora-rank 32"}},
 		{"checkpoints dir is a file", func(t *testing.T, a, b *stack, r *recipes.Recipe) ([]string, map[string]string) {
 			f := filepath.Join(t.TempDir(), "ckpt")
 			if err := os.WriteFile(f, nil, 0o644); err != nil {
@@ -613,7 +624,7 @@ func TestDoctorSGLangRoute(t *testing.T) {
 	a := newStack(t, "m")
 	a.sglang = true
 	r := stackRecipe(t)
-	r.Sync.Kind = recipes.SyncSGLangDisk
+	r.Sync.Kind, r.Trainer.LoRARank = recipes.SyncSGLangDisk, 0
 	rep := Doctor(context.Background(), r, stackDeps(t, r, nil, a.URL, a.URL), DoctorOptions{})
 	if f := rep.Failed(); len(f) > 0 {
 		t.Fatalf("failures:\n%s", report(t, rep))
@@ -672,4 +683,92 @@ func TestPreflightIsDoctorSubset(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "policy "+a.URL) || !strings.Contains(err.Error(), "sglang.launch_server") {
 		t.Fatalf("preflight with the weights route missing: %v", err)
 	}
+}
+
+// trainerRow is the trainer's row named name in rep (zero if none).
+func trainerRow(rep *DoctorReport, name string) Check {
+	for _, c := range rep.Checks {
+		if c.Role == "trainer" && c.Name == name {
+			return c
+		}
+	}
+	return Check{}
+}
+
+// doctorStack runs doctor on a healthy fake stack (serving SGLang's
+// weights route too) with the recipe edit applies.
+func doctorStack(t *testing.T, edit func(r *recipes.Recipe)) *DoctorReport {
+	t.Helper()
+	a := newStack(t, "m")
+	a.sglang = true
+	r := stackRecipe(t)
+	edit(r)
+	return Doctor(context.Background(), r, stackDeps(t, r, nil, a.URL, a.URL), DoctorOptions{})
+}
+
+// The weights row says what trainer.lora_rank trains and how sync.kind
+// loads it: rank 0 is full weights for sglang_disk, a rank above 0 an
+// adapter for lora.
+func TestDoctorExplainsRankAndSyncKind(t *testing.T) {
+	for _, tc := range []struct {
+		rank int
+		kind string
+		want string
+	}{
+		{0, recipes.SyncSGLangDisk, "lora_rank 0: full fine-tuning, which needs SkyRL's fsdp or megatron backend"},
+		{0, recipes.SyncNone, "sync.kind none loads no weights"},
+		{32, recipes.SyncLoRA, "lora_rank 32: a LoRA adapter, hot-loaded with /v1/load_lora_adapter (vLLM's --max-lora-rank at least 32)"},
+	} {
+		rep := doctorStack(t, func(r *recipes.Recipe) { r.Trainer.LoRARank, r.Sync.Kind = tc.rank, tc.kind })
+		if ch := trainerRow(rep, "weights"); ch.Status != CheckOK || !strings.Contains(ch.Detail, tc.want) {
+			t.Errorf("rank %d, %s: weights row %+v", tc.rank, tc.kind, ch)
+		}
+	}
+}
+
+// With lora_rank 0 (SkyRL's fsdp or megatron backend, whose optim_step
+// applies only the learning rate) doctor warns about Adam settings that
+// differ from the backend's fixed ones, naming both; equal settings pass;
+// for a LoRA rank the backend is unknown and a difference is only noted;
+// the simulated trainer applies them all.
+func TestDoctorWarnsAboutFSDPFixedOptimizer(t *testing.T) {
+	full := func(r *recipes.Recipe) {
+		r.Sync.Kind, r.Trainer.LoRARank = recipes.SyncSGLangDisk, 0
+		r.Trainer.Beta2, r.Trainer.WeightDecay = 0.95, 0 // the defaults
+	}
+	rep := doctorStack(t, full)
+	opt := trainerRow(rep, "optimizer")
+	if opt.Status != CheckWarn {
+		t.Fatalf("optimizer row %+v, want a warning\n%s", opt, report(t, rep))
+	}
+	for _, w := range []string{"applies only learning_rate", "trainer.beta2 0.95 (the backend's 0.999)", "trainer.weight_decay 0 (the backend's 0.01)"} {
+		if !strings.Contains(opt.Detail, w) {
+			t.Errorf("detail %q lacks %q", opt.Detail, w)
+		}
+	}
+	if strings.Contains(opt.Detail, "trainer.beta1") || !strings.Contains(opt.Fix, "trainer.beta2: 0.999") || !strings.Contains(opt.Fix, "--backend-config") {
+		t.Errorf("detail %q, fix %q", opt.Detail, opt.Fix)
+	}
+	if len(rep.Failed()) != 0 || !strings.Contains(report(t, rep), "warn trainer") {
+		t.Errorf("the warning failed the report or was not shown:\n%s", report(t, rep))
+	}
+
+	for _, tc := range []struct {
+		name string
+		edit func(r *recipes.Recipe)
+		want CheckStatus
+		text string
+	}{
+		{"the backend's own settings", func(r *recipes.Recipe) {
+			full(r)
+			r.Trainer.Beta1, r.Trainer.Beta2, r.Trainer.Eps, r.Trainer.WeightDecay = 0.9, 0.999, 1e-8, 0.01
+		}, CheckOK, "hold on any backend"},
+		{"a LoRA rank", func(r *recipes.Recipe) { r.Trainer.Beta2 = 0.95 }, CheckSkip, "cannot tell the backend"},
+	} {
+		if ch := trainerRow(doctorStack(t, tc.edit), "optimizer"); ch.Status != tc.want || !strings.Contains(ch.Detail, tc.text) {
+			t.Errorf("%s: %+v", tc.name, ch)
+		}
+	}
+	// The embedded default (TestDoctorEmbeddedDefault) has the row ok:
+	// the simulated trainer applies every field.
 }

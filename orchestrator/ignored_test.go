@@ -15,7 +15,11 @@ func TestRunSendsOnlyFieldsTheServersRead(t *testing.T) {
 	}
 	for _, kind := range []string{"lora", "sglang_disk"} {
 		t.Run(kind, func(t *testing.T) {
-			r := testRecipe(t, "", "sync.kind="+kind)
+			sets := []string{"sync.kind=" + kind}
+			if kind == "sglang_disk" {
+				sets = append(sets, "trainer.lora_rank=0") // full weights
+			}
+			r := testRecipe(t, "", sets...)
 			deps, emb, err := Connect(t.Context(), r, nil, nil)
 			if err != nil {
 				t.Fatal(err)

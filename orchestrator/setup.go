@@ -124,6 +124,14 @@ type ConnectOption func(*connectConfig)
 type connectConfig struct {
 	metrics  *Metrics
 	progress *progress.Reporter
+	// simFaults, when set, changes the embedded simulator's faults after
+	// they are read from the recipe (tests aim faults at routes with it).
+	simFaults func(*sim.RoleFaults)
+}
+
+// withSimFaults sets connectConfig.simFaults.
+func withSimFaults(f func(*sim.RoleFaults)) ConnectOption {
+	return func(c *connectConfig) { c.simFaults = f }
 }
 
 // WithMetrics makes every client report its calls and retries to m.
@@ -178,11 +186,15 @@ func Connect(ctx context.Context, r *recipes.Recipe, environ []string, log io.Wr
 			return fail(fmt.Errorf("retriever.corpus: %w", err))
 		}
 		texts := VocabTexts(r)
+		faults := sim.FaultsFromRecipe(r.Sim.Faults, r.Seed)
+		if cfg.simFaults != nil {
+			cfg.simFaults(&faults)
+		}
 		gen := sim.GenerationConfigFromRecipe(r.Sim.GenerationConfig)
 		s, err := sim.Start(sim.Config{BaseModel: r.Policy.Model, JudgeModel: r.Judge.Model, JudgeAPIKey: key(r.Judge.APIKeyEnv),
 			CheckpointsDir: r.Trainer.CheckpointsDir, TrainerArchive: sim.ArchiveLayout(r.Sim.Trainer.Archive), Corpus: corpus, VocabTexts: texts, Epsilon: r.Sim.Epsilon,
 			PolicyReplicas: nEmbedded, Judge: r.Judge.URL == recipes.Embedded, Trainer: r.Trainer.URL == recipes.Embedded,
-			Latency: sim.LatencyFromRecipe(r.Sim), Faults: sim.FaultsFromRecipe(r.Sim.Faults, r.Seed), GenerationConfig: &gen})
+			Latency: sim.LatencyFromRecipe(r.Sim), Faults: faults, GenerationConfig: &gen})
 		if err != nil {
 			return fail(err)
 		}

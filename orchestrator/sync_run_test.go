@@ -21,7 +21,7 @@ import (
 
 // sglangSets run the embedded default with full-weight syncs on two
 // replicas, without the nq evaluation.
-var sglangSets = []string{"sync.kind=sglang_disk", "policy.urls=embedded,embedded", "eval.datasets.nq="}
+var sglangSets = []string{"sync.kind=sglang_disk", "trainer.lora_rank=0", "policy.urls=embedded,embedded", "eval.datasets.nq="}
 
 // replicaURLs are a run's policy replica URLs.
 func replicaURLs(deps Deps) []string {
@@ -81,6 +81,14 @@ func TestSGLangDiskEndToEnd(t *testing.T) {
 	}
 	if reflect.DeepEqual(trained, sim.InitialParams()) {
 		t.Fatal("training did not change the weights")
+	}
+	// trainer.lora_rank 0 trains full weights: the trainer saved a model
+	// export, not an adapter.
+	if _, err := os.Stat(filepath.Join(wantDir, "config.json")); err != nil {
+		t.Errorf("the synced weights are no full-weight export: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(wantDir, "adapter_config.json")); err == nil {
+		t.Error("the synced weights are an adapter")
 	}
 	for i, p := range emb.Sim().Policies {
 		got, ok := p.Params("sim/base")
@@ -178,9 +186,9 @@ func (f *flakyLoads) UpdateWeightsFromDisk(ctx context.Context, path string) err
 // sync), then rejoins; with no replica holding them the step fails naming
 // each replica and why. For both kinds that move weights.
 func TestReplicaFailingLoadIsLeftOutThenRejoins(t *testing.T) {
-	for _, kind := range []string{"lora", "sglang_disk"} {
+	for kind, rank := range map[string]string{"lora": "4", "sglang_disk": "0"} {
 		t.Run(kind, func(t *testing.T) {
-			r := testRecipe(t, "", "sync.kind="+kind, "policy.urls=embedded,embedded", "train.steps=3",
+			r := testRecipe(t, "", "sync.kind="+kind, "trainer.lora_rank="+rank, "policy.urls=embedded,embedded", "train.steps=3",
 				"eval.datasets.nq=", "eval.datasets.hotpotqa=")
 			ctx := context.Background()
 			deps, emb, err := Connect(ctx, r, nil, nil)
@@ -218,7 +226,7 @@ func TestReplicaFailingLoadIsLeftOutThenRejoins(t *testing.T) {
 			}
 
 			// No replica loads the weights: the step fails, naming both.
-			r2 := testRecipe(t, "", "sync.kind="+kind, "policy.urls=embedded,embedded", "train.steps=1",
+			r2 := testRecipe(t, "", "sync.kind="+kind, "trainer.lora_rank="+rank, "policy.urls=embedded,embedded", "train.steps=1",
 				"eval.datasets.nq=", "eval.datasets.hotpotqa=")
 			deps2, emb2, err := Connect(ctx, r2, nil, nil)
 			if err != nil {

@@ -39,9 +39,11 @@ func (s *sglangSync) loadOn(ctx context.Context, i int, name string) error {
 }
 
 // peftHint explains a refused load of a directory that holds a PEFT
-// adapter rather than a merged model.
+// adapter rather than a merged model, config.json or not (SkyRL's FSDP
+// export of a LoRA model writes the base model's config beside the
+// adapter, as read in fsdp_strategy.py save_hf_model).
 func peftHint(dir string) string {
-	if !exists(filepath.Join(dir, "config.json")) && exists(filepath.Join(dir, "adapter_config.json")) {
+	if exists(filepath.Join(dir, "adapter_config.json")) {
 		return " (the sampler archive holds a PEFT adapter, not a merged model: sync.kind sglang_disk needs a trainer that saves full weights; use sync.kind lora for adapters)"
 	}
 	return ""

@@ -894,6 +894,14 @@ func TestSGLangSyncRestoreAndResume(t *testing.T) {
 	if h := peftHint(adapter); !strings.Contains(h, "holds a PEFT adapter") {
 		t.Errorf("adapter hint %q", h)
 	}
+	// SkyRL's FSDP export of a LoRA model: the adapter beside the base
+	// model's config.json.
+	if err := os.WriteFile(filepath.Join(adapter, "config.json"), []byte(`{}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if h := peftHint(adapter); !strings.Contains(h, "holds a PEFT adapter") {
+		t.Errorf("adapter with config.json hint %q", h)
+	}
 }
 
 // writeArchiveFile writes a simulator adapter archive under root.

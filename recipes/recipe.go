@@ -104,7 +104,9 @@ type Trainer struct {
 	APIKeyEnv string `mapstructure:"api_key_env" yaml:"api_key_env"`
 	// BaseModel is the model the LoRA training client is created on.
 	BaseModel string `mapstructure:"base_model" yaml:"base_model"`
-	// LoRARank is the rank of the trained adapter.
+	// LoRARank is lora_config.rank of the trained model: the rank of a
+	// LoRA adapter (sync.kind lora), or 0 for full fine-tuning (SkyRL's
+	// FSDP and Megatron backends; sync.kind sglang_disk).
 	LoRARank int `mapstructure:"lora_rank" yaml:"lora_rank"`
 	// LearningRate, Beta1, Beta2, Eps and WeightDecay are the Adam
 	// parameters of optim_step.
@@ -382,7 +384,9 @@ type SimFaults struct {
 
 // FaultSpec is one role's faults: each request is faulted with probability
 // Rate, with a kind drawn from Kinds (500, 502, 503, 429, reset, hang,
-// slow, malformed); a hang lasts HangMS and a slow answer waits SlowMS.
+// slow, malformed, lost); a hang lasts HangMS and a slow answer waits
+// SlowMS. lost is the one kind the server handles first: it does the work,
+// then drops the answer.
 type FaultSpec struct {
 	Rate   float64  `mapstructure:"rate" yaml:"rate"`
 	Kinds  []string `mapstructure:"kinds" yaml:"kinds"`

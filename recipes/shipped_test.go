@@ -92,6 +92,7 @@ func TestPaperRecipe(t *testing.T) {
 		{"train.top_k", r.Train.TopK, -1},
 		{"trainer.learning_rate", r.Trainer.LearningRate, 1e-6},
 		{"sync.kind", r.Sync.Kind, SyncSGLangDisk},
+		{"trainer.lora_rank", r.Trainer.LoRARank, 0}, // full weights, not a LoRA
 		{"hindsight.enabled", r.Hindsight.Enabled, true},
 		{"hindsight.gold_answer", r.Hindsight.GoldAnswer, true},
 		{"hindsight.loss", r.Hindsight.Loss, HindsightLossClamp},

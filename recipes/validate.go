@@ -65,7 +65,9 @@ func (ps Problems) Error() string {
 // sync.kind, hindsight.loss, hindsight.broadcast, rollout.schedule,
 // sim.trainer.archive); that
 // counts, sizes and token limits are positive (sync.keep only for sync.kind
-// lora); that with sync.kind sglang_disk (one weights version per replica,
+// lora); that trainer.lora_rank is at least 0 and matches sync.kind (0,
+// full fine-tuning, with sglang_disk or none; a LoRA rank with lora or
+// none); that with sync.kind sglang_disk (one weights version per replica,
 // replaced in place) train.max_off_policy_steps is 0 and hindsight.teacher
 // is not initial while the OPD term is on; the enumerated judge.api and
 // judge.max_tokens_field; numeric ranges (temperatures in [0, 2], top_p in
@@ -192,7 +194,7 @@ func (r *Recipe) Validate() error {
 	endpoint("trainer.url", r.Trainer.URL)
 	envName("trainer.api_key_env", r.Trainer.APIKeyEnv)
 	nonEmpty("trainer.base_model", r.Trainer.BaseModel)
-	atLeast("trainer.lora_rank", r.Trainer.LoRARank, 1)
+	atLeast("trainer.lora_rank", r.Trainer.LoRARank, 0)
 	positive("trainer.learning_rate", r.Trainer.LearningRate)
 	oneOf("trainer.loss", r.Trainer.Loss, TrainerLossImportanceSampling, TrainerLossPPO)
 	if !(r.Trainer.ClipLow > 0 && r.Trainer.ClipLow <= 1) {
@@ -208,6 +210,18 @@ func (r *Recipe) Validate() error {
 	atLeast("trainer.chunk_size", r.Trainer.ChunkSize, 1)
 
 	oneOf("sync.kind", r.Sync.Kind, SyncLoRA, SyncSGLangDisk, SyncNone)
+	// lora_config.rank 0 is full fine-tuning (SkyRL's FSDP and Megatron
+	// backends), whose sampler weights are a merged model; a LoRA rank
+	// saves an adapter (SkyRL's FSDP backend exports a PEFT model's
+	// adapter, not merged weights), which only sync.kind lora loads.
+	switch rank := r.Trainer.LoRARank; {
+	case rank == 0 && r.Sync.Kind == SyncLoRA:
+		bad("trainer.lora_rank", "0 (full fine-tuning) needs a full-weight sync.kind (%s; %s for evaluation only), got sync.kind %s, which loads LoRA adapters: set sync.kind %s, or trainer.lora_rank above 0 to train an adapter",
+			SyncSGLangDisk, SyncNone, SyncLoRA, SyncSGLangDisk)
+	case rank > 0 && r.Sync.Kind == SyncSGLangDisk:
+		bad("trainer.lora_rank", "%d trains a LoRA adapter, which sync.kind %s cannot load (it reloads merged full weights, and a LoRA model's sampler weights are the adapter alone): set trainer.lora_rank: 0 for full fine-tuning, or sync.kind %s",
+			rank, SyncSGLangDisk, SyncLoRA)
+	}
 	if r.Sync.Kind == SyncLoRA {
 		atLeast("sync.keep", r.Sync.Keep, 1)
 	} else {
@@ -443,4 +457,4 @@ func checkOverride(o string) string {
 }
 
 // faultKinds are the kinds of sim.faults.*.kinds (sim.FaultKinds).
-var faultKinds = []string{"500", "502", "503", "429", "reset", "hang", "slow", "malformed"}
+var faultKinds = []string{"500", "502", "503", "429", "reset", "hang", "slow", "malformed", "lost"}

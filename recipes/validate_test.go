@@ -140,6 +140,9 @@ func TestValidateSyncKinds(t *testing.T) {
 	for _, kind := range []string{SyncLoRA, SyncSGLangDisk, SyncNone} {
 		r := valid(t)
 		r.Sync.Kind = kind
+		if kind == SyncSGLangDisk {
+			r.Trainer.LoRARank = 0 // full weights
+		}
 		if err := r.Validate(); err != nil {
 			t.Errorf("sync.kind %s: %v", kind, err)
 		}
@@ -156,7 +159,7 @@ func TestValidateSyncKinds(t *testing.T) {
 	if err := r.Validate(); err == nil || err.Error() != "sync.keep: must be at least 1, got 0" {
 		t.Errorf("lora with sync.keep 0: %v", err)
 	}
-	r.Sync.Kind = SyncSGLangDisk
+	r.Sync.Kind, r.Trainer.LoRARank = SyncSGLangDisk, 0
 	if err := r.Validate(); err != nil {
 		t.Errorf("sglang_disk with sync.keep 0: %v", err)
 	}
@@ -167,7 +170,7 @@ func TestValidateSyncKinds(t *testing.T) {
 	// the teacher. (An empty sync.dir is fine: the caller puts it under
 	// output.dir.)
 	r = valid(t)
-	r.Sync.Kind = SyncSGLangDisk
+	r.Sync.Kind, r.Trainer.LoRARank = SyncSGLangDisk, 0
 	r.Sync.Dir = ""
 	r.Hindsight.Teacher = TeacherInitial
 	if err := r.Validate(); err == nil || !strings.HasPrefix(err.Error(), `hindsight.teacher: "initial" needs sync.kind lora: sglang_disk overwrites`) {
@@ -188,9 +191,40 @@ func TestValidateSyncKinds(t *testing.T) {
 	}
 	r.Train.MaxOffPolicySteps = 0
 	r.Hindsight.Enabled = true
-	r.Sync.Kind = SyncLoRA
+	r.Sync.Kind, r.Trainer.LoRARank = SyncLoRA, 8
 	if err := r.Validate(); err != nil {
 		t.Errorf("lora with teacher initial: %v", err)
+	}
+}
+
+// trainer.lora_rank 0 is full fine-tuning: it goes with a sync kind that
+// takes full weights (sglang_disk, or none to evaluate), and a LoRA rank
+// with one that loads adapters (lora, or none); each mismatch names both
+// keys.
+func TestValidateLoRARankMatchesSyncKind(t *testing.T) {
+	for _, tc := range []struct {
+		rank int
+		kind string
+		want string // "" valid
+	}{
+		{0, SyncSGLangDisk, ""},
+		{0, SyncNone, ""},
+		{32, SyncLoRA, ""},
+		{32, SyncNone, ""},
+		{0, SyncLoRA, "trainer.lora_rank: 0 (full fine-tuning) needs a full-weight sync.kind (sglang_disk; none for evaluation only), got sync.kind lora"},
+		{32, SyncSGLangDisk, "trainer.lora_rank: 32 trains a LoRA adapter, which sync.kind sglang_disk cannot load"},
+		{-1, SyncNone, "trainer.lora_rank: must be at least 0, got -1"},
+	} {
+		r := valid(t)
+		r.Trainer.LoRARank, r.Sync.Kind = tc.rank, tc.kind
+		err := r.Validate()
+		if tc.want == "" {
+			if err != nil {
+				t.Errorf("rank %d, sync.kind %s: %v", tc.rank, tc.kind, err)
+			}
+			continue
+		}
+		wantErr(t, err, tc.want)
 	}
 }
 

@@ -14,13 +14,13 @@ import (
 // on serving, with the parameters read from model_path.
 //
 // SIMULATED: SGLang loads a merged Hugging Face model directory
-// (config.json and model*.safetensors). The simulated trainer writes the
-// same archive for every sync kind, a PEFT-shaped adapter whose
-// adapter_model.safetensors holds the simulator's complete parameter vector
-// (not a low-rank delta), so in the simulator's terms it already is the
-// full weights. The simulated policy reads that vector from model.safetensors
-// when the directory has one, else from adapter_model.safetensors; no
-// config.json is needed or read. It swaps the parameters between requests:
+// (config.json and model*.safetensors). The simulated trainer writes that
+// shape for a rank-0 (full fine-tuning) model, config.json and
+// model.safetensors (PackFullWeights), and a PEFT-shaped adapter for a
+// LoRA rank, whose adapter_model.safetensors also holds the simulator's
+// complete parameter vector (not a low-rank delta). The simulated policy
+// reads that vector from model.safetensors when the directory has one, else
+// from adapter_model.safetensors; config.json is not read. It swaps the parameters between requests:
 // requests in flight finish with the parameters they started with, none is
 // paused (num_paused_requests is always 0). On failure it keeps the weights
 // it served, as SGLang rolls back to its original weights.

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -20,10 +21,20 @@ import (
 // API in JSON (PROTOCOLS.md §5). It trains the simulated policy's parameter
 // vector by real gradient steps (Adam) on the exact datums it is sent, using
 // the same Model that the simulated policy samples from, and saves sampler
-// weights as adapter archives where SkyRL writes them,
+// weights where SkyRL writes them,
 // <checkpoints>/<model_id>/sampler_weights/<name>.tar.gz, answering SkyRL's
 // path tinker://<model_id>/<name> (no sampler_weights/ segment), packed in
-// the layout Archive names.
+// the layout Archive names: an adapter archive for a LoRA model (rank > 0),
+// a full-weight model export for rank 0.
+//
+// What SkyRL does not make idempotent, it does not either (skyrl/tinker/
+// api.py): every create_model makes a new model; a save whose name the
+// model already has is answered 409 "Checkpoint '<name>' already exists for
+// model '<id>'" before anything else; load_weights after any other request
+// on the model (create_model aside) is answered 400 "LoadWeights is not
+// permitted with seq_id N". GET training_runs lists the models and GET
+// training_runs/{id}/checkpoints a model's completed checkpoints, in
+// SkyRL's shapes.
 type TrainerServer struct {
 	model     *Model
 	baseModel string
@@ -46,6 +57,7 @@ type TrainerServer struct {
 	nextID   int
 	sessions map[string]time.Time
 	models   map[string]*trainedModel
+	order    []string // model ids in creation order, for GET training_runs
 	futures  map[string]*future
 	work     chan job
 	done     chan struct{}
@@ -59,10 +71,15 @@ type TrainerServer struct {
 	// which only the worker changes.
 	trainMu sync.Mutex
 	wg      sync.WaitGroup
+	// ckMu guards the checkpoints' status, which the worker changes (not
+	// mu: submit sends on work with mu held).
+	ckMu sync.Mutex
 }
 
 type trainedModel struct {
 	id      string
+	base    string
+	created time.Time
 	params  Params
 	m, v    []float64
 	t       int
@@ -70,7 +87,25 @@ type trainedModel struct {
 	lastSeq int
 	seqs    map[int]seqRecord
 	pending []datumGrad
+	// requests counts the futures made on the model (create_model aside),
+	// for load_weights' rule.
+	requests int
+	// ckpts are the model's checkpoints by checkpointKey (guarded by the
+	// server's ckMu).
+	ckpts map[string]*checkpoint
 }
+
+// checkpoint is a save's record, as SkyRL's CheckpointDB row: pending
+// from the POST until the worker finished it.
+type checkpoint struct {
+	name, kind string // kind: "training" (save_weights) or "sampler"
+	status     string // "pending", "completed" or "failed"
+	errMsg     string
+	completed  time.Time
+}
+
+// checkpointKey is the key of a model's checkpoint of kind under name.
+func checkpointKey(kind, name string) string { return kind + "/" + name }
 
 type seqRecord struct {
 	hash      string
@@ -180,6 +215,8 @@ func (s *TrainerServer) Handler() http.Handler {
 	mux.HandleFunc("POST /api/v1/save_weights", s.saveState)
 	mux.HandleFunc("POST /api/v1/load_weights", s.loadState)
 	mux.HandleFunc("POST /api/v1/retrieve_future", s.retrieveFuture)
+	mux.HandleFunc("GET /api/v1/training_runs", s.trainingRuns)
+	mux.HandleFunc("GET /api/v1/training_runs/{id}/checkpoints", s.listCheckpoints)
 	return labelled(mux)
 }
 
@@ -269,22 +306,108 @@ func (s *TrainerServer) createModel(w http.ResponseWriter, r *http.Request) {
 		detail(w, http.StatusBadRequest, "base model %q is not supported (the simulator serves %q)", req.BaseModel, s.baseModel)
 		return
 	}
-	if req.LoRAConfig.Rank < 1 {
-		detail(w, http.StatusBadRequest, "lora_config.rank must be positive")
+	// Rank 0 is full fine-tuning (SkyRL's FSDP backend), any other rank a
+	// LoRA adapter; SkyRL checks no range, the simulator refuses a
+	// negative rank.
+	if req.LoRAConfig.Rank < 0 {
+		detail(w, http.StatusBadRequest, "lora_config.rank must be at least 0 (0: full weights)")
 		return
 	}
+	// A new model for every call, as SkyRL (api.py create_model mints a
+	// model id per request; nothing de-duplicates it).
 	mid := s.newID("sim-model")
-	s.models[mid] = &trainedModel{id: mid, params: InitialParams(), m: make([]float64, NumParams),
-		v: make([]float64, NumParams), rank: req.LoRAConfig.Rank, seqs: map[int]seqRecord{}}
+	s.models[mid] = &trainedModel{id: mid, base: req.BaseModel, created: time.Now().UTC(), params: InitialParams(),
+		m: make([]float64, NumParams), v: make([]float64, NumParams), rank: req.LoRAConfig.Rank,
+		seqs: map[int]seqRecord{}, ckpts: map[string]*checkpoint{}}
+	s.order = append(s.order, mid)
+	lora := map[string]any{"rank": req.LoRAConfig.Rank, "alpha": 32.0}
 	rid := s.submit(0, 0, func() (int, any) {
-		return http.StatusOK, map[string]any{"model_id": mid, "type": "create_model"}
+		return http.StatusOK, map[string]any{"model_id": mid, "base_model": req.BaseModel, "lora_config": lora}
 	})
-	writeJSON(w, http.StatusOK, map[string]any{"request_id": rid, "model_id": mid})
+	writeJSON(w, http.StatusOK, map[string]any{"model_id": mid, "base_model": req.BaseModel,
+		"lora_config": map[string]any{"rank": req.LoRAConfig.Rank}, "status": "created", "request_id": rid})
+}
+
+// trainingRuns implements GET training_runs?limit&offset: the models in
+// creation order, SkyRL's TrainingRunsResponse. As SkyRL, limit defaults to
+// 20 and offset to 0, every run says is_lora true (even rank 0), and a page
+// past the end has total_count 0.
+func (s *TrainerServer) trainingRuns(w http.ResponseWriter, r *http.Request) {
+	limit, offset := 20, 0
+	for _, q := range []struct {
+		name string
+		v    *int
+	}{{"limit", &limit}, {"offset", &offset}} {
+		if raw := r.URL.Query().Get(q.name); raw != "" {
+			n, err := strconv.Atoi(raw)
+			if err != nil {
+				detail(w, http.StatusUnprocessableEntity, "query %s: %q is not an integer", q.name, raw)
+				return
+			}
+			*q.v = n
+		}
+	}
+	s.mu.Lock()
+	var runs []map[string]any
+	for i := max(offset, 0); i < len(s.order) && len(runs) < max(limit, 0); i++ {
+		m := s.models[s.order[i]]
+		runs = append(runs, map[string]any{"training_run_id": m.id, "base_model": m.base, "model_owner": "default",
+			"is_lora": true, "corrupted": false, "lora_rank": m.rank, "last_request_time": m.created.Format(time.RFC3339Nano),
+			"last_checkpoint": nil, "last_sampler_checkpoint": nil, "user_metadata": nil})
+	}
+	total := len(s.order)
+	s.mu.Unlock()
+	if len(runs) == 0 {
+		total = 0
+		runs = []map[string]any{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"training_runs": runs,
+		"cursor": map[string]any{"offset": offset, "limit": limit, "total_count": total}})
+}
+
+// listCheckpoints implements GET training_runs/{id}/checkpoints: the
+// model's completed checkpoints (none for an unknown model), with SkyRL's
+// tinker_path tinker://<id>/{weights|sampler_weights}/<name>.
+func (s *TrainerServer) listCheckpoints(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if !reName.MatchString(id) || len(id) > 255 {
+		detail(w, http.StatusUnprocessableEntity, "unique_id %q must match ^[a-zA-Z0-9_-]+$", id)
+		return
+	}
+	s.mu.Lock()
+	m := s.models[id]
+	s.mu.Unlock()
+	out := []map[string]any{}
+	if m != nil {
+		s.ckMu.Lock()
+		var cks []*checkpoint
+		for _, ck := range m.ckpts {
+			if ck.status == "completed" {
+				cks = append(cks, ck)
+			}
+		}
+		s.ckMu.Unlock()
+		sort.Slice(cks, func(i, j int) bool { return cks[i].completed.Before(cks[j].completed) })
+		for _, ck := range cks {
+			kind := "weights"
+			if ck.kind == "sampler" {
+				kind = "sampler_weights"
+			}
+			out = append(out, map[string]any{"checkpoint_id": ck.name, "checkpoint_type": ck.kind,
+				"time": ck.completed.Format(time.RFC3339Nano), "tinker_path": "tinker://" + id + "/" + kind + "/" + ck.name})
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"checkpoints": out})
 }
 
 // sequenced checks a call's seq_id: the next one is accepted, a repeat with
 // the same body returns the original future, anything else is refused.
-func (s *TrainerServer) sequenced(w http.ResponseWriter, modelID string, seq int, body any, delay time.Duration, datums int, fn func(m *trainedModel) (int, any)) {
+// admit, when set, runs first (under the server's lock, the model known):
+// a status other than 0 is answered with its detail and nothing else
+// happens; otherwise the undo it returns (when not nil) runs if the call is
+// refused afterwards, as SkyRL rolls back what a refused request recorded.
+func (s *TrainerServer) sequenced(w http.ResponseWriter, modelID string, seq int, body any, delay time.Duration, datums int,
+	admit func(m *trainedModel) (int, string, func()), fn func(m *trainedModel) (int, any)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	m, ok := s.models[modelID]
@@ -292,12 +415,28 @@ func (s *TrainerServer) sequenced(w http.ResponseWriter, modelID string, seq int
 		detail(w, http.StatusNotFound, "model %s not found", modelID)
 		return
 	}
+	accepted := false
+	if admit != nil {
+		st, msg, undo := admit(m)
+		if st != 0 {
+			detail(w, st, "%s", msg)
+			return
+		}
+		if undo != nil {
+			defer func() {
+				if !accepted {
+					undo()
+				}
+			}()
+		}
+	}
 	raw, _ := json.Marshal(body)
 	sum := sha256.Sum256(raw)
 	hash := hex.EncodeToString(sum[:])
 	if rec, seen := m.seqs[seq]; seen {
 		if rec.hash != hash {
-			detail(w, http.StatusConflict, "seq_id %d was already used with a different request", seq)
+			// SkyRL's words (api.py create_future).
+			detail(w, http.StatusConflict, "Training request sequence number was reused")
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"request_id": rec.requestID, "model_id": modelID})
@@ -308,6 +447,8 @@ func (s *TrainerServer) sequenced(w http.ResponseWriter, modelID string, seq int
 		return
 	}
 	m.lastSeq = seq
+	m.requests++
+	accepted = true
 	rid := s.submit(delay, datums, func() (int, any) { return fn(m) })
 	m.seqs[seq] = seqRecord{hash: hash, requestID: rid}
 	writeJSON(w, http.StatusOK, map[string]any{"request_id": rid, "model_id": modelID})
@@ -359,7 +500,7 @@ func (s *TrainerServer) forwardBackward(w http.ResponseWriter, r *http.Request) 
 			return
 		}
 	}
-	s.sequenced(w, req.ModelID, req.SeqID, req, s.DatumDelay*time.Duration(len(in.Data)), len(in.Data), func(m *trainedModel) (int, any) {
+	s.sequenced(w, req.ModelID, req.SeqID, req, s.DatumDelay*time.Duration(len(in.Data)), len(in.Data), nil, func(m *trainedModel) (int, any) {
 		return s.runForwardBackward(m, in.Data, in.LossFn, in.LossFnConfig)
 	})
 }
@@ -506,7 +647,7 @@ func (s *TrainerServer) optimStep(w http.ResponseWriter, r *http.Request) {
 		detail(w, http.StatusBadRequest, "invalid adam_params %+v", a)
 		return
 	}
-	s.sequenced(w, req.ModelID, req.SeqID, req, s.StepDelay, 0, func(m *trainedModel) (int, any) {
+	s.sequenced(w, req.ModelID, req.SeqID, req, s.StepDelay, 0, nil, func(m *trainedModel) (int, any) {
 		// Sum the datums' gradients in a canonical order, so the update does
 		// not depend on the order the chunks arrived in.
 		sort.Slice(m.pending, func(i, j int) bool { return m.pending[i].key < m.pending[j].key })
@@ -563,16 +704,59 @@ func decodeSave(w http.ResponseWriter, r *http.Request) (saveRequest, bool) {
 	return req, true
 }
 
+// newCheckpoint is the admit step of a save: as SkyRL's create_checkpoint,
+// a name the model already has (of that kind, in any state) is a 409;
+// otherwise the checkpoint is recorded, pending, in *ck (removed again if
+// the call is then refused).
+func (s *TrainerServer) newCheckpoint(kind, name string, ck **checkpoint) func(m *trainedModel) (int, string, func()) {
+	return func(m *trainedModel) (int, string, func()) {
+		s.ckMu.Lock()
+		defer s.ckMu.Unlock()
+		key := checkpointKey(kind, name)
+		if _, ok := m.ckpts[key]; ok {
+			return http.StatusConflict, fmt.Sprintf("Checkpoint '%s' already exists for model '%s'", name, m.id), nil
+		}
+		*ck = &checkpoint{name: name, kind: kind, status: "pending"}
+		m.ckpts[key] = *ck
+		return 0, "", func() {
+			s.ckMu.Lock()
+			delete(m.ckpts, key)
+			s.ckMu.Unlock()
+		}
+	}
+}
+
+// finishCheckpoint records a save's outcome (err nil: completed).
+func (s *TrainerServer) finishCheckpoint(ck *checkpoint, err error) {
+	s.ckMu.Lock()
+	defer s.ckMu.Unlock()
+	ck.completed = time.Now().UTC()
+	ck.status = "completed"
+	if err != nil {
+		ck.status, ck.errMsg = "failed", err.Error()
+	}
+}
+
 func (s *TrainerServer) saveWeights(w http.ResponseWriter, r *http.Request) {
 	req, ok := decodeSave(w, r)
 	if !ok {
 		return
 	}
-	s.sequenced(w, req.ModelID, req.SeqID, req, s.StepDelay, 0, func(m *trainedModel) (int, any) {
-		arc, err := PackAdapter(s.Archive, m.params, s.baseModel, m.rank)
+	var ck *checkpoint
+	s.sequenced(w, req.ModelID, req.SeqID, req, s.StepDelay, 0, s.newCheckpoint("sampler", req.Path, &ck), func(m *trainedModel) (int, any) {
+		// A LoRA model's sampler weights are an adapter; rank 0 (full
+		// fine-tuning) exports the whole model, as SkyRL's FSDP backend.
+		var arc []byte
+		var err error
+		if m.rank == 0 {
+			arc, err = PackFullWeights(s.Archive, m.params, s.baseModel)
+		} else {
+			arc, err = PackAdapter(s.Archive, m.params, s.baseModel, m.rank)
+		}
 		if err == nil {
 			err = writeFileAtomic(filepath.Join(s.ckptDir, m.id, "sampler_weights", req.Path+".tar.gz"), arc)
 		}
+		s.finishCheckpoint(ck, err)
 		if err != nil {
 			return http.StatusInternalServerError, map[string]any{"detail": fmt.Sprintf("save sampler weights: %v", err)}
 		}
@@ -630,6 +814,31 @@ func (s *TrainerServer) retrieveFuture(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// checkpointReady is SkyRL's validate_checkpoint for a training state:
+// 404 unknown, 425 still pending, 500 failed, 0 ready. A state this server
+// has no record of (one saved before a restart: the simulator keeps no
+// database) is ready when its file exists. Called with mu held.
+func (s *TrainerServer) checkpointReady(source, name string) (int, string) {
+	if src := s.models[source]; src != nil {
+		s.ckMu.Lock()
+		ck := src.ckpts[checkpointKey("training", name)]
+		s.ckMu.Unlock()
+		switch {
+		case ck == nil:
+		case ck.status == "pending":
+			return http.StatusTooEarly, "Checkpoint is still being created"
+		case ck.status == "failed":
+			return http.StatusInternalServerError, "Checkpoint creation failed: " + ck.errMsg
+		default:
+			return 0, ""
+		}
+	}
+	if _, err := os.Stat(filepath.Join(s.ckptDir, source, name+".tar.gz")); err != nil {
+		return http.StatusNotFound, fmt.Sprintf("Checkpoint not found: %s/%s", source, name)
+	}
+	return 0, ""
+}
+
 // ModelParams returns a copy of a trained model's current parameters.
 func (s *TrainerServer) ModelParams(modelID string) (Params, bool) {
 	s.mu.Lock()
@@ -664,12 +873,14 @@ func (s *TrainerServer) saveState(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	s.sequenced(w, req.ModelID, req.SeqID, req, s.StepDelay, 0, func(m *trainedModel) (int, any) {
+	var ck *checkpoint
+	s.sequenced(w, req.ModelID, req.SeqID, req, s.StepDelay, 0, s.newCheckpoint("training", req.Path, &ck), func(m *trainedModel) (int, any) {
 		b, _ := json.Marshal(trainState{Simulated: true, Params: m.params, M: m.m, V: m.v, T: m.t})
 		arc, err := PackArchive(s.Archive, map[string][]byte{stateFile: b})
 		if err == nil {
 			err = writeFileAtomic(filepath.Join(s.ckptDir, m.id, req.Path+".tar.gz"), arc)
 		}
+		s.finishCheckpoint(ck, err)
 		if err != nil {
 			return http.StatusInternalServerError, map[string]any{"detail": fmt.Sprintf("save weights: %v", err)}
 		}
@@ -693,11 +904,20 @@ func (s *TrainerServer) loadState(w http.ResponseWriter, r *http.Request) {
 	}
 	rest, ok := strings.CutPrefix(req.Path, "tinker://")
 	parts := strings.Split(rest, "/")
-	if !ok || len(parts) != 3 || parts[1] != "weights" || !reName.MatchString(parts[2]) || !reName.MatchString(parts[0]) {
-		detail(w, http.StatusBadRequest, "path %q: want tinker://<model_id>/weights/<name>", req.Path)
-		return
+	// SkyRL's order: the model (404), then load_weights only as the
+	// model's first request (400), then the path's form (400), then the
+	// checkpoint (404 unknown, 425 pending, 500 failed).
+	admit := func(m *trainedModel) (int, string, func()) {
+		if m.requests > 0 {
+			return http.StatusBadRequest, fmt.Sprintf("LoadWeights is not permitted with seq_id %d", req.SeqID), nil
+		}
+		if !ok || len(parts) != 3 || parts[1] != "weights" || !reName.MatchString(parts[2]) || !reName.MatchString(parts[0]) {
+			return http.StatusBadRequest, "request.path must be in format tinker://source_model_id/weights/checkpoint_id", nil
+		}
+		st, msg := s.checkpointReady(parts[0], parts[2])
+		return st, msg, nil
 	}
-	s.sequenced(w, req.ModelID, req.SeqID, req, s.StepDelay, 0, func(m *trainedModel) (int, any) {
+	s.sequenced(w, req.ModelID, req.SeqID, req, s.StepDelay, 0, admit, func(m *trainedModel) (int, any) {
 		b, err := readArchiveFile(filepath.Join(s.ckptDir, parts[0], parts[2]+".tar.gz"), stateFile)
 		if err != nil {
 			return http.StatusBadRequest, map[string]any{"detail": fmt.Sprintf("load weights %s: %v", req.Path, err)}

@@ -356,8 +356,9 @@ func TestTrainerSeqIDs(t *testing.T) {
 	if st != http.StatusOK || b["request_id"] != a["request_id"] {
 		t.Errorf("retry with the same body: %d %v, want the request %v", st, b, a["request_id"])
 	}
-	if st, body := c.post("/api/v1/forward_backward", fbBody(mid, 1, "importance_sampling", nil, datum(tr, 2, 0))); st != http.StatusConflict {
-		t.Errorf("seq_id 1 reused with another body: %d %v, want 409", st, body)
+	if st, body := c.post("/api/v1/forward_backward", fbBody(mid, 1, "importance_sampling", nil, datum(tr, 2, 0))); st != http.StatusConflict ||
+		body["detail"] != "Training request sequence number was reused" {
+		t.Errorf("seq_id 1 reused with another body: %d %v, want SkyRL's 409", st, body)
 	}
 	if st, body := c.post("/api/v1/optim_step", optimBody(mid, 3, 0.01)); st != http.StatusBadRequest {
 		t.Errorf("seq_id 3 after 1: %d %v, want 400", st, body)
@@ -456,8 +457,8 @@ func TestTrainerRejectsBadRequests(t *testing.T) {
 		{"bad name", "/api/v1/save_weights_for_sampler", map[string]any{"model_id": mid, "path": "../x", "seq_id": 1, "type": "save_weights_for_sampler"}, 400},
 		{"bad base model", "/api/v1/create_model", map[string]any{"session_id": session, "model_seq_id": 9, "base_model": "other",
 			"lora_config": map[string]any{"rank": 8}, "type": "create_model"}, 400},
-		{"rank 0", "/api/v1/create_model", map[string]any{"session_id": session, "model_seq_id": 9, "base_model": testBase,
-			"lora_config": map[string]any{"rank": 0}, "type": "create_model"}, 400},
+		{"negative rank", "/api/v1/create_model", map[string]any{"session_id": session, "model_seq_id": 9, "base_model": testBase,
+			"lora_config": map[string]any{"rank": -1}, "type": "create_model"}, 400},
 		{"unknown session", "/api/v1/create_model", map[string]any{"session_id": "x", "model_seq_id": 9, "base_model": testBase,
 			"lora_config": map[string]any{"rank": 8}, "type": "create_model"}, 404},
 		{"unknown future", "/api/v1/retrieve_future", map[string]any{"request_id": "nope"}, 404},

@@ -31,18 +31,39 @@ const (
 	DefaultMaxResubmits = 3
 	// SDKVersion is the sdk_version sent with create_session.
 	SDKVersion = "hindsearch-0.1"
+	// DefaultRecoveryTimeout bounds the wait for the checkpoint of a save
+	// whose answer was lost to be listed as completed (the call's context
+	// may end it sooner).
+	DefaultRecoveryTimeout = 30 * time.Minute
+	// DefaultListWaitMax caps the wait between two listings of a model's
+	// checkpoints while waiting for one.
+	DefaultListWaitMax = 2 * time.Second
+	// listPageSize is the limit of each GET training_runs page.
+	listPageSize = 100
 )
 
 // Client is the Trainer of one Tinker API server (SkyRL tx or the hosted
 // service), in JSON.
 //
 // Each model's calls (forward_backward, optim_step,
-// save_weights_for_sampler) carry a seq_id that starts at 1 and grows by one
-// per call; the model's mutex is held from the choice of the seq_id until
-// the server accepted the POST, so seq_ids arrive in order. A POST retried
-// by the transport, or re-submitted after its future expired (410), carries
-// the same seq_id and body. A POST that failed outright still uses up its
-// seq_id, so that a later call never reuses it with another body.
+// save_weights_for_sampler, save_weights, load_weights) carry a seq_id that
+// starts at 1 and grows by one per call; the model's mutex is held from the
+// choice of the seq_id until the server accepted the POST, so seq_ids
+// arrive in order. A POST retried by the transport, or re-submitted after
+// its future expired (410), carries the same seq_id and body. A POST that
+// failed outright still uses up its seq_id, so that a later call never
+// reuses it with another body.
+//
+// SkyRL de-duplicates only forward, forward_backward and optim_step by
+// (model_id, seq_id). The other calls are made safe to repeat here: a
+// save whose retry is answered 409 "already exists" after an earlier
+// attempt reached the server is taken as done, and its path read from the
+// model's checkpoint listing once the checkpoint is completed; a
+// load_weights retried on a model this client created, with no other call
+// before it, and answered 400 "not permitted" is taken as done;
+// create_model is never sent again after a failure that may follow the
+// server's work unless the server's model listing shows it made no model
+// (see CreateModel).
 //
 // Within a session, create_model calls carry a model_seq_id counted from 0.
 //
@@ -57,7 +78,15 @@ type Client struct {
 	PollWaitMin, PollWaitMax time.Duration
 	// MaxResubmits bounds re-submissions after a 410 (expired future).
 	MaxResubmits int
-	// Logger, when set, receives failed heartbeats.
+	// RecoveryTimeout bounds the wait for a save whose answer was lost to
+	// be listed as completed (DefaultRecoveryTimeout when zero; the call's
+	// context may end it sooner).
+	RecoveryTimeout time.Duration
+	// ListWaitMax caps the growing wait between checkpoint listings while
+	// waiting (DefaultListWaitMax when zero).
+	ListWaitMax time.Duration
+	// Logger, when set, receives failed heartbeats and the calls whose
+	// lost answers were recovered.
 	Logger *slog.Logger
 
 	mu       sync.Mutex
@@ -68,6 +97,9 @@ type Client struct {
 type modelState struct {
 	mu   sync.Mutex
 	last int // last seq_id used
+	// created is set for a model this client made (CreateModel): no other
+	// client sends it requests.
+	created bool
 }
 
 var _ Trainer = (*Client)(nil)
@@ -97,6 +129,8 @@ func New(opts transport.Options, apiKey string) (*Client, error) {
 		PollWaitMin:       DefaultPollWaitMin,
 		PollWaitMax:       DefaultPollWaitMax,
 		MaxResubmits:      DefaultMaxResubmits,
+		RecoveryTimeout:   DefaultRecoveryTimeout,
+		ListWaitMax:       DefaultListWaitMax,
 		models:            map[string]*modelState{},
 		sessions:          map[string]int{},
 	}, nil
@@ -212,14 +246,30 @@ func (c *Client) heartbeat(ctx context.Context, id string, interval time.Duratio
 	}
 }
 
-// CreateModel creates a LoRA model of baseModel with the given rank in
-// session s (POST create_model, resolved as a future) and returns its id.
+// CreateModel creates a model of baseModel in session s (POST
+// create_model, resolved as a future) and returns its id. rank is
+// lora_config.rank: a LoRA adapter of that rank, or 0 for full fine-tuning
+// (SkyRL's FSDP and Megatron backends; its JAX backend and the hosted
+// service train LoRA only).
+//
+// The server makes a new model for every create_model that reaches it, so
+// the POST is never retried blindly: it is sent with transport.RetryUnsent
+// (retried only when the connection could not be made). After a failure
+// that may follow the server's work (a lost or cut-short answer, a
+// timeout, 408, 429, 5xx, an expired future), the server's models (GET
+// training_runs, also read before the call) are listed again: exactly one
+// new model of baseModel and rank is adopted as this call's; none means
+// the server made none, and the same body is sent again after a backoff
+// (at most the transport's retries); several, or a listing that fails, is
+// an error naming the trainer's URL. An adopted model's future is not
+// resolved (its request id was in the lost answer): a model the server
+// failed to build makes the first call on it fail.
 func (c *Client) CreateModel(ctx context.Context, s *Session, baseModel string, rank int) (string, error) {
 	if s == nil || s.ID == "" {
 		return "", errors.New("trainer create model: no session")
 	}
-	if baseModel == "" || rank <= 0 {
-		return "", fmt.Errorf("trainer create model: base model %q rank %d: want a model and rank > 0", baseModel, rank)
+	if baseModel == "" || rank < 0 {
+		return "", fmt.Errorf("trainer create model: base model %q rank %d: want a model and rank >= 0 (0: full weights)", baseModel, rank)
 	}
 	c.mu.Lock()
 	seq := c.sessions[s.ID]
@@ -232,17 +282,170 @@ func (c *Client) CreateModel(ctx context.Context, s *Session, baseModel string, 
 		"lora_config":  map[string]int{"rank": rank},
 		"type":         "create_model",
 	}
+	before, listErr := c.TrainingRuns(ctx)
+	for try := 0; ; try++ {
+		id, maybe, err := c.createOnce(ctx, body)
+		if err == nil {
+			c.adopt(id)
+			return id, nil
+		}
+		if !maybe || ctx.Err() != nil {
+			return "", err
+		}
+		if listErr != nil {
+			return "", fmt.Errorf("%w; the server may have made a model that this run cannot identify (listing GET %s/api/v1/training_runs before the call failed: %v): check the server's models before running again", err, c.URL(), listErr)
+		}
+		after, lerr := c.TrainingRuns(ctx)
+		if lerr != nil {
+			return "", fmt.Errorf("%w; the server may have made a model, and listing GET %s/api/v1/training_runs to find it failed: %v", err, c.URL(), lerr)
+		}
+		found := newModels(before, after, baseModel, rank)
+		switch {
+		case len(found) == 1:
+			c.adopt(found[0])
+			if c.Logger != nil {
+				c.Logger.Warn("trainer create_model answer lost: adopted the model the server made", "trainer", c.URL(), "model", found[0], "err", err)
+			}
+			return found[0], nil
+		case len(found) > 1:
+			return "", fmt.Errorf("%w; %d new models of %s with rank %d appeared on %s (%s): cannot tell which one is this run's", err, len(found), baseModel, rank, c.URL(), strings.Join(found, ", "))
+		case try >= c.tc.Retries():
+			return "", fmt.Errorf("%w (sent %d times; GET %s/api/v1/training_runs shows no model made)", err, try+1, c.URL())
+		}
+		before = after
+		t := time.NewTimer(c.tc.Backoff(try))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return "", err
+		case <-t.C:
+		}
+	}
+}
+
+// createOnce sends create_model once (retried only when it could not be
+// sent) and resolves its future. maybe reports a failure after which the
+// server may have made the model.
+func (c *Client) createOnce(ctx context.Context, body any) (id string, maybe bool, err error) {
+	var f struct {
+		RequestID string `json:"request_id"`
+		ModelID   string `json:"model_id"`
+	}
+	if err := c.tc.DoCall(ctx, transport.Call{Retry: transport.RetryUnsent}, http.MethodPost, "/api/v1/create_model", body, &f); err != nil {
+		var se *transport.StatusError
+		refused := errors.As(err, &se) && se.Status >= 400 && se.Status < 500 &&
+			se.Status != http.StatusRequestTimeout && se.Status != http.StatusTooManyRequests
+		return "", !refused && !transport.NotSent(err), fmt.Errorf("trainer create_model: %w", err)
+	}
+	if f.RequestID == "" {
+		return "", true, fmt.Errorf("trainer create_model %s: no request_id in response", c.URL())
+	}
+	raw, err := c.resolve(ctx, "create_model", f.RequestID)
+	if errors.Is(err, errExpired) {
+		return "", true, fmt.Errorf("trainer create_model: request %s: %w", f.RequestID, err)
+	}
+	if err != nil {
+		return "", false, err
+	}
 	var res struct {
 		ModelID string `json:"model_id"`
 	}
-	if err := c.call(ctx, "create_model", body, nil, &res); err != nil {
-		return "", err
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return "", false, fmt.Errorf("trainer create_model %s: decode result: %w", c.URL(), err)
 	}
 	if res.ModelID == "" {
-		return "", fmt.Errorf("trainer create_model %s: no model_id in result", c.URL())
+		res.ModelID = f.ModelID
 	}
-	c.model(res.ModelID)
-	return res.ModelID, nil
+	if res.ModelID == "" {
+		return "", false, fmt.Errorf("trainer create_model %s: no model_id in result", c.URL())
+	}
+	return res.ModelID, false, nil
+}
+
+// newModels returns the ids of the models in after, not in before, of
+// baseModel with lora rank rank.
+func newModels(before, after []TrainingRun, baseModel string, rank int) []string {
+	seen := make(map[string]bool, len(before))
+	for _, r := range before {
+		seen[r.ID] = true
+	}
+	var out []string
+	for _, r := range after {
+		if !seen[r.ID] && r.BaseModel == baseModel && r.LoRARank != nil && *r.LoRARank == rank {
+			out = append(out, r.ID)
+		}
+	}
+	return out
+}
+
+// adopt records modelID as a model this client created.
+func (c *Client) adopt(modelID string) {
+	m := c.model(modelID)
+	m.mu.Lock()
+	m.created = true
+	m.mu.Unlock()
+}
+
+// TrainingRun is one model on the server, as GET training_runs lists it.
+type TrainingRun struct {
+	// ID is the model's id (training_run_id).
+	ID string `json:"training_run_id"`
+	// BaseModel is the model it was created on.
+	BaseModel string `json:"base_model"`
+	// LoRARank is its lora_config.rank (0: full weights), nil when the
+	// server does not say.
+	LoRARank *int `json:"lora_rank"`
+}
+
+// TrainingRuns lists every model on the server (GET training_runs, read
+// page by page with an explicit limit and offset until the cursor's
+// total_count).
+func (c *Client) TrainingRuns(ctx context.Context) ([]TrainingRun, error) {
+	var all []TrainingRun
+	for offset := 0; ; {
+		var page struct {
+			TrainingRuns []TrainingRun `json:"training_runs"`
+			Cursor       struct {
+				TotalCount int `json:"total_count"`
+			} `json:"cursor"`
+		}
+		route := fmt.Sprintf("training_runs?limit=%d&offset=%d", listPageSize, offset)
+		if err := c.do(ctx, http.MethodGet, route, nil, &page); err != nil {
+			return nil, fmt.Errorf("trainer training_runs: %w", err)
+		}
+		all = append(all, page.TrainingRuns...)
+		offset += len(page.TrainingRuns)
+		if len(page.TrainingRuns) == 0 || offset >= page.Cursor.TotalCount {
+			return all, nil
+		}
+	}
+}
+
+// Checkpoint is one completed checkpoint of a model, as GET
+// training_runs/{model_id}/checkpoints lists it.
+type Checkpoint struct {
+	// ID is the name it was saved under (checkpoint_id).
+	ID string `json:"checkpoint_id"`
+	// Type is "training" (save_weights) or "sampler"
+	// (save_weights_for_sampler).
+	Type string `json:"checkpoint_type"`
+	// TinkerPath is its tinker:// path.
+	TinkerPath string `json:"tinker_path"`
+}
+
+// Checkpoints lists the completed checkpoints of modelID (GET
+// training_runs/{model_id}/checkpoints).
+func (c *Client) Checkpoints(ctx context.Context, modelID string) ([]Checkpoint, error) {
+	if !checkpointName.MatchString(modelID) {
+		return nil, fmt.Errorf("trainer checkpoints: model id %q: want letters, digits, _ and - only", modelID)
+	}
+	var resp struct {
+		Checkpoints []Checkpoint `json:"checkpoints"`
+	}
+	if err := c.do(ctx, http.MethodGet, "training_runs/"+modelID+"/checkpoints", nil, &resp); err != nil {
+		return nil, fmt.Errorf("trainer checkpoints: %w", err)
+	}
+	return resp.Checkpoints, nil
 }
 
 // model returns the state of modelID, creating it (last seq_id 0).
@@ -284,22 +487,19 @@ func (c *Client) modelCall(ctx context.Context, op, modelID string, build func(s
 	m := c.model(modelID)
 	m.mu.Lock()
 	m.last++
-	body := build(m.last)
+	seq := m.last
+	body := build(seq)
 	reqID, err := c.submit(ctx, op, body)
 	m.mu.Unlock()
+	if transport.IsStatus(err, http.StatusConflict) {
+		// SkyRL's 409 names no seq_id: "Training request sequence
+		// number was reused".
+		return fmt.Errorf("%w (seq_id %d of model %s was used before with another request)", err, seq, modelID)
+	}
 	if err != nil {
 		return err
 	}
 	return c.resolveAll(ctx, op, body, &m.mu, reqID, out)
-}
-
-// call submits an unordered call (create_model) and resolves it into out.
-func (c *Client) call(ctx context.Context, op string, body any, lock *sync.Mutex, out any) error {
-	reqID, err := c.submit(ctx, op, body)
-	if err != nil {
-		return err
-	}
-	return c.resolveAll(ctx, op, body, lock, reqID, out)
 }
 
 // submit POSTs body to route op and returns the future's request id.
@@ -516,24 +716,115 @@ var checkpointName = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 
 // SaveWeightsForSampler saves the current weights under name (POST
 // save_weights_for_sampler) and returns the server's path (tinker://...).
-// name must match ^[A-Za-z0-9_-]+$.
+// name must match ^[A-Za-z0-9_-]+$. When the server answers 409 "already
+// exists" after an earlier attempt of this call reached it, the save is
+// taken as done and the path is the one the model's checkpoint listing
+// gives once the checkpoint is completed (SkyRL lists
+// tinker://<model_id>/sampler_weights/<name>; its future answers
+// tinker://<model_id>/<name>).
 func (c *Client) SaveWeightsForSampler(ctx context.Context, modelID, name string) (string, error) {
 	if !checkpointName.MatchString(name) {
 		return "", fmt.Errorf("trainer save_weights_for_sampler: name %q: want letters, digits, _ and - only", name)
 	}
+	return c.save(ctx, "save_weights_for_sampler", "sampler", modelID, name, func(seq int) any {
+		return map[string]any{"model_id": modelID, "path": name, "seq_id": seq}
+	})
+}
+
+// save makes a save call (op, listed with checkpoint type ckType) and
+// returns its path: the result's, or the listing's when a repeat of the
+// call was answered 409 "already exists" (an earlier attempt, or the
+// submission before a 410, reached the server).
+func (c *Client) save(ctx context.Context, op, ckType, modelID, name string, build func(seq int) any) (string, error) {
+	if modelID == "" {
+		return "", fmt.Errorf("trainer %s: no model id", op)
+	}
+	m := c.model(modelID)
+	m.mu.Lock()
+	m.last++
+	body := build(m.last)
+	reqID, err := c.submit(ctx, op, body)
+	m.mu.Unlock()
+	if err != nil {
+		if se := checkpointExists(err); se != nil && se.Attempts > 1 {
+			return c.awaitCheckpoint(ctx, op, ckType, modelID, name, err)
+		}
+		return "", err
+	}
 	var res struct {
 		Path string `json:"path"`
 	}
-	err := c.modelCall(ctx, "save_weights_for_sampler", modelID, func(seq int) any {
-		return map[string]any{"model_id": modelID, "path": name, "seq_id": seq}
-	}, &res)
-	if err != nil {
+	if err := c.resolveAll(ctx, op, body, &m.mu, reqID, &res); err != nil {
+		if checkpointExists(err) != nil {
+			// A resubmission after a 410 met the first submission's
+			// checkpoint.
+			return c.awaitCheckpoint(ctx, op, ckType, modelID, name, err)
+		}
 		return "", err
 	}
 	if res.Path == "" {
-		return "", fmt.Errorf("trainer save_weights_for_sampler %s: no path in result", c.URL())
+		return "", fmt.Errorf("trainer %s %s: no path in result", op, c.URL())
 	}
 	return res.Path, nil
+}
+
+// checkpointExists returns the 409 "already exists" answer in err, if any.
+func checkpointExists(err error) *transport.StatusError {
+	var se *transport.StatusError
+	if errors.As(err, &se) && se.Status == http.StatusConflict && strings.Contains(se.Body, "already exists") {
+		return se
+	}
+	return nil
+}
+
+// awaitCheckpoint waits, bounded by ctx and RecoveryTimeout, until the
+// model's checkpoint listing shows name (of type ckType) completed, and
+// returns its path; cause is the 409 that said an earlier attempt saved
+// it.
+func (c *Client) awaitCheckpoint(ctx context.Context, op, ckType, modelID, name string, cause error) (string, error) {
+	limit := c.RecoveryTimeout
+	if limit <= 0 {
+		limit = DefaultRecoveryTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	wait := max(c.PollWaitMin, time.Millisecond)
+	most := c.ListWaitMax
+	if most <= 0 {
+		most = DefaultListWaitMax
+	}
+	var last error
+	for {
+		cks, err := c.Checkpoints(ctx, modelID)
+		switch {
+		case err == nil:
+			for _, ck := range cks {
+				if ck.ID == name && ck.Type == ckType && ck.TinkerPath != "" {
+					if c.Logger != nil {
+						c.Logger.Warn("trainer save answer lost: the checkpoint was saved", "op", op, "model", modelID, "path", ck.TinkerPath)
+					}
+					return ck.TinkerPath, nil
+				}
+			}
+		case transport.IsStatus(err, http.StatusNotFound, http.StatusMethodNotAllowed, http.StatusUnprocessableEntity):
+			return "", fmt.Errorf("%w; an earlier attempt saved %q, but the server cannot list it: %v", cause, name, err)
+		default:
+			last = err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			msg := fmt.Sprintf("an earlier attempt reached the server, but checkpoint %q of model %s was not listed as completed by GET %s/api/v1/training_runs/%s/checkpoints in time (its save may have failed on the server)",
+				name, modelID, c.URL(), modelID)
+			if last != nil {
+				msg += fmt.Sprintf("; last listing: %v", last)
+			}
+			return "", fmt.Errorf("%w; %s (%v)", cause, msg, ctx.Err())
+		case <-t.C:
+		}
+		wait = min(wait*2, max(most, wait))
+	}
 }
 
 // DecodeFloats returns the values of a tensor as float64s: data decoded
@@ -594,30 +885,67 @@ func DecodeFloats(t TensorData) ([]float64, error) {
 
 // SaveState saves the model's full training state (weights and optimiser
 // state) under name (POST save_weights) and returns its tinker:// path,
-// from which LoadState resumes training exactly.
+// from which LoadState resumes training exactly. A 409 "already exists"
+// after an earlier attempt reached the server is recovered as
+// SaveWeightsForSampler's is.
 func (c *Client) SaveState(ctx context.Context, modelID, name string) (string, error) {
 	if !checkpointName.MatchString(name) {
 		return "", fmt.Errorf("trainer save_weights: name %q: want letters, digits, _ and - only", name)
 	}
-	var res struct {
-		Path string `json:"path"`
-	}
-	err := c.modelCall(ctx, "save_weights", modelID, func(seq int) any {
+	return c.save(ctx, "save_weights", "training", modelID, name, func(seq int) any {
 		return map[string]any{"model_id": modelID, "path": name, "seq_id": seq, "type": "save_weights"}
-	}, &res)
-	if err != nil {
-		return "", err
-	}
-	if res.Path == "" {
-		return "", fmt.Errorf("trainer save_weights %s: no path in result", c.URL())
-	}
-	return res.Path, nil
+	})
 }
 
 // LoadState restores a training state saved by SaveState (POST
-// load_weights with optimizer true) into the model.
+// load_weights with optimizer true) into the model. SkyRL permits
+// load_weights only as a model's first request after create_model and
+// answers any later one 400 "LoadWeights is not permitted". That answer to
+// a repeat of this call (a retry, or a resubmission after a 410) means the
+// first attempt landed when the model is one this client created and the
+// load is its first call: no other request can be on the model then, and
+// SkyRL records a load only after checking that its checkpoint exists and
+// is complete. Whether that first load then failed on the server cannot be
+// read (its request id was in the lost answer).
 func (c *Client) LoadState(ctx context.Context, modelID, path string) error {
-	return c.modelCall(ctx, "load_weights", modelID, func(seq int) any {
-		return map[string]any{"model_id": modelID, "path": path, "optimizer": true, "seq_id": seq, "type": "load_weights"}
-	}, nil)
+	if modelID == "" {
+		return errors.New("trainer load_weights: no model id")
+	}
+	m := c.model(modelID)
+	m.mu.Lock()
+	first := m.created && m.last == 0
+	m.last++
+	body := map[string]any{"model_id": modelID, "path": path, "optimizer": true, "seq_id": m.last, "type": "load_weights"}
+	reqID, err := c.submit(ctx, "load_weights", body)
+	m.mu.Unlock()
+	if err != nil {
+		if se := loadRefused(err); first && se != nil && se.Attempts > 1 {
+			c.loadLanded(modelID, path, err)
+			return nil
+		}
+		return err
+	}
+	err = c.resolveAll(ctx, "load_weights", body, &m.mu, reqID, nil)
+	if err != nil && first && loadRefused(err) != nil {
+		c.loadLanded(modelID, path, err)
+		return nil
+	}
+	return err
+}
+
+// loadRefused returns SkyRL's 400 "LoadWeights is not permitted" answer in
+// err, if any.
+func loadRefused(err error) *transport.StatusError {
+	var se *transport.StatusError
+	if errors.As(err, &se) && se.Status == http.StatusBadRequest && strings.Contains(se.Body, "not permitted") {
+		return se
+	}
+	return nil
+}
+
+// loadLanded logs a load_weights taken as done after its answer was lost.
+func (c *Client) loadLanded(modelID, path string, err error) {
+	if c.Logger != nil {
+		c.Logger.Warn("trainer load_weights answer lost: the first attempt landed", "model", modelID, "path", path, "err", err)
+	}
 }

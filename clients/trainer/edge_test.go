@@ -59,7 +59,7 @@ func TestSeqIDConflictIsReported(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		posts.Add(1)
 		w.WriteHeader(http.StatusConflict)
-		_, _ = w.Write([]byte(`{"detail":"seq_id 1 was already used with a different request"}`))
+		_, _ = w.Write([]byte(`{"detail":"Training request sequence number was reused"}`))
 	}))
 	defer srv.Close()
 	o := transport.DefaultOptions("trainer", srv.URL)

@@ -13,8 +13,9 @@ type Trainer interface {
 	// StartSession creates a session and keeps it alive with a heartbeat
 	// every interval until ctx ends or Close is called on the result.
 	StartSession(ctx context.Context) (*Session, error)
-	// CreateModel creates a LoRA model of baseModel in session s and
-	// returns its model id.
+	// CreateModel creates a model of baseModel in session s (a LoRA
+	// adapter of the given rank, or full weights for rank 0) and returns
+	// its model id; it never makes two models for one call.
 	CreateModel(ctx context.Context, s *Session, baseModel string, rank int) (string, error)
 	// ForwardBackward sends one chunk of datums and waits for the result.
 	ForwardBackward(ctx context.Context, modelID string, data []Datum, lossFn string, lossCfg map[string]float64) (*ForwardBackwardResult, error)
@@ -24,7 +25,9 @@ type Trainer interface {
 	// returns the server's path for them (tinker://...).
 	SaveWeightsForSampler(ctx context.Context, modelID, name string) (string, error)
 	// SaveState saves the full training state (weights and optimiser) and
-	// returns its path; LoadState restores one, for an exact resume.
+	// returns its path; LoadState restores one into a model as its first
+	// call, for an exact resume. Both, like SaveWeightsForSampler, succeed
+	// once when an answer was lost and the retry found the work done.
 	SaveState(ctx context.Context, modelID, name string) (string, error)
 	LoadState(ctx context.Context, modelID, path string) error
 	// URL is the server's base URL.

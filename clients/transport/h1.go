@@ -34,7 +34,9 @@ import (
 // closed while it was idle is noticed before it is used (or, in the race
 // where the server closes it as the request goes out, the request is sent
 // once more on a new connection, which only happens before any answer
-// byte arrived).
+// byte arrived, and is counted for StatusError.Attempts when the request
+// had been written in full). A RetryUnsent call always goes on a new
+// connection, so it is never sent twice this way.
 type h1Transport struct {
 	std         *http.Transport
 	proxy       func(*http.Request) (*url.URL, error)
@@ -200,7 +202,11 @@ func (t *h1Transport) roundTrip(h *h1Host, req *http.Request) (*http.Response, e
 		<-h.slots
 		return nil, err
 	}
-	for fresh := false; ; fresh = true {
+	// A call that must not reach the server twice goes on a new
+	// connection: an idle one the server is closing could fail it after
+	// the write, when it could not be told from a lost answer.
+	cl := callOf(ctx)
+	for fresh := cl != nil && cl.retry == RetryUnsent; ; fresh = true {
 		c, reused, err := t.conn(ctx, h, fresh)
 		if err != nil {
 			<-h.slots
@@ -215,7 +221,12 @@ func (t *h1Transport) roundTrip(h *h1Host, req *http.Request) (*http.Response, e
 		if errors.As(err, &rerr) && reused && !fresh {
 			// The server closed a kept-alive connection as the request
 			// went out: nothing was answered, so send it again on a new
-			// connection.
+			// connection (never a RetryUnsent call's: it is on a new
+			// connection already). A resend after a full write is counted:
+			// the server may have read the first one and acted.
+			if rerr.written && cl != nil {
+				cl.resent++
+			}
 			continue
 		}
 		<-h.slots
@@ -290,7 +301,12 @@ func stillOpen(c *h1Conn) bool {
 
 // resendError is a failure on a reused connection before any byte of the
 // answer came back: the request may be sent again on a new connection.
-type resendError struct{ err error }
+// written says the request had been written in full (the server may have
+// read it).
+type resendError struct {
+	err     error
+	written bool
+}
 
 func (e *resendError) Error() string { return e.err.Error() }
 func (e *resendError) Unwrap() error { return e.err }
@@ -306,7 +322,7 @@ func (t *h1Transport) exchange(ctx context.Context, h *h1Host, c *h1Conn, req *h
 		canceled.Store(true)
 		c.nc.SetDeadline(aLongTimeAgo)
 	})
-	fail := func(err error, resend bool) (*http.Response, error) {
+	fail := func(err error, resend, written bool) (*http.Response, error) {
 		stop()
 		if canceled.Load() {
 			return nil, ctx.Err()
@@ -316,16 +332,16 @@ func (t *h1Transport) exchange(ctx context.Context, h *h1Host, c *h1Conn, req *h
 			return nil, &attemptTimeoutError{t.timeout}
 		}
 		if resend {
-			return nil, &resendError{err}
+			return nil, &resendError{err: err, written: written}
 		}
 		return nil, err
 	}
 	if err := writeRequest(c.bw, req, body); err != nil {
-		return fail(err, !errors.Is(err, errBadHeader))
+		return fail(err, !errors.Is(err, errBadHeader), false)
 	}
 	// Nothing came back yet: a connection the server closed fails here.
 	if _, err := c.br.Peek(1); err != nil {
-		return fail(err, true)
+		return fail(err, true, true)
 	}
 	resp, err := http.ReadResponse(c.br, req)
 	for err == nil && resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols {
@@ -334,11 +350,11 @@ func (t *h1Transport) exchange(ctx context.Context, h *h1Host, c *h1Conn, req *h
 		resp, err = http.ReadResponse(c.br, req)
 	}
 	if err != nil {
-		return fail(err, false)
+		return fail(err, false, true)
 	}
 	if resp.StatusCode == http.StatusSwitchingProtocols {
 		resp.Body.Close()
-		return fail(errors.New("unexpected 101 Switching Protocols"), false)
+		return fail(errors.New("unexpected 101 Switching Protocols"), false, true)
 	}
 	resp.Body = &h1Body{t: t, h: h, c: c, rc: resp.Body, stop: stop, canceled: &canceled, ctx: ctx,
 		keep: !resp.Close && !req.Close}

@@ -151,12 +151,41 @@ type Client struct {
 	secrets []string
 }
 
+// Retry selects which failed attempts of one call are sent again.
+type Retry int
+
+const (
+	// RetryTransient, the default, sends a call again after connection
+	// errors, attempts that time out or lose their connection, 408, 429,
+	// 5xx answers other than 501, and 2xx answers that do not decode: for
+	// calls that are safe to repeat.
+	RetryTransient Retry = iota
+	// RetryUnsent sends a call again only after a failure that left the
+	// request certainly unseen by the server: the connection could not be
+	// made (refused, dial failure), or a kept-alive connection failed
+	// before the request was written in full. Every other failure, after
+	// which the server may have acted on the request, comes back to the
+	// caller at once: for calls that are not idempotent (a Tinker
+	// create_model makes a new model each time it arrives).
+	RetryUnsent
+)
+
+// Call holds the options of one call of DoCall.
+type Call struct {
+	// Retry selects the failures that are retried (zero: RetryTransient).
+	Retry Retry
+}
+
 // call is the state of one Do call, carried to the retry layer in the
 // request context: the encoded body, handed to the retry layer as it is so
-// that no layer copies it, and the attempts made.
+// that no layer copies it, the retry policy, the attempts made, and the
+// requests sent again on a new connection after their first connection
+// failed once they were written (the server may have seen them).
 type call struct {
 	body     []byte
+	retry    Retry
 	attempts int
+	resent   int
 }
 
 type callKey struct{}
@@ -177,6 +206,11 @@ type StatusError struct {
 	Status int
 	// Body is the start of the response body (at most 512 bytes).
 	Body string
+	// Attempts is the number of requests the call sent, this one
+	// included: more than 1 means an earlier one may have reached the
+	// server (and acted, if the call is not idempotent) before its answer
+	// was lost.
+	Attempts int
 }
 
 // Error returns e.g. "judge http://127.0.0.1:1234/v1/chat/completions:
@@ -305,6 +339,16 @@ func (c *Client) BaseURL() string { return c.shown }
 // Role returns the role named in errors.
 func (c *Client) Role() string { return c.role }
 
+// Retries returns the number of retries after a call's first attempt.
+func (c *Client) Retries() int { return c.opts.Retries }
+
+// Backoff returns the wait before retry number attempt+1 (attempt counts
+// from 0), with the retry layer's bounds and jitter: for callers that
+// repeat a call themselves after checking the server's state.
+func (c *Client) Backoff(attempt int) time.Duration {
+	return jitterBackoff(c.opts.RetryWaitMin, c.opts.RetryWaitMax, attempt)
+}
+
 // Close closes the client's idle connections.
 func (c *Client) Close() { c.h1.CloseIdleConnections() }
 
@@ -315,11 +359,18 @@ func (c *Client) Close() { c.h1.CloseIdleConnections() }
 // non-2xx answer, after retries, is a *StatusError; other failures name
 // the role and the URL. Options.OnDone, when set, observes the call.
 func (c *Client) Do(ctx context.Context, method, path string, in, out any) error {
+	return c.DoCall(ctx, Call{}, method, path, in, out)
+}
+
+// DoCall is Do with per-call options: opt.Retry chooses which failures the
+// retry layer sends again (RetryUnsent for a call that must not reach the
+// server twice).
+func (c *Client) DoCall(ctx context.Context, opt Call, method, path string, in, out any) error {
 	var start time.Time
 	if c.opts.OnDone != nil {
 		start = time.Now()
 	}
-	cl := &call{}
+	cl := &call{retry: opt.Retry}
 	status, err := c.do(ctx, cl, method, path, in, out)
 	if c.opts.OnDone != nil {
 		p, _, _ := strings.Cut(path, "?")
@@ -360,7 +411,7 @@ func (c *Client) do(ctx context.Context, cl *call, method, path string, in, out 
 			return status, fmt.Errorf("%s %s: no complete answer within %s (%d attempts, at most %s each): %w",
 				c.role, shown, c.opts.Timeout*time.Duration(c.opts.Retries+1), max(cl.attempts, 1), c.opts.Timeout, context.DeadlineExceeded)
 		}
-		if err == nil || !isDecodeError(err) || attempt >= c.opts.Retries || ctx.Err() != nil {
+		if err == nil || !isDecodeError(err) || attempt >= c.opts.Retries || ctx.Err() != nil || cl.retry == RetryUnsent {
 			return status, err
 		}
 		// A 2xx answer that does not decode (cut short, garbled) is
@@ -456,7 +507,8 @@ func (c *Client) once(ctx context.Context, cl *call, method, full string, shown 
 		if len(b) > maxErrorBody {
 			b = b[:maxErrorBody]
 		}
-		return st, &StatusError{Role: c.role, URL: shown.String(), Status: st, Body: c.redact(strings.ToValidUTF8(string(b), "?"))}
+		return st, &StatusError{Role: c.role, URL: shown.String(), Status: st, Body: c.redact(strings.ToValidUTF8(string(b), "?")),
+			Attempts: max(cl.attempts, 1) + cl.resent}
 	}
 	switch o := out.(type) {
 	case nil:
@@ -573,11 +625,16 @@ func checkRetry(ctx context.Context, resp *http.Response, err error) (bool, erro
 	if ctx.Err() != nil {
 		return false, ctx.Err()
 	}
+	if cl := callOf(ctx); cl != nil && cl.retry == RetryUnsent {
+		// Only a request that never reached the server may go again.
+		return err != nil && isConnectError(err), nil
+	}
 	if err != nil {
-		// Every call our clients make is idempotent (seeded sampling,
-		// trainer calls de-duplicated by seq_id), so an attempt that timed
-		// out or lost its connection is sent again while the call's own
-		// deadline allows.
+		// The calls sent with RetryTransient are idempotent (seeded
+		// sampling, trainer calls de-duplicated by seq_id, or recognised
+		// by the caller when repeated), so an attempt that timed out or
+		// lost its connection is sent again while the call's own deadline
+		// allows.
 		return isConnectError(err) || isTransient(err), nil
 	}
 	switch st := resp.StatusCode; {
@@ -607,6 +664,10 @@ func isTransient(err error) bool {
 	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
 		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
 }
+
+// NotSent reports whether err, returned by Do, is a failure to connect to
+// the server: the request never reached it.
+func NotSent(err error) bool { return isConnectError(err) }
 
 // isConnectError reports whether err happened while connecting, so the
 // request never reached the server.

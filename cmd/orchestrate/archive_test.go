@@ -38,8 +38,12 @@ func TestEvalCheckpointBothArchiveLayouts(t *testing.T) {
 		}
 		for _, kind := range []string{"lora", "sglang_disk"} {
 			out := filepath.Join(dir, layout, "eval-"+kind)
-			stdout, stderr, err := runCLI(t, nil, "eval", simRecipe, "--checkpoint", archives[0], "--set", "sync.kind="+kind,
-				"--set", "eval.per_dataset=1", "--set", "output.dir="+out, "--set", index)
+			args := []string{"eval", simRecipe, "--checkpoint", archives[0], "--set", "sync.kind=" + kind,
+				"--set", "eval.per_dataset=1", "--set", "output.dir=" + out, "--set", index}
+			if kind == "sglang_disk" {
+				args = append(args, "--set", "trainer.lora_rank=0") // full weights pair with sglang_disk
+			}
+			stdout, stderr, err := runCLI(t, nil, args...)
 			if err != nil {
 				t.Fatalf("%s, %s: eval: %v\nstdout:\n%s\nstderr:\n%s", layout, kind, err, stdout, stderr)
 			}
