@@ -345,7 +345,7 @@ func (ru *run) loop(ctx context.Context) (*Summary, error) {
 		return nil, fmt.Errorf("trainer session: %w", err)
 	}
 	defer sess.Close()
-	ru.modelID, err = ru.trainer.CreateModel(ctx, sess, r.Trainer.BaseModel, r.Trainer.LoRARank)
+	ru.modelID, err = ru.trainer.CreateModel(ctx, sess, r.Trainer.BaseModel, r.Trainer.LoRARank, r.Seed)
 	if err != nil {
 		return nil, fmt.Errorf("trainer create_model: %w", err)
 	}

@@ -289,6 +289,10 @@ func (s *TrainerServer) createModel(w http.ResponseWriter, r *http.Request) {
 		BaseModel  string `json:"base_model"`
 		LoRAConfig struct {
 			Rank int `json:"rank"`
+			// Seed seeds SkyRL's LoRA initialisation (random when
+			// omitted). SIMULATED: the simulator's models all start
+			// from the base parameters, so it changes nothing here.
+			Seed *int64 `json:"seed"`
 		} `json:"lora_config"`
 		Type string `json:"type"`
 	}

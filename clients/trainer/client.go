@@ -250,7 +250,10 @@ func (c *Client) heartbeat(ctx context.Context, id string, interval time.Duratio
 // create_model, resolved as a future) and returns its id. rank is
 // lora_config.rank: a LoRA adapter of that rank, or 0 for full fine-tuning
 // (SkyRL's FSDP and Megatron backends; its JAX backend and the hosted
-// service train LoRA only).
+// service train LoRA only). seed is lora_config.seed, the seed of the LoRA
+// weights' initialisation: SkyRL and the hosted service draw a random one
+// when none is sent, so it is always sent, and the same recipe starts from
+// the same adapter.
 //
 // The server makes a new model for every create_model that reaches it, so
 // the POST is never retried blindly: it is sent with transport.RetryUnsent
@@ -264,7 +267,7 @@ func (c *Client) heartbeat(ctx context.Context, id string, interval time.Duratio
 // an error naming the trainer's URL. An adopted model's future is not
 // resolved (its request id was in the lost answer): a model the server
 // failed to build makes the first call on it fail.
-func (c *Client) CreateModel(ctx context.Context, s *Session, baseModel string, rank int) (string, error) {
+func (c *Client) CreateModel(ctx context.Context, s *Session, baseModel string, rank int, seed int64) (string, error) {
 	if s == nil || s.ID == "" {
 		return "", errors.New("trainer create model: no session")
 	}
@@ -279,7 +282,7 @@ func (c *Client) CreateModel(ctx context.Context, s *Session, baseModel string, 
 		"session_id":   s.ID,
 		"model_seq_id": seq,
 		"base_model":   baseModel,
-		"lora_config":  map[string]int{"rank": rank},
+		"lora_config":  map[string]any{"rank": rank, "seed": seed},
 		"type":         "create_model",
 	}
 	before, listErr := c.TrainingRuns(ctx)

@@ -215,7 +215,7 @@ func TestCreateModel(t *testing.T) {
 	}
 	defer s.Close()
 	for i := range 2 {
-		id, err := c.CreateModel(context.Background(), s, "Qwen/Qwen3-4B", 32)
+		id, err := c.CreateModel(context.Background(), s, "Qwen/Qwen3-4B", 32, 7)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -223,10 +223,10 @@ func TestCreateModel(t *testing.T) {
 			t.Fatalf("id %q", id)
 		}
 		fake.AssertJSON(t, bodies(tk, "create_model")[i].Body, fmt.Sprintf(
-			`{"session_id":"sess-1","model_seq_id":%d,"base_model":"Qwen/Qwen3-4B","lora_config":{"rank":32},"type":"create_model"}`, i))
+			`{"session_id":"sess-1","model_seq_id":%d,"base_model":"Qwen/Qwen3-4B","lora_config":{"rank":32,"seed":7},"type":"create_model"}`, i))
 	}
 	fake.AssertJSON(t, bodies(tk, "retrieve_future")[0].Body, `{"request_id":"req-1"}`)
-	if _, err := c.CreateModel(context.Background(), nil, "m", 1); err == nil {
+	if _, err := c.CreateModel(context.Background(), nil, "m", 1, 7); err == nil {
 		t.Fatal("nil session accepted")
 	}
 }
@@ -455,7 +455,7 @@ func TestFutureErrors(t *testing.T) {
 		t.Fatalf("message %q", err.Error())
 	}
 	tk.queuePolls(canned{400, `{"detail":"Qwen2 is not supported"}`})
-	_, err = c.CreateModel(context.Background(), &Session{ID: "sess-9"}, "Qwen/Qwen2.5-3B", 8)
+	_, err = c.CreateModel(context.Background(), &Session{ID: "sess-9"}, "Qwen/Qwen2.5-3B", 8, 7)
 	if !errors.As(err, &re) || re.Message != "Qwen2 is not supported" || re.Category != "" {
 		t.Fatalf("err %v", err)
 	}

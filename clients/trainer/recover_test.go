@@ -221,7 +221,7 @@ func TestCreateModelLostAnswerAdoptsTheNewModel(t *testing.T) {
 	})
 	f.with(func() { f.lose["create_model"] = 1 })
 	c := skyrlClient(t, f)
-	id, err := c.CreateModel(context.Background(), fakeSession(), "Qwen/Qwen2.5-3B-Instruct", 0)
+	id, err := c.CreateModel(context.Background(), fakeSession(), "Qwen/Qwen2.5-3B-Instruct", 0, 7)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +250,7 @@ func TestCreateModelNotMadeIsSentAgain(t *testing.T) {
 	f := newSkyRL(t)
 	f.with(func() { f.refuse["create_model"] = http.StatusBadGateway })
 	c := skyrlClient(t, f)
-	id, err := c.CreateModel(context.Background(), fakeSession(), "m", 8)
+	id, err := c.CreateModel(context.Background(), fakeSession(), "m", 8, 7)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +259,7 @@ func TestCreateModelNotMadeIsSentAgain(t *testing.T) {
 	}
 	// A 4xx refusal is final.
 	f.with(func() { f.refuse["create_model"] = http.StatusNotFound })
-	if _, err := c.CreateModel(context.Background(), fakeSession(), "m", 8); err == nil || !strings.Contains(err.Error(), "404") {
+	if _, err := c.CreateModel(context.Background(), fakeSession(), "m", 8, 7); err == nil || !strings.Contains(err.Error(), "404") {
 		t.Fatalf("err %v", err)
 	}
 	if f.postsTo("create_model") != 3 {
@@ -274,7 +274,7 @@ func TestCreateModelAmbiguousListingIsAnError(t *testing.T) {
 	f.with(func() { f.lose["create_model"] = 1 })
 	f.with(func() { f.onLost = func(string) { f.models = append(f.models, fakeModel{"model_other", "m", 8}) } })
 	c := skyrlClient(t, f)
-	_, err := c.CreateModel(context.Background(), fakeSession(), "m", 8)
+	_, err := c.CreateModel(context.Background(), fakeSession(), "m", 8, 7)
 	if err == nil || !strings.Contains(err.Error(), "cannot tell which one") || !strings.Contains(err.Error(), f.URL) {
 		t.Fatalf("err %v", err)
 	}
@@ -290,7 +290,7 @@ func TestCreateModelWithoutListingFailsClearly(t *testing.T) {
 	f.with(func() { f.lose["create_model"] = 1 })
 	f.with(func() { f.refuse["training_runs"] = http.StatusNotFound })
 	c := skyrlClient(t, f)
-	_, err := c.CreateModel(context.Background(), fakeSession(), "m", 8)
+	_, err := c.CreateModel(context.Background(), fakeSession(), "m", 8, 7)
 	if err == nil || !strings.Contains(err.Error(), f.URL+"/api/v1/training_runs") || !strings.Contains(err.Error(), "may have made a model") {
 		t.Fatalf("err %v", err)
 	}
@@ -304,13 +304,13 @@ func TestCreateModelWithoutListingFailsClearly(t *testing.T) {
 func TestCreateModelRankZero(t *testing.T) {
 	f := newSkyRL(t)
 	c := skyrlClient(t, f)
-	if _, err := c.CreateModel(context.Background(), fakeSession(), "m", 0); err != nil {
+	if _, err := c.CreateModel(context.Background(), fakeSession(), "m", 0, 7); err != nil {
 		t.Fatal(err)
 	}
 	if ms := f.modelList(); len(ms) != 1 || ms[0].rank != 0 {
 		t.Fatalf("models %v", ms)
 	}
-	if _, err := c.CreateModel(context.Background(), fakeSession(), "m", -1); err == nil || f.postsTo("create_model") != 1 {
+	if _, err := c.CreateModel(context.Background(), fakeSession(), "m", -1, 7); err == nil || f.postsTo("create_model") != 1 {
 		t.Fatalf("rank -1: %v, %d posts", err, f.postsTo("create_model"))
 	}
 }
@@ -382,7 +382,7 @@ func TestSaveLostAnswerNeverListedFails(t *testing.T) {
 func TestLoadLostAnswerThen400IsDone(t *testing.T) {
 	f := newSkyRL(t)
 	c := skyrlClient(t, f)
-	id, err := c.CreateModel(context.Background(), fakeSession(), "m", 0)
+	id, err := c.CreateModel(context.Background(), fakeSession(), "m", 0, 7)
 	if err != nil {
 		t.Fatal(err)
 	}

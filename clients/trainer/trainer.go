@@ -14,9 +14,10 @@ type Trainer interface {
 	// every interval until ctx ends or Close is called on the result.
 	StartSession(ctx context.Context) (*Session, error)
 	// CreateModel creates a model of baseModel in session s (a LoRA
-	// adapter of the given rank, or full weights for rank 0) and returns
-	// its model id; it never makes two models for one call.
-	CreateModel(ctx context.Context, s *Session, baseModel string, rank int) (string, error)
+	// adapter of the given rank, or full weights for rank 0, its LoRA
+	// initialisation seeded by seed) and returns its model id; it never
+	// makes two models for one call.
+	CreateModel(ctx context.Context, s *Session, baseModel string, rank int, seed int64) (string, error)
 	// ForwardBackward sends one chunk of datums and waits for the result.
 	ForwardBackward(ctx context.Context, modelID string, data []Datum, lossFn string, lossCfg map[string]float64) (*ForwardBackwardResult, error)
 	// OptimStep applies the accumulated gradients.
