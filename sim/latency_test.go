@@ -543,7 +543,7 @@ func TestTrainerDelay(t *testing.T) {
 	}
 
 	// While the worker spends the delay, the future is pending: a trainer
-	// whose steps take an hour answers try_again, and Close still stops it.
+	// whose steps take an hour answers SkyRL's 408, and Close still stops it.
 	slow := NewTrainerServer(f.model, testBase, t.TempDir())
 	slow.PollWait = time.Millisecond
 	slow.StepDelay = time.Hour
@@ -556,8 +556,8 @@ func TestTrainerDelay(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("optim_step: %d %v", code, acc)
 	}
-	if code, res := sc.post("/api/v1/retrieve_future", map[string]any{"request_id": acc["request_id"]}); code != http.StatusOK || res["type"] != "try_again" {
-		t.Errorf("future of a delayed step: %d %v, want try_again", code, res)
+	if code, res := sc.post("/api/v1/retrieve_future", map[string]any{"request_id": acc["request_id"]}); code != http.StatusRequestTimeout {
+		t.Errorf("future of a delayed step: %d %v, want 408", code, res)
 	}
 }
 

@@ -40,8 +40,11 @@ type TrainerServer struct {
 	baseModel string
 	ckptDir   string
 	// PollWait is how long retrieve_future holds a poll before answering
-	// try_again.
+	// that the result is not ready: 408 {"detail": "Timeout waiting for
+	// result"} as SkyRL does (after 300 s there), or, with TryAgain, the
+	// hosted service's 200 {"type": "try_again"}.
 	PollWait time.Duration
+	TryAgain bool
 	// DatumDelay is the simulated time of forward_backward per datum and
 	// StepDelay that of optim_step and of save_weights_for_sampler
 	// (Latency.TrainerPerDatum, Latency.TrainerStep). The worker spends it
@@ -802,7 +805,7 @@ func (s *TrainerServer) retrieveFuture(w http.ResponseWriter, r *http.Request) {
 	f, ok := s.futures[req.RequestID]
 	s.mu.Unlock()
 	if !ok {
-		detail(w, http.StatusNotFound, "request %s not found", req.RequestID)
+		detail(w, http.StatusNotFound, "Future not found")
 		return
 	}
 	t := time.NewTimer(s.PollWait)
@@ -811,7 +814,13 @@ func (s *TrainerServer) retrieveFuture(w http.ResponseWriter, r *http.Request) {
 	case <-f.done:
 		writeJSON(w, f.status, f.body)
 	case <-t.C:
-		writeJSON(w, http.StatusOK, map[string]any{"type": "try_again", "request_id": req.RequestID, "queue_state": "active"})
+		// SkyRL (api.py retrieve_future) holds the poll, then answers 408;
+		// the hosted service answers 200 try_again instead.
+		if s.TryAgain {
+			writeJSON(w, http.StatusOK, map[string]any{"type": "try_again", "request_id": req.RequestID, "queue_state": "active"})
+		} else {
+			detail(w, http.StatusRequestTimeout, "Timeout waiting for result")
+		}
 	case <-r.Context().Done():
 	case <-s.done:
 		detail(w, http.StatusServiceUnavailable, "simulated trainer shutting down")

@@ -76,8 +76,8 @@ func (c apiClient) result(rid string) (int, map[string]any) {
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		st, body := c.post("/api/v1/retrieve_future", map[string]any{"request_id": rid})
-		if st == http.StatusOK && body["type"] == "try_again" {
-			continue
+		if st == http.StatusRequestTimeout || st == http.StatusOK && body["type"] == "try_again" {
+			continue // SkyRL's held poll (408), or the hosted try_again
 		}
 		return st, body
 	}
@@ -645,5 +645,39 @@ func TestSaveWeightsLoadIntoPolicy(t *testing.T) {
 	}
 	if st, _ := promptLogprobs(t, pc, "step_1", tr.ids); st != http.StatusNotFound {
 		t.Errorf("unloaded adapter: %d, want 404", st)
+	}
+}
+
+// SkyRL's retrieve_future holds a poll on a pending future, then answers
+// 408 {"detail": "Timeout waiting for result"}; an unknown request id is
+// 404 "Future not found". TryAgain switches to the hosted service's 200
+// {"type": "try_again"}.
+func TestSimTrainerRetrieveFutureHoldsThen408LikeSkyRL(t *testing.T) {
+	f := getFixture(t)
+	ts := NewTrainerServer(f.model, testBase, t.TempDir())
+	ts.PollWait = 5 * time.Millisecond
+	ts.StepDelay = 300 * time.Millisecond
+	t.Cleanup(ts.Close)
+	srv := httptest.NewServer(ts.Handler())
+	t.Cleanup(srv.Close)
+	c := apiClient{t, srv.URL}
+	model := createModel(c, createSession(c), 1)
+	st, acc := c.post("/api/v1/optim_step", optimBody(model, 1, 0.1))
+	if st != http.StatusOK {
+		t.Fatalf("optim_step: %d %v", st, acc)
+	}
+	rid := acc["request_id"].(string)
+	if st, body := c.post("/api/v1/retrieve_future", map[string]any{"request_id": rid}); st != http.StatusRequestTimeout || body["detail"] != "Timeout waiting for result" {
+		t.Errorf("pending future: %d %v, want 408 Timeout waiting for result", st, body)
+	}
+	ts.TryAgain = true
+	if st, body := c.post("/api/v1/retrieve_future", map[string]any{"request_id": rid}); st != http.StatusOK || body["type"] != "try_again" {
+		t.Errorf("pending future with TryAgain: %d %v, want 200 try_again", st, body)
+	}
+	if st, body := c.post("/api/v1/retrieve_future", map[string]any{"request_id": "nope"}); st != http.StatusNotFound || body["detail"] != "Future not found" {
+		t.Errorf("unknown future: %d %v, want 404 Future not found", st, body)
+	}
+	if st, _ := c.result(rid); st != http.StatusOK {
+		t.Errorf("the future did not resolve: %d", st)
 	}
 }

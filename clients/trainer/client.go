@@ -143,9 +143,14 @@ func (c *Client) URL() string { return c.tc.BaseURL() }
 func (c *Client) Close() { c.tc.Close() }
 
 // do is the one path of every call to the server; route is relative to
-// /api/v1/.
-func (c *Client) do(ctx context.Context, method, route string, in, out any) error {
-	return c.tc.Do(ctx, method, "/api/v1/"+route, in, out)
+// /api/v1/. An optional opt sets the call's retry rule (default
+// transport.RetryTransient).
+func (c *Client) do(ctx context.Context, method, route string, in, out any, opt ...transport.Call) error {
+	var o transport.Call
+	if len(opt) > 0 {
+		o = opt[0]
+	}
+	return c.tc.DoCall(ctx, o, method, "/api/v1/"+route, in, out)
 }
 
 // RequestError is a training call that the server ran and reported failed.
@@ -334,7 +339,7 @@ func (c *Client) createOnce(ctx context.Context, body any) (id string, maybe boo
 		RequestID string `json:"request_id"`
 		ModelID   string `json:"model_id"`
 	}
-	if err := c.tc.DoCall(ctx, transport.Call{Retry: transport.RetryUnsent}, http.MethodPost, "/api/v1/create_model", body, &f); err != nil {
+	if err := c.do(ctx, http.MethodPost, "create_model", body, &f, transport.Call{Retry: transport.RetryUnsent}); err != nil {
 		var se *transport.StatusError
 		refused := errors.As(err, &se) && se.Status >= 400 && se.Status < 500 &&
 			se.Status != http.StatusRequestTimeout && se.Status != http.StatusTooManyRequests
@@ -561,7 +566,9 @@ func (c *Client) resolve(ctx context.Context, op, reqID string) (json.RawMessage
 	body := map[string]string{"request_id": reqID}
 	for {
 		var raw json.RawMessage
-		err := c.do(ctx, http.MethodPost, "retrieve_future", body, &raw)
+		// SkyRL holds a poll, then answers 408: poll again at once
+		// rather than after the retry layer's backoff.
+		err := c.do(ctx, http.MethodPost, "retrieve_future", body, &raw, transport.Call{Retry: transport.RetryPoll})
 		if err != nil {
 			var se *transport.StatusError
 			switch {

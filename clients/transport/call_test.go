@@ -149,3 +149,47 @@ func TestStatusErrorCountsAnEarlierSend(t *testing.T) {
 		t.Fatalf("StatusError.Attempts %d, want 2 (the lost send and the resend)", se.Attempts)
 	}
 }
+
+// RetryPoll hands a 408 (a long poll the server held to its end) back to
+// the caller after one attempt, and still retries what RetryTransient does
+// (here a 503).
+func TestRetryPollReturns408AtOnce(t *testing.T) {
+	var status atomic.Int32
+	s := newRawServer(t, func(s *rawServer, c net.Conn, br *bufio.Reader) {
+		for {
+			if _, err := s.read(br); err != nil {
+				return
+			}
+			if status.Load() == 408 {
+				io.WriteString(c, "HTTP/1.1 408 Request Timeout\r\nContent-Length: 2\r\n\r\n{}")
+			} else {
+				io.WriteString(c, "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 4\r\n\r\nbusy")
+			}
+		}
+	})
+	o := testOptions("trainer", s.URL)
+	o.Retries = 3
+	c := newClient(t, o)
+	count := func() int {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		n := len(s.requests)
+		s.requests = nil
+		return n
+	}
+	for _, tc := range []struct {
+		status int32
+		want   int
+	}{{408, 1}, {503, 4}} {
+		status.Store(tc.status)
+		count()
+		err := c.DoCall(context.Background(), Call{Retry: RetryPoll}, http.MethodPost, "/api/v1/retrieve_future", json.RawMessage(`{}`), nil)
+		var se *StatusError
+		if !errors.As(err, &se) || se.Status != int(tc.status) {
+			t.Fatalf("%d: err %v", tc.status, err)
+		}
+		if n := count(); n != tc.want {
+			t.Errorf("%d with RetryPoll: %d attempts, want %d", tc.status, n, tc.want)
+		}
+	}
+}

@@ -168,6 +168,12 @@ const (
 	// caller at once: for calls that are not idempotent (a Tinker
 	// create_model makes a new model each time it arrives).
 	RetryUnsent
+	// RetryPoll is RetryTransient for a long poll: a 408 comes back to the
+	// caller at once instead of being sent again after a backoff, since it
+	// means the server held the poll for as long as it would and the
+	// caller should simply poll again (SkyRL's retrieve_future holds each
+	// poll, then answers 408).
+	RetryPoll
 )
 
 // Call holds the options of one call of DoCall.
@@ -636,6 +642,9 @@ func checkRetry(ctx context.Context, resp *http.Response, err error) (bool, erro
 		// lost its connection is sent again while the call's own deadline
 		// allows.
 		return isConnectError(err) || isTransient(err), nil
+	}
+	if cl := callOf(ctx); cl != nil && cl.retry == RetryPoll && resp.StatusCode == http.StatusRequestTimeout {
+		return false, nil
 	}
 	switch st := resp.StatusCode; {
 	case st == http.StatusRequestTimeout, st == http.StatusTooManyRequests,
