@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -499,6 +500,25 @@ func (s *TrainerServer) forwardBackward(w http.ResponseWriter, r *http.Request) 
 	case "importance_sampling", "ppo", "cross_entropy":
 	default:
 		detail(w, http.StatusBadRequest, "loss_fn %q is not supported by the simulator (importance_sampling, ppo, cross_entropy)", in.LossFn)
+		return
+	}
+	// SkyRL's ForwardBackwardInput validator: each loss takes only its own
+	// loss_fn_config keys (none for importance_sampling and cross_entropy),
+	// a 422 otherwise.
+	allowed := map[string][]string{"ppo": {"clip_high_threshold", "clip_low_threshold", "value_clip"}}[in.LossFn]
+	var invalid []string
+	for k := range in.LossFnConfig {
+		if !slices.Contains(allowed, k) {
+			invalid = append(invalid, k)
+		}
+	}
+	if len(invalid) > 0 {
+		sort.Strings(invalid)
+		if len(allowed) == 0 {
+			detail(w, http.StatusUnprocessableEntity, "Value error, loss_fn='%s' does not accept loss_fn_config keys. Received: %q.", in.LossFn, invalid)
+		} else {
+			detail(w, http.StatusUnprocessableEntity, "Value error, Invalid loss_fn_config keys for loss_fn='%s': %q. Allowed keys: %q.", in.LossFn, invalid, allowed)
+		}
 		return
 	}
 	for i, d := range in.Data {

@@ -681,3 +681,40 @@ func TestSimTrainerRetrieveFutureHoldsThen408LikeSkyRL(t *testing.T) {
 		t.Errorf("the future did not resolve: %d", st)
 	}
 }
+
+// SkyRL's ForwardBackwardInput takes only each loss's own loss_fn_config
+// keys (ppo: the clip thresholds and value_clip; importance_sampling and
+// cross_entropy: none) and answers anything else with 422, before any
+// seq_id is taken.
+func TestSimTrainerRefusesLossFnConfigKeysLikeSkyRL(t *testing.T) {
+	f := getFixture(t)
+	ts := NewTrainerServer(f.model, testBase, t.TempDir())
+	t.Cleanup(ts.Close)
+	srv := httptest.NewServer(ts.Handler())
+	t.Cleanup(srv.Close)
+	c := apiClient{t, srv.URL}
+	model := createModel(c, createSession(c), 1)
+	prompt := f.tk.Encode(promptText(f.hotpot[0].Q, ""))
+	g := f.model.Generate(InitialParams(), prompt, trainSampling(), rand.New(rand.NewPCG(1, 1)))
+	tr := trajectory{ids: concat(prompt, g.IDs), policy: make([]bool, len(prompt)), lps: make([]float64, len(prompt))}
+	for _, lp := range g.Logprobs {
+		tr.policy = append(tr.policy, true)
+		tr.lps = append(tr.lps, lp)
+	}
+	d := datum(tr, 1, 0)
+	for _, tc := range []struct {
+		loss string
+		cfg  map[string]float64
+		msg  string
+	}{
+		{"importance_sampling", map[string]float64{"clip_low_threshold": 0.8}, "does not accept loss_fn_config keys"},
+		{"ppo", map[string]float64{"clip_low": 0.8}, "Invalid loss_fn_config keys for loss_fn='ppo'"},
+	} {
+		st, body := c.post("/api/v1/forward_backward", fbBody(model, 1, tc.loss, tc.cfg, d))
+		if st != http.StatusUnprocessableEntity || !strings.Contains(fmt.Sprint(body["detail"]), tc.msg) {
+			t.Errorf("%s %v: %d %v, want 422 %q", tc.loss, tc.cfg, st, body, tc.msg)
+		}
+	}
+	// seq_id 1 is still free: the refused bodies took none.
+	c.call("/api/v1/forward_backward", fbBody(model, 1, "ppo", map[string]float64{"clip_low_threshold": 0.8, "clip_high_threshold": 1.2}, d))
+}
