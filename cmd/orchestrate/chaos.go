@@ -20,7 +20,7 @@ import (
 )
 
 // chaosFaults are the faults of the chaos run, on every simulated role.
-var chaosFaults = "500,502,503,429,reset,malformed,slow,hang@0.08"
+var chaosFaults = "500,502,503,429,reset,malformed,slow,hang,lost@0.08"
 
 func newChaosCmd(e *env) *cobra.Command {
 	var rf recipeFlags
