@@ -235,13 +235,18 @@ func (s *TrainerServer) newID(prefix string) string {
 
 func (s *TrainerServer) createSession(w http.ResponseWriter, r *http.Request) {
 	var req struct {
-		Tags         []string       `json:"tags"`
+		Tags         *[]string      `json:"tags"`
 		UserMetadata map[string]any `json:"user_metadata"`
-		SDKVersion   string         `json:"sdk_version"`
+		SDKVersion   *string        `json:"sdk_version"`
 		Type         string         `json:"type"`
 	}
 	if err := decodeStrict(r, &req); err != nil {
 		detail(w, http.StatusUnprocessableEntity, "%v", err)
+		return
+	}
+	// SkyRL's CreateSessionRequest requires tags and sdk_version.
+	if req.Tags == nil || req.SDKVersion == nil {
+		detail(w, http.StatusUnprocessableEntity, "Field required: tags and sdk_version")
 		return
 	}
 	s.mu.Lock()
@@ -267,7 +272,7 @@ func (s *TrainerServer) heartbeat(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Unlock()
 	if !ok {
-		detail(w, http.StatusNotFound, "session %s not found", req.SessionID)
+		detail(w, http.StatusNotFound, "Session not found")
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"type": "session_heartbeat"})
@@ -307,7 +312,7 @@ func (s *TrainerServer) createModel(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.sessions[req.SessionID]; !ok {
-		detail(w, http.StatusNotFound, "session %s not found", req.SessionID)
+		detail(w, http.StatusNotFound, "Session not found")
 		return
 	}
 	if req.BaseModel != s.baseModel {
@@ -420,7 +425,7 @@ func (s *TrainerServer) sequenced(w http.ResponseWriter, modelID string, seq int
 	defer s.mu.Unlock()
 	m, ok := s.models[modelID]
 	if !ok {
-		detail(w, http.StatusNotFound, "model %s not found", modelID)
+		detail(w, http.StatusNotFound, "Model not found")
 		return
 	}
 	accepted := false

@@ -718,3 +718,28 @@ func TestSimTrainerRefusesLossFnConfigKeysLikeSkyRL(t *testing.T) {
 	// seq_id 1 is still free: the refused bodies took none.
 	c.call("/api/v1/forward_backward", fbBody(model, 1, "ppo", map[string]float64{"clip_low_threshold": 0.8, "clip_high_threshold": 1.2}, d))
 }
+
+// SkyRL's session routes: create_session requires tags and sdk_version
+// (422), an unknown session is 404 "Session not found" for a heartbeat and
+// for create_model, an unknown model 404 "Model not found".
+func TestSimTrainerSessionsAnswerLikeSkyRL(t *testing.T) {
+	f := getFixture(t)
+	ts := NewTrainerServer(f.model, testBase, t.TempDir())
+	t.Cleanup(ts.Close)
+	srv := httptest.NewServer(ts.Handler())
+	t.Cleanup(srv.Close)
+	c := apiClient{t, srv.URL}
+	if st, body := c.post("/api/v1/create_session", map[string]any{"tags": []string{}, "type": "create_session"}); st != http.StatusUnprocessableEntity {
+		t.Errorf("create_session without sdk_version: %d %v, want 422", st, body)
+	}
+	if st, body := c.post("/api/v1/session_heartbeat", map[string]any{"session_id": "nope", "type": "session_heartbeat"}); st != http.StatusNotFound || body["detail"] != "Session not found" {
+		t.Errorf("heartbeat of an unknown session: %d %v", st, body)
+	}
+	if st, body := c.post("/api/v1/create_model", map[string]any{"session_id": "nope", "model_seq_id": 0, "base_model": testBase,
+		"lora_config": map[string]any{"rank": 1, "seed": 1}, "type": "create_model"}); st != http.StatusNotFound || body["detail"] != "Session not found" {
+		t.Errorf("create_model in an unknown session: %d %v", st, body)
+	}
+	if st, body := c.post("/api/v1/optim_step", optimBody("nope", 1, 0.1)); st != http.StatusNotFound || body["detail"] != "Model not found" {
+		t.Errorf("optim_step of an unknown model: %d %v", st, body)
+	}
+}
