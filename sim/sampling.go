@@ -15,7 +15,7 @@ import (
 // get_diff_sampling_param for the generation config, sampling_params.py
 // for the checks, v1/sample/sampler.py and ops/topk_topp_sampler.py for the
 // order they are applied in; the commits are in
-// docs/conformance.d/vllm-sampling.md):
+// docs/conformance.md):
 //
 //   - a field the request omits (or sends as null) takes the model's
 //     generation config value, and without one vLLM's built-in default
