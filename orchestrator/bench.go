@@ -304,7 +304,10 @@ func benchCPU(ctx context.Context, o BenchOptions, batch int, name string, extra
 		}
 		train = append(train, qs...)
 	}
-	rl := newRoller(r, deps, nil)
+	rl, err := newRoller(r, deps, nil)
+	if err != nil {
+		return nil, err
+	}
 	const group = 5
 	trajs := make([]*Trajectory, 0, batch*group)
 	for i := range batch {

@@ -136,12 +136,12 @@ func (ev *evaluator) one(ctx context.Context, t *Trajectory, strategy, model str
 		return fmt.Errorf("unknown strategy %q (want one of %v)", strategy, format.Strategies)
 	}
 	// Direct and RAG: one turn, stopped at </answer>.
-	err := ev.roller.reps.call(ctx, func(p policy.Policy) error {
-		ids, err := p.TokenizeChat(ctx, ev.roller.baseModel, []policy.Message{{Role: "user", Content: prompt}}, true)
-		if err != nil {
-			return err
-		}
-		t.PromptIDs = ids
+	ids, err := ev.roller.chatIDs(ctx, prompt)
+	if err != nil {
+		return fmt.Errorf("question %s: %w", t.Question.ID, err)
+	}
+	t.PromptIDs = ids
+	err = ev.roller.reps.call(ctx, func(p policy.Policy) error {
 		c, err := p.Complete(ctx, policy.CompletionRequest{Model: model, Prompt: ids, MaxTokens: ev.roller.maxTurn,
 			Sampling: greedy, Seed: &seed, Stop: []string{"</answer>"}})
 		if err != nil {
@@ -193,6 +193,9 @@ func Evaluate(ctx context.Context, r *recipes.Recipe, deps Deps, opt EvalOptions
 	if !slices.Contains(format.Strategies, opt.Strategy) {
 		return nil, fmt.Errorf("--strategy %q: want one of %s", opt.Strategy, strings.Join(format.Strategies, ", "))
 	}
+	if _, err := deps.localTokenizer(); err != nil {
+		return nil, err
+	}
 	sets, err := loadEvalSets(r)
 	if err != nil {
 		return nil, err
@@ -227,7 +230,10 @@ func Evaluate(ctx context.Context, r *recipes.Recipe, deps Deps, opt EvalOptions
 			step, _ = strconv.Atoi(m[1])
 		}
 	}
-	rl := newRoller(r, deps, nil)
+	rl, err := newRoller(r, deps, nil)
+	if err != nil {
+		return nil, err
+	}
 	rl.metrics = opt.Metrics
 	ev := &evaluator{roller: rl, datasets: sets, concurrency: r.Policy.Concurrency * len(deps.Policies), seed: r.Seed, out: opt.Out, progress: opt.Progress}
 	if len(deps.Simulated) > 0 {

@@ -30,9 +30,6 @@ type Turn struct {
 	Titles []string `json:"titles,omitempty"`
 	// Finish is the policy's finish reason.
 	Finish string `json:"finish"`
-	// offsets[j] is where the turn's j-th sampled token starts in Text (nil
-	// when the server reported no offsets), for Trajectory.Pieces.
-	offsets []int32
 }
 
 // Trajectory is one rollout: the prompt, every response token with its loss
@@ -48,11 +45,13 @@ type Trajectory struct {
 	// PromptIDs are the chat-templated prompt's token ids.
 	PromptIDs []int `json:"prompt_ids"`
 	// Tokens are the response token ids: policy tokens exactly as sampled,
-	// environment tokens as tokenized by the policy server.
+	// environment tokens as tokenized by the policy server (or in this
+	// process with policy.tokenize local).
 	Tokens []int `json:"tokens"`
 	// Policy[i] is true for tokens the policy sampled (loss mask 1).
 	Policy []bool `json:"policy"`
-	// Search[i] is true for policy tokens inside a <search>...</search>.
+	// Search[i] is true for policy tokens whose bytes overlap their turn's
+	// first <search>...</search> (see searchTokenMask).
 	Search []bool `json:"search"`
 	// Logprobs are the sampling logprobs (0 for environment tokens).
 	Logprobs []float64 `json:"logprobs"`
@@ -73,8 +72,11 @@ type Trajectory struct {
 	CritiqueError string `json:"critique_error,omitempty"`
 	// OPD is the per-token on-policy-distillation term (nil without one).
 	OPD []float64 `json:"opd,omitempty"`
-	// Pieces are the tokens' texts, "" for environment tokens; filled only
-	// in the trajectories kept for inspection (orchestrate show).
+	// Pieces are the tokens' texts, the exact bytes of each policy token's
+	// id under the local tokenizer ("" for environment tokens; a character
+	// split over tokens is on the token that completes it, see
+	// tokenPieces); filled only in the trajectories kept for inspection
+	// (orchestrate show).
 	Pieces []string `json:"pieces,omitempty"`
 	// done is when the rollout ended (for throughput measurements).
 	done time.Time
@@ -263,6 +265,12 @@ type roller struct {
 	// sampled, when set, records which replica sampled with which weights
 	// (a training step's rollouts).
 	sampled *sampledBy
+	// tok is the local tokenizer: the search span is located by the
+	// sampled ids' bytes under it; with local set, environment text and
+	// prompts are tokenized with it instead of the policy server's
+	// /tokenize (policy.tokenize local).
+	tok   *Tokenizer
+	local bool
 }
 
 // ended reports a finished (or abandoned) trajectory to the metrics and the
@@ -285,9 +293,10 @@ func seedFor(parts ...int64) int64 {
 	return int64(h.Sum64() & 0x7fffffff)
 }
 
-// tokenize tokenizes environment text on a policy server. Identical texts
-// (the same passages retrieved for the same query) are tokenized once per
-// step: the ids are shared, read-only.
+// tokenize tokenizes environment text on a policy server, or in this
+// process with policy.tokenize local. Identical texts (the same passages
+// retrieved for the same query) are tokenized once per step: the ids are
+// shared, read-only.
 func (r *roller) tokenize(ctx context.Context, text string) ([]int, error) {
 	r.mu.Lock()
 	ids, ok := r.tokCache[text]
@@ -295,11 +304,12 @@ func (r *roller) tokenize(ctx context.Context, text string) ([]int, error) {
 	if ok {
 		return ids, nil
 	}
-	err := r.reps.call(ctx, func(p policy.Policy) (err error) {
+	if r.local {
+		ids = r.tok.Vocab.AppendEncode(nil, text)
+	} else if err := r.reps.call(ctx, func(p policy.Policy) (err error) {
 		ids, err = p.Tokenize(ctx, r.baseModel, text, false)
 		return err
-	})
-	if err != nil {
+	}); err != nil {
 		return nil, fmt.Errorf("tokenize: %w", err)
 	}
 	r.mu.Lock()
@@ -359,9 +369,20 @@ func (r *roller) invalidTokens(ctx context.Context) ([]int, error) {
 }
 
 // promptIDs applies the chat template to the Search-R1 prompt (with an
-// optional hint) through the policy server.
+// optional hint), see chatIDs.
 func (r *roller) promptIDs(ctx context.Context, question, hint string) ([]int, error) {
-	msgs := []policy.Message{{Role: "user", Content: format.UserPrompt(question, hint)}}
+	return r.chatIDs(ctx, format.UserPrompt(question, hint))
+}
+
+// chatIDs applies the chat template, with the generation prompt, to one
+// user message and tokenizes it: through the policy server, or in this
+// process with policy.tokenize local (the local tokenizer's template:
+// Qwen2.5's for a tokenizer file, the simulator's for its own).
+func (r *roller) chatIDs(ctx context.Context, user string) ([]int, error) {
+	msgs := []policy.Message{{Role: "user", Content: user}}
+	if r.local {
+		return r.tok.Vocab.AppendEncode(nil, r.tok.Chat(msgs, true)), nil
+	}
 	var ids []int
 	err := r.reps.call(ctx, func(p policy.Policy) (err error) {
 		ids, err = p.TokenizeChat(ctx, r.baseModel, msgs, true)
@@ -450,12 +471,17 @@ func (r *roller) policyTurn(ctx context.Context, l *live) error {
 	if err != nil {
 		return fmt.Errorf("trajectory %s turn %d: %w", t.ID, l.turn, err)
 	}
-	kind, content, aStart, aEnd := format.ActionSpan(c.Text)
-	inSearch := searchTokenMask(c, kind, aStart, aEnd)
+	kind, content := format.ParseAction(c.Text)
 	// Whole-slice appends: one growth per slice and turn, not one per
 	// token.
 	t.Tokens = append(t.Tokens, c.TokenIDs...)
-	t.Search = append(t.Search, inSearch...)
+	if kind == format.ActionSearch {
+		// Located in the sampled ids' bytes: the server's text offsets
+		// are not character offsets (vLLM's count "token_id:N").
+		t.Search = append(t.Search, searchTokenMask(r.tok.Vocab, c.TokenIDs)...)
+	} else {
+		t.Search = append(t.Search, make([]bool, len(c.TokenIDs))...)
+	}
 	t.Logprobs = append(t.Logprobs, c.Logprobs...)
 	n := len(t.Policy)
 	t.Policy = append(t.Policy, make([]bool, len(c.TokenIDs))...)
@@ -466,12 +492,6 @@ func (r *roller) policyTurn(ctx context.Context, l *live) error {
 	l.resp = append(l.resp, c.Text...)
 	l.kind, l.content = kind, content
 	l.tr = Turn{Text: c.Text, Action: kind, Content: content, Finish: c.FinishReason}
-	if len(c.TextOffsets) == len(c.TokenIDs) {
-		l.tr.offsets = make([]int32, len(c.TextOffsets))
-		for j, o := range c.TextOffsets {
-			l.tr.offsets[j] = int32(o)
-		}
-	}
 	if kind == format.ActionAnswer {
 		t.Turns = append(t.Turns, l.tr)
 		l.turn++
@@ -640,28 +660,6 @@ func (r *roller) lockstep(ctx context.Context, ls []*live, concurrency int) erro
 			return err
 		}
 	}
-}
-
-// searchTokenMask marks the tokens of a completion that overlap the
-// <search>...</search> span [start, end) of its text, using the server's
-// text offsets.
-func searchTokenMask(c *policy.Completion, kind string, start, end int) []bool {
-	mask := make([]bool, len(c.TokenIDs))
-	if kind != format.ActionSearch || len(c.TextOffsets) != len(c.TokenIDs) || len(c.TokenIDs) == 0 {
-		return mask
-	}
-	base := c.TextOffsets[0] // some servers count offsets from the prompt
-	for j := range c.TokenIDs {
-		from := c.TextOffsets[j] - base
-		to := len(c.Text)
-		if j+1 < len(c.TokenIDs) {
-			to = c.TextOffsets[j+1] - base
-		}
-		if to > start && from < end {
-			mask[j] = true
-		}
-	}
-	return mask
 }
 
 // score sets the trajectory's reward (exact match) and F1 from its last

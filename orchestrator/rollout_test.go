@@ -18,60 +18,120 @@ import (
 	"github.com/hindsearch/hindsearch/recipes"
 )
 
-// completion builds a Completion from text pieces, one token per piece,
-// with text offsets counted from base.
-func completion(base int, pieces ...string) *policy.Completion {
-	c := &policy.Completion{Text: strings.Join(pieces, ""), FinishReason: "stop"}
-	off := base
-	for i, p := range pieces {
-		c.TokenIDs = append(c.TokenIDs, 100+i)
-		c.Logprobs = append(c.Logprobs, -float64(i+1)/10)
-		c.TextOffsets = append(c.TextOffsets, off)
-		off += len(p)
+// pieceVocab is a local tokenizer for tests: ids below 256 are the single
+// bytes, and each longer piece it is given gets the next id from 1000.
+// AppendEncode gives one id per byte.
+type pieceVocab struct {
+	mu     sync.Mutex
+	pieces map[int][]byte
+	ids    map[string]int
+}
+
+func newPieceVocab() *pieceVocab {
+	return &pieceVocab{pieces: map[int][]byte{}, ids: map[string]int{}}
+}
+
+// id returns the id of piece, giving it one if it has none.
+func (v *pieceVocab) id(piece string) int {
+	if len(piece) == 1 {
+		return int(piece[0])
 	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if id, ok := v.ids[piece]; ok {
+		return id
+	}
+	id := 1000 + len(v.ids)
+	v.ids[piece], v.pieces[id] = id, []byte(piece)
+	return id
+}
+
+func (v *pieceVocab) TokenBytes(id int) ([]byte, bool) {
+	if id >= 0 && id < 256 {
+		return []byte{byte(id)}, true
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	b, ok := v.pieces[id]
+	return b, ok
+}
+
+func (v *pieceVocab) AppendEncode(dst []int, text string) []int {
+	for i := 0; i < len(text); i++ {
+		dst = append(dst, int(text[i]))
+	}
+	return dst
+}
+
+// tokenizer is v as the roller's local tokenizer.
+func (v *pieceVocab) tokenizer() *Tokenizer {
+	return &Tokenizer{Vocab: v, Chat: Qwen25Chat, Source: "test pieces"}
+}
+
+// placeholderOffsets are the text offsets vLLM reports under
+// return_tokens_as_token_ids (_create_completion_logprobs): the running sum
+// of the lengths of the "token_id:N" strings it returns as tokens, from
+// base; they are not positions in the text.
+func placeholderOffsets(base int, ids []int) []int {
+	out := make([]int, len(ids))
+	off := base
+	for i, id := range ids {
+		out[i] = off
+		off += len("token_id:" + strconv.Itoa(id))
+	}
+	return out
+}
+
+// completion builds a Completion from text pieces, one token per piece
+// (ids from v), with vLLM's placeholder text offsets.
+func (v *pieceVocab) completion(pieces ...string) *policy.Completion {
+	c := &policy.Completion{Text: strings.Join(pieces, ""), FinishReason: "stop"}
+	for i, p := range pieces {
+		c.TokenIDs = append(c.TokenIDs, v.id(p))
+		c.Logprobs = append(c.Logprobs, -float64(i+1)/10)
+	}
+	c.TextOffsets = placeholderOffsets(0, c.TokenIDs)
 	return c
 }
 
 func TestSearchTokenMask(t *testing.T) {
-	pieces := []string{"<think>", "x", "</think>", "<sea", "rch> q", " </search>", "\n"}
-	want := []bool{false, false, false, true, true, true, false}
-	for _, base := range []int{0, 1, 4096} {
-		c := completion(base, pieces...)
-		kind, _, start, end := format.ActionSpan(c.Text)
-		if kind != format.ActionSearch {
-			t.Fatalf("fixture has no search: %q", c.Text)
-		}
-		if got := searchTokenMask(c, kind, start, end); !slices.Equal(got, want) {
-			t.Errorf("base %d: mask %v, want %v", base, got, want)
-		}
+	v := newPieceVocab()
+	mask := func(pieces ...string) []bool { return searchTokenMask(v, v.completion(pieces...).TokenIDs) }
+	if got, want := mask("<think>", "x", "</think>", "<sea", "rch> q", " </search>", "\n"), []bool{false, false, false, true, true, true, false}; !slices.Equal(got, want) {
+		t.Errorf("mask %v, want %v", got, want)
 	}
-
-	// A token straddling the start or the end of the span is in it.
-	c := completion(0, "ok <se", "arch>q</sear", "ch>\nmore")
-	kind, _, start, end := format.ActionSpan(c.Text)
-	if got := searchTokenMask(c, kind, start, end); !slices.Equal(got, []bool{true, true, true}) {
+	// A token straddling the start or the end of the span is in it,
+	// like Qwen's ">\n\n" that ends "</search>".
+	if got := mask("ok <se", "arch>q</sear", "ch>\nmore"); !slices.Equal(got, []bool{true, true, true}) {
 		t.Errorf("straddling: %v", got)
 	}
-	c = completion(0, "a ", "b ", "<search>q</search>", " c")
-	kind, _, start, end = format.ActionSpan(c.Text)
-	if got := searchTokenMask(c, kind, start, end); !slices.Equal(got, []bool{false, false, true, false}) {
+	if got := mask("<search>", " q ", "</", "search", ">\n\n"); !slices.Equal(got, []bool{true, true, true, true, true}) {
+		t.Errorf("a last token past </search>: %v", got)
+	}
+	if got := mask("a ", "b ", "<search>q</search>", " c"); !slices.Equal(got, []bool{false, false, true, false}) {
 		t.Errorf("one token: %v", got)
 	}
-
-	// Answers, invalid turns and missing offsets mark nothing.
-	c = completion(0, "<answer>", " x ", "</answer>")
-	kind, _, start, end = format.ActionSpan(c.Text)
-	if got := searchTokenMask(c, kind, start, end); slices.Contains(got, true) || len(got) != 3 {
-		t.Errorf("answer: %v", got)
+	// Only the first action's span; a second search is not marked.
+	if got := mask("<search>", "a", "</search>", "<search>", "b", "</search>"); !slices.Equal(got, []bool{true, true, true, false, false, false}) {
+		t.Errorf("two searches: %v", got)
 	}
-	c = completion(0, "<search>", "q", "</search>")
-	c.TextOffsets = c.TextOffsets[:2]
-	kind, _, start, end = format.ActionSpan(c.Text)
-	if got := searchTokenMask(c, kind, start, end); slices.Contains(got, true) || len(got) != 3 {
-		t.Errorf("offsets missing: %v", got)
+	// A character split over two tokens: both bytes' tokens are in it.
+	if got := mask("<search> Zo", "\xc3", "\xab </search>", "\n"); !slices.Equal(got, []bool{true, true, true, false}) {
+		t.Errorf("split character: %v", got)
 	}
-	if got := searchTokenMask(&policy.Completion{}, format.ActionSearch, 0, 1); len(got) != 0 {
-		t.Errorf("empty completion: %v", got)
+	// Answers first, no action, an unclosed search: nothing.
+	for _, ps := range [][]string{{"<answer>", " x ", "</answer>", "<search>q</search>"}, {"just", " text"}, {"<search>", " q"}} {
+		if got := mask(ps...); slices.Contains(got, true) || len(got) != len(ps) {
+			t.Errorf("%q: %v", ps, got)
+		}
+	}
+	if got := searchTokenMask(v, nil); len(got) != 0 {
+		t.Errorf("empty turn: %v", got)
+	}
+	// An id the tokenizer lacks adds no bytes.
+	ids := v.completion("<search>", "q", "</search>").TokenIDs
+	if got := searchTokenMask(v, []int{ids[0], 999, ids[1], ids[2], 998}); !slices.Equal(got, []bool{true, true, true, true, false}) {
+		t.Errorf("unknown ids: %v", got)
 	}
 }
 
@@ -120,6 +180,9 @@ func TestSeedFor(t *testing.T) {
 // TokenizeChat gives a fixed prompt; Score gives -0.5 per token.
 type fakePolicy struct {
 	url string
+	// vocab gives the default completion's ids (nil: a vocabulary of its
+	// own).
+	vocab *pieceVocab
 
 	mu        sync.Mutex
 	script    []*policy.Completion
@@ -140,7 +203,10 @@ func (p *fakePolicy) Complete(_ context.Context, req policy.CompletionRequest) (
 		return nil, p.err
 	}
 	if len(p.script) == 0 {
-		return completion(0, "<think>", "still thinking", "</think>"), nil
+		if p.vocab == nil {
+			p.vocab = newPieceVocab()
+		}
+		return p.vocab.completion("<think>", "still thinking", "</think>"), nil
 	}
 	c := p.script[0]
 	p.script = p.script[1:]
@@ -268,15 +334,16 @@ func TestReplicasAcquireLeastOutstanding(t *testing.T) {
 }
 
 func TestRolloutTokenInTokenOut(t *testing.T) {
-	search := completion(0, "<think>", "find it", "</think>", "<search>", " capital of France ", "</search>")
-	invalid := completion(0, "I", " am", " unsure.")
-	invalid2 := completion(0, "still", " unsure.")
-	answer := completion(0, "<answer>", " Paris ", "</answer>")
+	v := newPieceVocab()
+	search := v.completion("<think>", "find it", "</think>", "<search>", " capital of France ", "</search>")
+	invalid := v.completion("I", " am", " unsure.")
+	invalid2 := v.completion("still", " unsure.")
+	answer := v.completion("<answer>", " Paris ", "</answer>")
 	p := &fakePolicy{url: "p", script: []*policy.Completion{search, invalid, invalid2, answer}}
 	hits := []retriever.Hit{{ID: "1", Contents: "\"Paris\"\nParis is the capital of France."}, {ID: "2", Contents: "\"France\"\nA country."}}
 	rt := &fakeRetriever{hits: hits}
 	r := &roller{reps: newReplicas([]policy.Policy{p}), retriever: rt, topk: 3, maxTurns: 4, maxTurn: 500, maxObs: 5,
-		maxCtx: 4096, baseModel: "base"}
+		maxCtx: 4096, baseModel: "base", tok: v.tokenizer()}
 	ctx := context.Background()
 
 	prompt, err := r.promptIDs(ctx, "what is the capital of france", "")
@@ -392,7 +459,9 @@ func TestRolloutLimits(t *testing.T) {
 	ctx := context.Background()
 	// The turn limit.
 	p := &fakePolicy{url: "p"}
-	r := &roller{reps: newReplicas([]policy.Policy{p}), retriever: &fakeRetriever{}, topk: 3, maxTurns: 2, maxTurn: 500, maxObs: 500, maxCtx: 4096, baseModel: "base"}
+	v := newPieceVocab()
+	r := &roller{reps: newReplicas([]policy.Policy{p}), retriever: &fakeRetriever{}, topk: 3, maxTurns: 2, maxTurn: 500, maxObs: 500, maxCtx: 4096, baseModel: "base",
+		tok: v.tokenizer()}
 	tr := &Trajectory{ID: "t", PromptIDs: []int{1, 2}}
 	if err := r.rollout(ctx, tr, "base", policy.Sampling{}, 1); err != nil {
 		t.Fatal(err)
@@ -423,7 +492,7 @@ func TestRolloutLimits(t *testing.T) {
 	}
 
 	// A completion whose tokens and logprobs disagree is an error.
-	bad := completion(0, "a", "b")
+	bad := v.completion("a", "b")
 	bad.Logprobs = bad.Logprobs[:1]
 	p = &fakePolicy{url: "http://p", script: []*policy.Completion{bad}}
 	r.reps = newReplicas([]policy.Policy{p})
@@ -450,12 +519,14 @@ func TestRolloutHugeOutput(t *testing.T) {
 	for i := 0; i < 100; i++ {
 		many.WriteString("<search> q" + strconv.Itoa(i) + " </search>")
 	}
-	p := &fakePolicy{url: "p", script: []*policy.Completion{
-		completion(0, "<think>", strings.Repeat("x", 2<<20), "</think>", "<search> ", huge, " </search>", many.String()),
-		completion(0, many.String()),
+	v := newPieceVocab()
+	p := &fakePolicy{url: "p", vocab: v, script: []*policy.Completion{
+		v.completion("<think>", strings.Repeat("x", 2<<20), "</think>", "<search> ", huge, " </search>", many.String()),
+		v.completion(many.String()),
 	}}
 	fr := &fakeRetriever{hits: []retriever.Hit{{ID: "1", Contents: "\"T\"\ntext"}}}
-	r := &roller{reps: newReplicas([]policy.Policy{p}), retriever: fr, topk: 3, maxTurns: 3, maxTurn: 500, maxObs: 500, maxCtx: 1 << 20, baseModel: "base"}
+	r := &roller{reps: newReplicas([]policy.Policy{p}), retriever: fr, topk: 3, maxTurns: 3, maxTurn: 500, maxObs: 500, maxCtx: 1 << 20, baseModel: "base",
+		tok: v.tokenizer()}
 	tr := &Trajectory{ID: "t", PromptIDs: []int{1, 2}}
 	if err := r.rollout(ctx, tr, "base", policy.Sampling{}, 1); err != nil {
 		t.Fatal(err)

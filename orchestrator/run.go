@@ -47,6 +47,15 @@ type Deps struct {
 	// Simulated names the roles served by the embedded simulator; every
 	// output of the run says so when it is non-empty.
 	Simulated []string
+	// Tokenizer is the policy model's tokenizer in this process
+	// (policy.tokenizer): the search span, the teacher cut-off and the
+	// per-token text are located by the sampled ids' bytes under it, and
+	// with policy.tokenize local it tokenizes environment text and the
+	// prompt. A run needs it.
+	Tokenizer *Tokenizer
+	// TokenizerErr is why Connect found no tokenizer (a run fails with
+	// it; doctor reports it as a failed check).
+	TokenizerErr error
 }
 
 // Runner runs one recipe.
@@ -160,6 +169,9 @@ func (rn *Runner) Run(ctx context.Context) (*Summary, error) {
 		rn.Out = io.Discard
 	}
 	r := rn.Recipe
+	if _, err := rn.Deps.localTokenizer(); err != nil {
+		return nil, err
+	}
 	dir, lock, err := openRunDir(r.Output.Dir)
 	if err != nil {
 		return nil, err
@@ -258,10 +270,12 @@ func (ru *run) load() error {
 		return err
 	}
 	clock := newPhaseClock()
-	ru.roller = newRoller(r, ru.Deps, clock)
+	if ru.roller, err = newRoller(r, ru.Deps, clock); err != nil {
+		return err
+	}
 	ru.roller.metrics = ru.Metrics
 	ru.hinter = newHinter(r, ru.Deps.Judge, tmpl, clock)
-	evr := newRoller(r, ru.Deps, nil)
+	evr, _ := newRoller(r, ru.Deps, nil)
 	evr.reps = ru.roller.reps // one view of the replicas' health
 	evr.metrics = ru.Metrics
 	ru.ev = &evaluator{roller: evr, datasets: ru.evalSet, concurrency: r.Policy.Concurrency * len(ru.Deps.Policies),
@@ -961,7 +975,7 @@ func (ru *run) keepTrajectories(step int, all []*Trajectory) error {
 		picked = picked[:n]
 	}
 	for _, t := range picked {
-		t.Pieces = tokenPieces(t)
+		t.Pieces = tokenPieces(ru.roller.tok.Vocab, t)
 	}
 	var b strings.Builder
 	for _, t := range picked {
@@ -1020,40 +1034,6 @@ func critiqueMeanChars(all []*Trajectory) float64 {
 	return float64(chars) / float64(n)
 }
 
-// tokenPieces returns the text of each of t's tokens ("" for environment
-// tokens) from its turns' texts and token offsets; nil when a turn has no
-// offsets or the counts disagree.
-func tokenPieces(t *Trajectory) []string {
-	pieces := make([]string, len(t.Tokens))
-	ti, j := 0, 0 // turn, token within it
-	for i, pol := range t.Policy {
-		if !pol {
-			continue
-		}
-		for ti < len(t.Turns) && j >= len(t.Turns[ti].offsets) {
-			if len(t.Turns[ti].offsets) == 0 && t.Turns[ti].Text != "" {
-				return nil // a turn without offsets
-			}
-			ti, j = ti+1, 0
-		}
-		if ti == len(t.Turns) {
-			return nil
-		}
-		tr := t.Turns[ti]
-		end := len(tr.Text)
-		if j+1 < len(tr.offsets) {
-			end = int(tr.offsets[j+1])
-		}
-		start := int(tr.offsets[j])
-		if start < 0 || start > end || end > len(tr.Text) {
-			return nil
-		}
-		pieces[i] = tr.Text[start:end]
-		j++
-	}
-	return pieces
-}
-
 // evaluate runs one greedy evaluation of the current model and appends its
 // records to eval.jsonl and questions/.
 func (ru *run) evaluate(ctx context.Context, step int, strategy string) ([]results.EvalRecord, error) {
@@ -1081,14 +1061,19 @@ func recordEval(dir *results.RunDir, step int, strategy string, recs []results.E
 	return nil
 }
 
-// newRoller builds the rollout engine of a recipe over deps.
-func newRoller(r *recipes.Recipe, deps Deps, clock *phaseClock) *roller {
+// newRoller builds the rollout engine of a recipe over deps; it needs the
+// local tokenizer (Deps.Tokenizer).
+func newRoller(r *recipes.Recipe, deps Deps, clock *phaseClock) (*roller, error) {
+	tok, err := deps.localTokenizer()
+	if err != nil {
+		return nil, err
+	}
 	window := time.Duration(r.Retriever.BatchWindowMS * float64(time.Millisecond))
 	return &roller{reps: newReplicas(deps.Policies), retriever: deps.Retriever, topk: r.Retriever.TopK,
 		maxTurns: r.Rollout.MaxTurns, maxTurn: r.Rollout.MaxTurnTokens, maxObs: r.Rollout.MaxObsTokens,
 		maxCtx: r.Rollout.MaxContextTokens, baseModel: r.Policy.Model, phases: clock,
 		batch:    newBatcher(deps.Retriever, r.Retriever.TopK, window, r.Retriever.MaxBatch, r.Retriever.Cache),
-		maxBatch: r.Retriever.MaxBatch}
+		maxBatch: r.Retriever.MaxBatch, tok: tok, local: r.Policy.Tokenize == recipes.TokenizeLocal}, nil
 }
 
 // checkpoint saves the trainer's full state after step and then writes

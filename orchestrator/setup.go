@@ -127,6 +127,15 @@ type connectConfig struct {
 	// simFaults, when set, changes the embedded simulator's faults after
 	// they are read from the recipe (tests aim faults at routes with it).
 	simFaults func(*sim.RoleFaults)
+	// loadTokenizer loads policy.tokenizer files (nil: loadTokenizerFile).
+	loadTokenizer TokenizerLoader
+}
+
+// WithTokenizerLoader makes Connect load policy.tokenizer files (and the
+// one auto finds in the Hugging Face cache) with load instead of the
+// built-in loader.
+func WithTokenizerLoader(load TokenizerLoader) ConnectOption {
+	return func(c *connectConfig) { c.loadTokenizer = load }
 }
 
 // withSimFaults sets connectConfig.simFaults.
@@ -143,9 +152,11 @@ func WithProgress(p *progress.Reporter) ConnectOption {
 }
 
 // Connect starts the embedded implementation of every role whose URL is
-// "embedded" (on loopback ports) and returns a client per role. environ is
-// where API keys are read from (the variables the recipe names). log
-// receives start-up messages such as the index build's.
+// "embedded" (on loopback ports) and returns a client per role and the
+// local tokenizer policy.tokenizer names (Deps.Tokenizer, or why there is
+// none in Deps.TokenizerErr). environ is where API keys and the Hugging
+// Face cache variables are read from. log receives start-up messages such
+// as the index build's and which tokenizer file auto picked.
 func Connect(ctx context.Context, r *recipes.Recipe, environ []string, log io.Writer, options ...ConnectOption) (Deps, *Embedded, error) {
 	if log == nil {
 		log = io.Discard
@@ -288,6 +299,13 @@ func Connect(ctx context.Context, r *recipes.Recipe, environ []string, log io.Wr
 		return fail(fmt.Errorf("retriever.url: %w", err))
 	}
 	deps.Retriever = rc
+	// A missing tokenizer is not fatal here: doctor reports it with its
+	// fix, and a run refuses to start without one.
+	load := cfg.loadTokenizer
+	if load == nil {
+		load = loadTokenizerFile
+	}
+	deps.Tokenizer, deps.TokenizerErr = connectTokenizer(r, env, e.sim, load, func(line string) { fmt.Fprintln(log, line) })
 	return deps, e, nil
 }
 

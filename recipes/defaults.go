@@ -110,6 +110,8 @@ func Defaults() Recipe {
 			URLs:        []string{Embedded},
 			Model:       "Qwen/Qwen2.5-3B-Instruct",
 			Concurrency: 32,
+			Tokenizer:   TokenizerAuto,
+			Tokenize:    TokenizeServer,
 		},
 		Judge: Judge{
 			URL:            Embedded,

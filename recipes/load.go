@@ -302,14 +302,15 @@ func copyMap(m map[string]any) map[string]any {
 // file's directory dir, in place: the path keys of resolvePaths, found
 // case-insensitively. Values of the wrong type are left for the decoder.
 func absPaths(cfg map[string]any, dir string) {
+	var key string
 	abs := func(v any) any {
 		s, ok := v.(string)
-		if !ok || s == "" || filepath.IsAbs(s) {
+		if !ok || s == "" || filepath.IsAbs(s) || key == "policy.tokenizer" && isTokenizerName(s) {
 			return v
 		}
 		return filepath.Join(dir, s)
 	}
-	for _, key := range []string{"retriever.corpus", "retriever.index_dir", "trainer.checkpoints_dir", "sync.dir", "output.dir", "train.data", "eval.datasets"} {
+	for _, key = range []string{"policy.tokenizer", "retriever.corpus", "retriever.index_dir", "trainer.checkpoints_dir", "sync.dir", "output.dir", "train.data", "eval.datasets"} {
 		section, leaf, _ := strings.Cut(key, ".")
 		for sk, sv := range cfg {
 			sm, ok := sv.(map[string]any)
@@ -644,11 +645,15 @@ func normalize(r *Recipe) {
 	maps.DeleteFunc(r.Eval.Datasets, func(_, p string) bool { return p == "" })
 }
 
+// isTokenizerName reports whether a policy.tokenizer value names a
+// tokenizer rather than a file (auto, sim): it is not a path to resolve.
+func isTokenizerName(s string) bool { return s == TokenizerAuto || s == TokenizerSim }
+
 // resolvePaths substitutes {name} in output.dir and makes every non-empty
 // path absolute: against cwd for overridden keys, else against fileDir.
 func resolvePaths(r *Recipe, fileDir, cwd string, overridden map[string]bool) {
 	abs := func(key, p string) string {
-		if p == "" {
+		if p == "" || key == "policy.tokenizer" && isTokenizerName(p) {
 			return p
 		}
 		if filepath.IsAbs(p) {
@@ -659,6 +664,7 @@ func resolvePaths(r *Recipe, fileDir, cwd string, overridden map[string]bool) {
 		}
 		return filepath.Join(fileDir, p)
 	}
+	r.Policy.Tokenizer = abs("policy.tokenizer", r.Policy.Tokenizer)
 	r.Retriever.Corpus = abs("retriever.corpus", r.Retriever.Corpus)
 	r.Retriever.IndexDir = abs("retriever.index_dir", r.Retriever.IndexDir)
 	r.Trainer.CheckpointsDir = abs("trainer.checkpoints_dir", r.Trainer.CheckpointsDir)

@@ -179,9 +179,11 @@ func TestPathResolution(t *testing.T) {
 	writeFile(t, filepath.Join(cwd, "mine.jsonl"), "{}\n")
 	t.Chdir(cwd)
 
-	path := f.write(t, minimal+"name: exp1\nretriever:\n  index_dir: cache\nsync:\n  dir: /abs/sync/../sync\n")
+	path := f.write(t, minimal+"name: exp1\npolicy:\n  urls: [http://gpu:8000]\n  tokenizer: tok/tokenizer.json\nretriever:\n  index_dir: cache\nsync:\n  dir: /abs/sync/../sync\n")
+	writeFile(t, filepath.Join(f.dir, "tok/tokenizer.json"), "{}")
 	r := mustLoad(t, path, []string{"trainer.checkpoints_dir=ckpt"}, nil)
 	checks := []struct{ key, got, want string }{
+		{"policy.tokenizer", r.Policy.Tokenizer, filepath.Join(f.dir, "tok/tokenizer.json")},
 		{"train.data[0]", r.Train.Data[0], filepath.Join(f.dir, "qa/nq.jsonl")},
 		{"retriever.corpus", r.Retriever.Corpus, filepath.Join(f.dir, "data/corpus/passages.jsonl")},
 		{"retriever.index_dir", r.Retriever.IndexDir, filepath.Join(f.dir, "cache")},
@@ -201,6 +203,16 @@ func TestPathResolution(t *testing.T) {
 	}
 	if want := filepath.Join(cwd, "out/exp2"); r.Output.Dir != want {
 		t.Errorf("--set output.dir: got %q, want %q", r.Output.Dir, want)
+	}
+	// policy.tokenizer's names are not paths, in a file or in --set.
+	for _, name := range []string{TokenizerAuto, TokenizerSim} {
+		p := f.write(t, minimal+"policy:\n  tokenizer: "+name+"\n")
+		if r := mustLoad(t, p, nil, nil); r.Policy.Tokenizer != name {
+			t.Errorf("policy.tokenizer: %s in the file became %q", name, r.Policy.Tokenizer)
+		}
+		if r := mustLoad(t, path, []string{"policy.tokenizer=" + name}, nil); r.Policy.Tokenizer != name {
+			t.Errorf("--set policy.tokenizer=%s became %q", name, r.Policy.Tokenizer)
+		}
 	}
 }
 

@@ -43,7 +43,38 @@ type Policy struct {
 	Model string `mapstructure:"model" yaml:"model"`
 	// Concurrency is the number of trajectories in flight per replica.
 	Concurrency int `mapstructure:"concurrency" yaml:"concurrency"`
+	// Tokenizer is the policy model's tokenizer, loaded in this process:
+	// the search span, the teacher cut-off and the per-token text are
+	// located by the sampled ids' exact bytes under it, never by the
+	// server's text offsets. TokenizerAuto (the default) is the
+	// simulator's own tokenizer when every policy.urls entry is embedded,
+	// else policy.model's tokenizer.json in the local Hugging Face cache;
+	// TokenizerSim is the simulator's tokenizer for policy servers started
+	// by `orchestrate serve sim` of the same recipe; anything else is the
+	// path of a tokenizer.json (or a gzip of it).
+	Tokenizer string `mapstructure:"tokenizer" yaml:"tokenizer"`
+	// Tokenize is where environment text and the chat-templated prompt are
+	// tokenized: TokenizeServer (the policy server's POST /tokenize, the
+	// default) or TokenizeLocal (in this process, with policy.tokenizer:
+	// one round trip less per turn).
+	Tokenize string `mapstructure:"tokenize" yaml:"tokenize"`
 }
+
+// Allowed values of policy.tokenizer (besides a file) and policy.tokenize.
+const (
+	// TokenizerAuto is policy.tokenizer for the simulator's tokenizer with
+	// embedded policies, else policy.model's tokenizer.json in the Hugging
+	// Face cache (the default).
+	TokenizerAuto = "auto"
+	// TokenizerSim is policy.tokenizer for the simulator's tokenizer, built
+	// from the recipe as `orchestrate serve sim` builds it.
+	TokenizerSim = "sim"
+	// TokenizeServer is policy.tokenize for the policy server's /tokenize
+	// (the default).
+	TokenizeServer = "server"
+	// TokenizeLocal is policy.tokenize for tokenizing in this process.
+	TokenizeLocal = "local"
+)
 
 // Judge configures the judge endpoint.
 type Judge struct {

@@ -175,6 +175,16 @@ func (r *Recipe) Validate() error {
 	}
 	nonEmpty("policy.model", r.Policy.Model)
 	atLeast("policy.concurrency", r.Policy.Concurrency, 1)
+	switch tk := r.Policy.Tokenizer; {
+	case tk == "":
+		bad("policy.tokenizer", "must be %q, %q or a tokenizer.json file", TokenizerAuto, TokenizerSim)
+	case tk == TokenizerAuto || tk == TokenizerSim:
+	case !slices.ContainsFunc(r.Policy.URLs, func(u string) bool { return u != Embedded }):
+		bad("policy.tokenizer", "a file (%s) with only embedded policies: the simulator tokenizes with its own vocabulary; set %q", tk, TokenizerAuto)
+	default:
+		file("policy.tokenizer", tk)
+	}
+	oneOf("policy.tokenize", r.Policy.Tokenize, TokenizeServer, TokenizeLocal)
 
 	endpoint("judge.url", r.Judge.URL)
 	nonEmpty("judge.model", r.Judge.Model)

@@ -28,6 +28,8 @@ func TestValidateNamesEveryProblem(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "missing.jsonl")
 	r.Name = "my run"
 	r.Policy.URLs = []string{"http://ok:8000", "ftp://x", "localhost:8000"}
+	r.Policy.Tokenizer = missing
+	r.Policy.Tokenize = "gpu"
 	r.Judge.URL = "http://"
 	r.Judge.APIKeyEnv = "not a name"
 	r.Trainer.Loss = "grpo"
@@ -59,7 +61,7 @@ func TestValidateNamesEveryProblem(t *testing.T) {
 		keys = append(keys, p.Key)
 	}
 	want := []string{
-		"name", "policy.urls[1]", "policy.urls[2]", "judge.url", "judge.api_key_env",
+		"name", "policy.urls[1]", "policy.urls[2]", "policy.tokenizer", "policy.tokenize", "judge.url", "judge.api_key_env",
 		"trainer.loss", "trainer.clip_low", "sync.kind", "train.group_size",
 		"train.data[1]", "train.temperature", "train.top_p", "train.top_k",
 		"hindsight.loss", "hindsight.broadcast", "hindsight.teacher", "hindsight.coef",
@@ -81,7 +83,7 @@ func TestValidateNamesEveryProblem(t *testing.T) {
 			t.Errorf("error lacks %q:\n%v", s, err)
 		}
 	}
-	if !strings.HasPrefix(err.Error(), "23 problems:\n") {
+	if !strings.HasPrefix(err.Error(), "25 problems:\n") {
 		t.Errorf("error does not start with the count:\n%v", err)
 	}
 }
@@ -322,5 +324,42 @@ func TestValidateSimTrainerArchive(t *testing.T) {
 	}
 	if _, err := Load(f.write(t, minimal+"sim:\n  trainer:\n    layout: fsdp\n"), nil, nil); err == nil || !strings.Contains(err.Error(), "sim.trainer.layout") {
 		t.Errorf("unknown key sim.trainer.layout: %v", err)
+	}
+}
+
+// policy.tokenizer is auto, sim or a readable file, and a file only with a
+// remote policy server (the embedded simulator has its own vocabulary);
+// policy.tokenize is server or local.
+func TestValidatePolicyTokenizer(t *testing.T) {
+	r := valid(t)
+	if r.Policy.Tokenizer != TokenizerAuto || r.Policy.Tokenize != TokenizeServer {
+		t.Fatalf("defaults: policy.tokenizer %q, policy.tokenize %q", r.Policy.Tokenizer, r.Policy.Tokenize)
+	}
+	file := filepath.Join(t.TempDir(), "tokenizer.json")
+	writeFile(t, file, "{}")
+	cases := []struct {
+		urls           []string
+		tokenizer, tok string
+		want           string // "" valid
+	}{
+		{[]string{Embedded}, TokenizerAuto, TokenizeLocal, ""},
+		{[]string{Embedded}, TokenizerSim, TokenizeServer, ""},
+		{[]string{"http://gpu:8000"}, file, TokenizeLocal, ""},
+		{[]string{Embedded, "http://gpu:8000"}, file, TokenizeServer, ""},
+		{[]string{Embedded}, file, TokenizeServer, "policy.tokenizer: a file (" + file + ") with only embedded policies: the simulator tokenizes with its own vocabulary; set \"auto\""},
+		{[]string{"http://gpu:8000"}, file + ".gz", TokenizeServer, "policy.tokenizer: " + file + ".gz: no such file"},
+		{[]string{"http://gpu:8000"}, "", TokenizeServer, `policy.tokenizer: must be "auto", "sim" or a tokenizer.json file`},
+		{[]string{"http://gpu:8000"}, TokenizerAuto, "both", `policy.tokenize: must be one of server, local, got "both"`},
+	}
+	for _, c := range cases {
+		r := valid(t)
+		r.Policy.URLs, r.Policy.Tokenizer, r.Policy.Tokenize = c.urls, c.tokenizer, c.tok
+		err := r.Validate()
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%v %q %q: %v", c.urls, c.tokenizer, c.tok, err)
+		case c.want != "" && (err == nil || err.Error() != c.want):
+			t.Errorf("%v %q %q: %v\nwant %s", c.urls, c.tokenizer, c.tok, err, c.want)
+		}
 	}
 }

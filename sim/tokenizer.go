@@ -26,6 +26,8 @@ type Tokenizer struct {
 	ids    map[string]int
 	// byteBase is the id of byte token 0.
 	byteBase int
+	// raw holds each piece's bytes (TokenBytes).
+	raw [][]byte
 }
 
 // NewTokenizer builds the vocabulary from texts.
@@ -60,6 +62,7 @@ func NewTokenizer(texts ...string) *Tokenizer {
 	for b := 0; b < 0x80; b++ {
 		tk.ids[string([]byte{byte(b)})] = tk.byteBase + b
 	}
+	tk.raw = rawPieces(tk.pieces)
 	return tk
 }
 
@@ -79,17 +82,7 @@ func (tk *Tokenizer) ID(piece string) (int, bool) {
 
 // Encode tokenizes text. Special-token strings in text become special tokens.
 func (tk *Tokenizer) Encode(text string) []int {
-	out := make([]int, 0, len(text)/4+1)
-	splitPieces(text, func(p string) {
-		if id, ok := tk.ids[p]; ok {
-			out = append(out, id)
-			return
-		}
-		for i := 0; i < len(p); i++ {
-			out = append(out, tk.byteBase+int(p[i]))
-		}
-	})
-	return out
+	return tk.AppendEncode(make([]int, 0, len(text)/4+1), text)
 }
 
 // Decode turns token ids back into text; an out-of-range id decodes to the

@@ -1,0 +1,519 @@
+package orchestrator
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hindsearch/hindsearch/clients/policy"
+	"github.com/hindsearch/hindsearch/clients/retriever"
+	"github.com/hindsearch/hindsearch/clients/transport"
+	"github.com/hindsearch/hindsearch/orchestrator/format"
+	"github.com/hindsearch/hindsearch/recipes"
+)
+
+// byteTokenizer is a small deterministic byte-level tokenizer standing in
+// for Qwen's in the tests: ids 0-255 are the single bytes, then its
+// vocabulary's pieces in order; AppendEncode takes the longest piece at
+// each position. Like byte-level BPE its pieces may hold part of a UTF-8
+// character, and "</search>\n\n" is "</" "search" ">\n\n".
+type byteTokenizer struct {
+	pieces  [][]byte
+	ids     map[string]int
+	longest int
+}
+
+func newByteTokenizer(vocab ...string) *byteTokenizer {
+	t := &byteTokenizer{ids: map[string]int{}}
+	for b := range 256 {
+		t.pieces = append(t.pieces, []byte{byte(b)})
+	}
+	for _, p := range vocab {
+		if _, ok := t.ids[p]; ok || len(p) < 2 {
+			continue
+		}
+		t.ids[p] = len(t.pieces)
+		t.pieces = append(t.pieces, []byte(p))
+		t.longest = max(t.longest, len(p))
+	}
+	return t
+}
+
+func (t *byteTokenizer) TokenBytes(id int) ([]byte, bool) {
+	if id < 0 || id >= len(t.pieces) {
+		return nil, false
+	}
+	return t.pieces[id], true
+}
+
+func (t *byteTokenizer) AppendEncode(dst []int, text string) []int {
+	for i := 0; i < len(text); {
+		n := 1
+		for l := min(t.longest, len(text)-i); l > 1; l-- {
+			if _, ok := t.ids[text[i:i+l]]; ok {
+				n = l
+				break
+			}
+		}
+		if n == 1 {
+			dst = append(dst, int(text[i]))
+		} else {
+			dst = append(dst, t.ids[text[i:i+n]])
+		}
+		i += n
+	}
+	return dst
+}
+
+// spanTestTokenizer is the tokenizer of the search-span tests. After the
+// merge with the Qwen tokenizer package it can be Qwen's own:
+//
+//	tk, err := tokenizer.Qwen25()
+//	if err != nil { t.Fatal(err) }
+//	return tk
+//
+// (the assertions that depend on this vocabulary's splits check for
+// *byteTokenizer first).
+func spanTestTokenizer(t *testing.T) Vocab {
+	t.Helper()
+	return newByteTokenizer(
+		"<think>", "</think>", ">\n", "<search>", "</", "search", ">\n\n", "<answer>", "answer", ">",
+		" Where", " was", " Zo\xc3", "\xab Sal", "da", "\xc3\xb1a", " born", "?", " caf\xc3\xa9", " \xe6\x9d", "\xb1\xe4\xba\xac",
+		" S", "ão", " Paulo", "\n\n<information>", "</information>\n\n", "Doc", " 1", "(Title:", " \"", "\")",
+		"<|im_start|>", "<|im_end|>", "system", "user", "assistant",
+	)
+}
+
+// placeholderServer is a vLLM /v1/completions and /tokenize speaking
+// server whose completions come from a script of turn texts: each turn's
+// sampled ids are tk's encoding of its text, the answer's text is cut
+// after the stop string it contains (vLLM's include_stop_str_in_output
+// keeps the stop string; the token that holds its end, like ">\n\n", is
+// kept whole), and text_offset follows vLLM's placeholder arithmetic
+// under return_tokens_as_token_ids: the offset of token i is the sum of
+// len("token_id:N") of the tokens before it.
+type placeholderServer struct {
+	tk    Vocab
+	chat  ChatTemplate
+	mu    sync.Mutex
+	turns []string
+	// tokenized counts the POST /tokenize requests.
+	tokenized int
+	srv       *httptest.Server
+}
+
+func newPlaceholderServer(t *testing.T, tk Vocab, turns ...string) *placeholderServer {
+	s := &placeholderServer{tk: tk, chat: Qwen25Chat, turns: turns}
+	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+func (s *placeholderServer) serve(w http.ResponseWriter, r *http.Request) {
+	var body map[string]any
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch r.URL.Path {
+	case "/tokenize":
+		s.tokenized++
+		var text string
+		if msgs, ok := body["messages"].([]any); ok {
+			var ms []policy.Message
+			for _, m := range msgs {
+				mm := m.(map[string]any)
+				ms = append(ms, policy.Message{Role: mm["role"].(string), Content: mm["content"].(string)})
+			}
+			text = s.chat(ms, body["add_generation_prompt"] == true)
+		} else {
+			text, _ = body["prompt"].(string)
+		}
+		ids := s.tk.AppendEncode(nil, text)
+		writeJSONTest(w, http.StatusOK, map[string]any{"count": len(ids), "max_model_len": 4096, "tokens": ids})
+	case "/v1/completions":
+		if body["return_tokens_as_token_ids"] != true {
+			http.Error(w, "want return_tokens_as_token_ids", http.StatusBadRequest)
+			return
+		}
+		turn := "<answer> none </answer>"
+		if len(s.turns) > 0 {
+			turn, s.turns = s.turns[0], s.turns[1:]
+		}
+		ids := s.tk.AppendEncode(nil, turn)
+		text, stop := turn, any(nil)
+		for _, st := range []string{"</search>", "</answer>"} {
+			if i := strings.Index(turn, st); i >= 0 {
+				text, stop = turn[:i+len(st)], st
+				break
+			}
+		}
+		toks := make([]string, len(ids))
+		lps := make([]float64, len(ids))
+		offsets := make([]int, len(ids))
+		off := 0
+		for i, id := range ids {
+			toks[i] = "token_id:" + strconv.Itoa(id)
+			lps[i] = -0.1 * float64(i%7+1)
+			offsets[i] = off
+			off += len(toks[i])
+		}
+		writeJSONTest(w, http.StatusOK, map[string]any{"choices": []any{map[string]any{"index": 0, "text": text,
+			"finish_reason": "stop", "stop_reason": stop,
+			"logprobs": map[string]any{"tokens": toks, "token_logprobs": lps, "text_offset": offsets}}}})
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+// scoreRecorder records the sequences a teacher scores.
+type scoreRecorder struct {
+	policy.Policy
+	mu   sync.Mutex
+	seqs [][]int
+}
+
+func (s *scoreRecorder) Score(_ context.Context, _ string, seq []int) ([]float64, error) {
+	s.mu.Lock()
+	s.seqs = append(s.seqs, slices.Clone(seq))
+	s.mu.Unlock()
+	out := make([]float64, len(seq))
+	for i := 1; i < len(seq); i++ {
+		out[i] = -0.05
+	}
+	return out, nil
+}
+
+// The key test of issue 13: against a vLLM whose text_offset counts the
+// "token_id:N" placeholders, the search-span mask is exactly the tokens of
+// the turn's <search>...</search>, for a query with accented and CJK
+// characters and a last token (">\n\n") that runs past "</search>"; the
+// teacher scores up to that token and no further; the kept per-token text
+// is each id's exact bytes.
+func TestSearchSpanIgnoresPlaceholderTextOffsets(t *testing.T) {
+	tk := spanTestTokenizer(t)
+	search := "<think> Where was Zoë Saldaña born? 東京?</think>\n<search> Zoë Saldaña 東京 café São Paulo </search>\n\n"
+	answer := "<answer> São Paulo </answer>"
+	srv := newPlaceholderServer(t, tk, search, answer)
+	o := transport.DefaultOptions("policy", srv.srv.URL)
+	o.Timeout, o.Retries = 5*time.Second, 0
+	client, err := policy.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	fr := &fakeRetriever{hits: []retriever.Hit{{ID: "1", Contents: "\"Zoe Saldana\"\nZoë Saldaña was born in Passaic."}}}
+	r := &roller{reps: newReplicas([]policy.Policy{client}), retriever: fr, topk: 3, maxTurns: 4, maxTurn: 500, maxObs: 500,
+		maxCtx: 1 << 16, baseModel: "m", tok: &Tokenizer{Vocab: tk, Chat: Qwen25Chat}}
+	ctx := context.Background()
+	prompt, err := r.promptIDs(ctx, "where was zoë saldaña born", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &Trajectory{ID: "t", PromptIDs: prompt, Question: Question{Question: "where was zoë saldaña born", Golds: []string{"Passaic"}}}
+	if err := r.rollout(ctx, tr, "m", policy.Neutral(), 1); err != nil {
+		t.Fatal(err)
+	}
+	if len(tr.Turns) != 2 || tr.Turns[0].Action != format.ActionSearch || tr.Turns[0].Content != "Zoë Saldaña 東京 café São Paulo" {
+		t.Fatalf("turns %+v", tr.Turns)
+	}
+	if !slices.Equal(fr.queries, []string{"Zoë Saldaña 東京 café São Paulo"}) {
+		t.Fatalf("queries %q", fr.queries)
+	}
+
+	// The truth: the search turn's ids, their byte ranges, and the span
+	// of "<search>...</search>" in the text the ids spell.
+	ids := tk.AppendEncode(nil, search)
+	if !slices.Equal(tr.Tokens[:len(ids)], ids) {
+		t.Fatalf("the trajectory does not start with the search turn's ids")
+	}
+	start := strings.Index(search, "<search>")
+	end := strings.Index(search, "</search>") + len("</search>")
+	want := make([]bool, len(tr.Tokens))
+	var spanBytes []byte
+	off := 0
+	lastSearch := -1
+	for j, id := range ids {
+		b, _ := tk.TokenBytes(id)
+		if off+len(b) > start && off < end {
+			want[j] = true
+			spanBytes = append(spanBytes, b...)
+			lastSearch = j
+		}
+		off += len(b)
+	}
+	if !slices.Equal(tr.Search, want) {
+		t.Errorf("search mask\n%v\nwant\n%v", tr.Search, want)
+	}
+	if !bytes.Contains(spanBytes, []byte(search[start:end])) {
+		t.Errorf("the marked tokens spell %q, which lacks %q", spanBytes, search[start:end])
+	}
+	// The fixture does what it should: the placeholder offsets would
+	// have marked other tokens.
+	offsets := placeholderOffsets(0, ids)
+	var byOffsets []bool
+	for j := range ids {
+		from, to := offsets[j], len(tr.Turns[0].Text)
+		if j+1 < len(ids) {
+			to = offsets[j+1]
+		}
+		byOffsets = append(byOffsets, to > start && from < end)
+	}
+	if slices.Equal(byOffsets, want[:len(ids)]) {
+		t.Fatal("fixture: the placeholder offsets give the true mask; the test shows nothing")
+	}
+
+	if _, ok := tk.(*byteTokenizer); ok {
+		// The last search token is ">\n\n", past "</search>" (the turn's
+		// text ends at the stop string), and 東京 is split inside 東.
+		if b, _ := tk.TokenBytes(ids[lastSearch]); string(b) != ">\n\n" || !strings.HasSuffix(tr.Turns[0].Text, "</search>") {
+			t.Errorf("last search token %q, turn text %q", b, tr.Turns[0].Text)
+		}
+	}
+
+	// The teacher scores the response up to the last search token.
+	rec := &scoreRecorder{Policy: client}
+	h := &hinter{loss: recipes.HindsightLossClamp, broadcast: recipes.BroadcastSearch, clamp: 1}
+	opd, err := h.opd(ctx, tr, prompt, rec, "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.seqs) != 1 || len(rec.seqs[0]) != len(prompt)+lastSearch+1 {
+		t.Fatalf("teacher scored %d sequences, the first %d tokens; want %d (prompt %d + up to the last search token)",
+			len(rec.seqs), len(rec.seqs[0]), len(prompt)+lastSearch+1, len(prompt))
+	}
+	for i, d := range opd {
+		if d != 0 && !want[i] {
+			t.Errorf("OPD term %v on token %d, outside the search span", d, i)
+		}
+	}
+
+	// Kept per-token text: each policy token's exact bytes; a character
+	// split over tokens on the token that completes it.
+	pieces := tokenPieces(tk, tr)
+	var got strings.Builder
+	for j := range ids {
+		got.WriteString(pieces[j])
+	}
+	if got.String() != search {
+		t.Errorf("pieces of the search turn spell %q, want %q", got.String(), search)
+	}
+	for i, p := range pieces {
+		if !tr.Policy[i] && p != "" {
+			t.Errorf("environment token %d has piece %q", i, p)
+		}
+	}
+	if _, ok := tk.(*byteTokenizer); ok {
+		at := slices.Index(pieces, "\xb1\xe4\xba\xac")
+		for j := range ids {
+			if b, _ := tk.TokenBytes(ids[j]); string(b) == " \xe6\x9d" {
+				if pieces[j] != " " || pieces[j+1] != "東京" {
+					t.Errorf("split 東京: pieces %q %q", pieces[j], pieces[j+1])
+				}
+				break
+			}
+		}
+		if at >= 0 {
+			t.Errorf("a piece holds the raw tail of 東: %q", pieces[at])
+		}
+	}
+}
+
+// Per-token pieces: exact bytes, characters shown where they complete,
+// bytes that complete none as U+FFFD, environment tokens "".
+func TestTokenPieces(t *testing.T) {
+	v := newPieceVocab()
+	id := v.id
+	tr := &Trajectory{
+		Tokens: []int{id("<search> Zo"), 0xc3, id("\xab\xe6"), id("\x9d\xb1 x"), 7, 8, id(" a\xe4"), 0xff, id("\xba"), 9, 0xe4, 0xba},
+		Policy: []bool{true, true, true, true, false, false, true, true, true, false, true, true},
+	}
+	got := tokenPieces(v, tr)
+	// \xe4 then \xff: no character, one U+FFFD per byte, on the token
+	// that showed it (\xff's); a lone continuation byte \xba: U+FFFD; the
+	// last turn ends inside a character: one U+FFFD per byte, on its last
+	// token.
+	want := []string{"<search> Zo", "", "ë", "東 x", "", "", " a", "\ufffd\ufffd", "\ufffd", "", "", "\ufffd\ufffd"}
+	if !slices.Equal(got, want) {
+		t.Errorf("pieces %q\nwant   %q", got, want)
+	}
+}
+
+// policy.tokenizer auto finds policy.model's tokenizer.json in the Hugging
+// Face cache (HF_HUB_CACHE, else HF_HOME/hub, else ~/.cache/huggingface/hub)
+// at the revision refs/main names, else the only snapshot with one, and
+// says which; otherwise the error names the path and the fix.
+func TestHFCacheTokenizer(t *testing.T) {
+	write := func(p string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("{}"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	home := t.TempDir()
+	repo := filepath.Join(home, ".cache/huggingface/hub/models--Qwen--Qwen2.5-3B-Instruct")
+	env := map[string]string{"HOME": home}
+	_, _, err := hfCacheTokenizer("Qwen/Qwen2.5-3B-Instruct", env)
+	if err == nil || !strings.Contains(err.Error(), filepath.Join(repo, "snapshots", "*", "tokenizer.json")) ||
+		!strings.Contains(err.Error(), "huggingface-cli download Qwen/Qwen2.5-3B-Instruct tokenizer.json") ||
+		!strings.Contains(err.Error(), "set policy.tokenizer") {
+		t.Fatalf("empty cache: %v", err)
+	}
+	write(filepath.Join(repo, "snapshots/aaa/tokenizer.json"))
+	if p, how, err := hfCacheTokenizer("Qwen/Qwen2.5-3B-Instruct", env); err != nil || p != filepath.Join(repo, "snapshots/aaa/tokenizer.json") || !strings.Contains(how, "only snapshot") {
+		t.Errorf("one snapshot: %q %q %v", p, how, err)
+	}
+	write(filepath.Join(repo, "snapshots/bbb/tokenizer.json"))
+	if _, _, err := hfCacheTokenizer("Qwen/Qwen2.5-3B-Instruct", env); err == nil || !strings.Contains(err.Error(), "2 snapshots") || !strings.Contains(err.Error(), "no refs/main") {
+		t.Errorf("two snapshots, no refs/main: %v", err)
+	}
+	write(filepath.Join(repo, "refs/main"))
+	if err := os.WriteFile(filepath.Join(repo, "refs/main"), []byte("bbb\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if p, how, err := hfCacheTokenizer("Qwen/Qwen2.5-3B-Instruct", env); err != nil || p != filepath.Join(repo, "snapshots/bbb/tokenizer.json") || !strings.Contains(how, "refs/main") {
+		t.Errorf("refs/main: %q %q %v", p, how, err)
+	}
+	// The cache's location: HF_HUB_CACHE, then HF_HOME/hub.
+	for _, c := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"HOME": home, "HF_HUB_CACHE": "/x/hub", "HF_HOME": "/y"}, "/x/hub"},
+		{map[string]string{"HOME": home, "HUGGINGFACE_HUB_CACHE": "/w/hub", "HF_HOME": "/y"}, "/w/hub"},
+		{map[string]string{"HOME": home, "HF_HOME": "/y"}, "/y/hub"},
+		{map[string]string{"HOME": home, "XDG_CACHE_HOME": "/z"}, "/z/huggingface/hub"},
+		{map[string]string{"HOME": home, "HF_HOME": "~/hf"}, filepath.Join(home, "hf/hub")},
+		{map[string]string{"HOME": home}, filepath.Join(home, ".cache/huggingface/hub")},
+	} {
+		if got := hfHubCache(c.env); got != c.want {
+			t.Errorf("hfHubCache(%v) = %q, want %q", c.env, got, c.want)
+		}
+	}
+}
+
+// Connect resolves policy.tokenizer: the simulator's own tokenizer for
+// embedded policies (no file needed), a file through the loader it is
+// given, auto through the Hugging Face cache; a missing one is reported in
+// Deps.TokenizerErr and a run refuses to start with it.
+func TestConnectTokenizer(t *testing.T) {
+	ctx := context.Background()
+	r := testRecipe(t, "")
+	deps, emb, err := Connect(ctx, r, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	emb.Close()
+	if deps.TokenizerErr != nil || deps.Tokenizer == nil || deps.Tokenizer.Vocab != emb.Sim().Model.Tokenizer() {
+		t.Fatalf("embedded: tokenizer %+v, err %v", deps.Tokenizer, deps.TokenizerErr)
+	}
+
+	// Remote servers (nothing embedded: no simulator in this process).
+	remote := func(more ...string) []string {
+		return append([]string{"policy.urls=http://127.0.0.1:9", "judge.url=http://127.0.0.1:9", "retriever.url=http://127.0.0.1:9",
+			"trainer.url=http://127.0.0.1:9", "trainer.checkpoints_dir=" + t.TempDir()}, more...)
+	}
+	// A file is loaded with the loader.
+	file := filepath.Join(t.TempDir(), "tokenizer.json")
+	if err := os.WriteFile(file, []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stub := newByteTokenizer("ab")
+	var loaded []string
+	loader := WithTokenizerLoader(func(p string) (Vocab, error) { loaded = append(loaded, p); return stub, nil })
+	r = testRecipe(t, "", remote("policy.tokenizer="+file)...)
+	deps, emb, err = Connect(ctx, r, nil, nil, loader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	emb.Close()
+	if deps.TokenizerErr != nil || deps.Tokenizer.Vocab != stub || !slices.Equal(loaded, []string{file}) || deps.Tokenizer.Source != file {
+		t.Fatalf("file: %+v %v, loaded %q", deps.Tokenizer, deps.TokenizerErr, loaded)
+	}
+	if got := deps.Tokenizer.Chat([]policy.Message{{Role: "user", Content: "Q?"}}, true); got != "<|im_start|>system\n"+Qwen25SystemPrompt+"<|im_end|>\n<|im_start|>user\nQ?<|im_end|>\n<|im_start|>assistant\n" {
+		t.Errorf("a tokenizer file's chat template: %q", got)
+	}
+
+	// auto with a remote policy and an empty cache: no tokenizer, and the
+	// run says why before it touches the run directory.
+	home := t.TempDir()
+	r = testRecipe(t, "", remote()...)
+	deps, emb, err = Connect(ctx, r, []string{"HOME=" + home}, nil, loader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	emb.Close()
+	if deps.Tokenizer != nil || deps.TokenizerErr == nil || !strings.HasPrefix(deps.TokenizerErr.Error(), "policy.tokenizer auto: no sim/base in the Hugging Face cache") {
+		t.Fatalf("auto, empty cache: %+v %v", deps.Tokenizer, deps.TokenizerErr)
+	}
+	if _, err := (&Runner{Recipe: r, Deps: deps}).Run(ctx); err == nil || err.Error() != deps.TokenizerErr.Error() {
+		t.Errorf("run without a tokenizer: %v", err)
+	}
+	if _, err := os.Stat(r.Output.Dir); !os.IsNotExist(err) {
+		t.Errorf("the run directory was made: %v", err)
+	}
+	// auto finds it in the cache and says so.
+	tj := filepath.Join(home, ".cache/huggingface/hub/models--sim--base/snapshots/r1/tokenizer.json")
+	if err := os.MkdirAll(filepath.Dir(tj), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(tj, []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	loaded = nil
+	deps, emb, err = Connect(ctx, r, []string{"HOME=" + home}, &log, loader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	emb.Close()
+	if deps.TokenizerErr != nil || !slices.Equal(loaded, []string{tj}) || !strings.Contains(log.String(), "policy.tokenizer auto: "+tj+" (the only snapshot") {
+		t.Errorf("auto: %v, loaded %q, log %q", deps.TokenizerErr, loaded, log.String())
+	}
+	// Without a loader (this build), a file is an error that says so.
+	r = testRecipe(t, "", remote("policy.tokenizer="+file)...)
+	deps, emb, err = Connect(ctx, r, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	emb.Close()
+	if deps.TokenizerErr == nil || !strings.Contains(deps.TokenizerErr.Error(), "no tokenizer.json loader") {
+		t.Errorf("no loader: %v", deps.TokenizerErr)
+	}
+	// sim: the simulator's tokenizer for servers another process started,
+	// built from the recipe as that process builds it.
+	r = testRecipe(t, "", remote("policy.tokenizer=sim")...)
+	deps, emb, err = Connect(ctx, r, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if emb.Sim() != nil {
+		t.Fatal("a simulator was started")
+	}
+	emb.Close()
+	r2 := testRecipe(t, "")
+	ref, emb2, err := Connect(ctx, r2, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	emb2.Close()
+	probe := format.InfoBlock([]string{"\"Paris\"\nParis is the capital of France."}) + format.InvalidActionText
+	if deps.TokenizerErr != nil || !slices.Equal(deps.Tokenizer.Vocab.AppendEncode(nil, probe), ref.Tokenizer.Vocab.AppendEncode(nil, probe)) {
+		t.Errorf("sim: %v", deps.TokenizerErr)
+	}
+}
