@@ -28,6 +28,7 @@ import (
 	"github.com/hindsearch/hindsearch/clients/retriever"
 	"github.com/hindsearch/hindsearch/clients/trainer"
 	"github.com/hindsearch/hindsearch/clients/transport"
+	"github.com/hindsearch/hindsearch/orchestrator/format"
 	"github.com/hindsearch/hindsearch/recipes"
 )
 
@@ -166,6 +167,12 @@ func (d *DoctorReport) Write(w io.Writer) error {
 //     returns the sampled token id and its logprob, and scoring the probe
 //     returns a prompt logprob per token; POST /tokenize of a probe string
 //     gives the same ids on every replica and under the teacher model;
+//     the local tokenizer (policy.tokenizer) gives each replica's ids on
+//     probe texts (ASCII, accents, CJK, emoji, the agent tags, an
+//     <information> block, the invalid-action text) and they spell the
+//     texts under its bytes, and it builds the chat-templated prompt the
+//     replica builds (a difference fails with policy.tokenize local and
+//     warns otherwise);
 //   - the judge (when hindsight is on): a probe chat completion answers,
 //     and its api_key_env variable is set (a warning only when the server
 //     accepted the probe without it);
@@ -287,6 +294,9 @@ type replicaChecks struct {
 	// one); teacherErr its error.
 	teacherIDs []int
 	teacherErr error
+	// local is the local tokenizer row (localTokenizerCheck), added after
+	// the tokenizer row.
+	local *Check
 }
 
 // policy checks one replica.
@@ -380,8 +390,135 @@ func (c *checker) policy(ctx context.Context, p policy.Policy) replicaChecks {
 	} else {
 		add("logprobs", CheckSkip, "POST /tokenize of the probe failed", "")
 	}
-	// The tokenizer row is added by tokenizerChecks.
+	local := c.localTokenizerCheck(ctx, p, rc.idsErr)
+	rc.local = &local
+	// The tokenizer and local tokenizer rows are added by tokenizerChecks.
 	return rc
+}
+
+// localTokenizerProbes are the texts the local tokenizer and each replica's
+// POST /tokenize must tokenize alike: where tokenizers differ first, and
+// the texts the program tokenizes.
+var localTokenizerProbes = []struct{ name, text string }{
+	{"ASCII", `Who composed "Carmen" (1875)? It's 3.14 -- isn't it?  Yes.`},
+	{"accents", "naïve café, Zürich, São Paulo, Ærøskøbing, Ελληνικά, Ñandú"},
+	{"CJK", "東京は日本の首都です。北京，서울"},
+	{"emoji", "👍🏽 🇫🇷 🤖🎉"},
+	{"agent tags", "<think> x </think>\n<search> Georges Bizet opera </search>\n\n<answer> Paris </answer>"},
+	{"information block", format.InfoBlock([]string{"\"Carmen\"\nCarmen is an opera by Georges Bizet.", "\"Bizet\"\nGeorges Bizet (1838–1875)."})},
+	{"invalid-action text", format.InvalidActionText},
+}
+
+// localTokenizerCheck compares the local tokenizer (policy.tokenizer) with
+// replica p's POST /tokenize on localTokenizerProbes: the local encoding
+// must give the server's ids, and the server's ids must spell the probe
+// under the local tokenizer's bytes (what locates the search span and the
+// per-token text); the chat-templated prompt must match too, which fails
+// with policy.tokenize local (the prompt is built locally) and warns
+// otherwise. bareErr is the replica's answer to the bare tokenizer probe.
+func (c *checker) localTokenizerCheck(ctx context.Context, p policy.Policy, bareErr error) Check {
+	ch := Check{Role: "policy", Server: p.URL(), Name: "local tokenizer"}
+	tok, err := c.deps.localTokenizer()
+	fix := "set policy.tokenizer to the tokenizer.json of the model this server serves (the snapshot vLLM loaded: its --tokenizer and --tokenizer-revision, or --model and --revision; see docs/gpu.md): the search span and the per-token text are located by the sampled ids' bytes under it"
+	switch {
+	case err != nil:
+		ch.Status, ch.Detail, ch.Fix = CheckFail, short(err), fix
+		return ch
+	case bareErr != nil:
+		ch.Status, ch.Detail = CheckSkip, "POST /tokenize of the probe failed"
+		return ch
+	}
+	for _, pr := range localTokenizerProbes {
+		cctx, cancel := c.bounded(ctx)
+		server, err := p.Tokenize(cctx, c.r.Policy.Model, pr.text, false)
+		cancel()
+		if err != nil {
+			ch.Status, ch.Detail = CheckFail, fmt.Sprintf("POST /tokenize of the %s probe: %s", pr.name, reason(err))
+			ch.Fix = "the server must answer POST /tokenize {model, prompt, add_special_tokens} (vLLM's OpenAI server does)"
+			return ch
+		}
+		if d := tokenizerDiff(tok, pr.text, server); d != "" {
+			ch.Status, ch.Fix = CheckFail, fix
+			ch.Detail = fmt.Sprintf("the %s probe %q: %s (local tokenizer: %s)", pr.name, clip(pr.text, 40), d, tok.Source)
+			return ch
+		}
+	}
+	msgs := []policy.Message{{Role: "user", Content: format.UserPrompt("who composed carmen", "")}}
+	cctx, cancel := c.bounded(ctx)
+	server, err := p.TokenizeChat(cctx, c.r.Policy.Model, msgs, true)
+	cancel()
+	local := c.r.Policy.Tokenize == recipes.TokenizeLocal
+	var chatDiff string
+	switch {
+	case err != nil:
+		chatDiff = "POST /tokenize with messages: " + reason(err)
+	default:
+		chatDiff = idsDiff(tok.Vocab.AppendEncode(nil, tok.Chat(msgs, true)), server)
+	}
+	n := len(localTokenizerProbes)
+	switch {
+	case chatDiff != "" && local:
+		ch.Status, ch.Detail = CheckFail, "the chat-templated Search-R1 prompt: "+chatDiff+" (policy.tokenize local builds it with "+chatTemplateName(tok)+")"
+		ch.Fix = "set policy.tokenize: server (the server applies the model's own chat template), or serve a model whose template is " + chatTemplateName(tok)
+	case chatDiff != "":
+		ch.Status = CheckWarn
+		ch.Detail = fmt.Sprintf("%d probes tokenize alike under %s, but the chat-templated prompt differs: %s; unused with policy.tokenize server", n, tok.Source, chatDiff)
+		ch.Fix = "keep policy.tokenize: server with this model (policy.tokenize local would build other prompts than the server)"
+	default:
+		ch.Status = CheckOK
+		ch.Detail = fmt.Sprintf("%d probes (ASCII, accents, CJK, emoji, agent tags, <information> block, invalid-action text) and the chat-templated prompt tokenize alike under %s", n, tok.Source)
+	}
+	return ch
+}
+
+// tokenizerDiff says how the local tokenizer's view of text differs from
+// the server's ids ("" when it does not): the local encoding must be the
+// server's ids, and the server's ids must spell text under the local
+// tokenizer's bytes.
+func tokenizerDiff(tok *Tokenizer, text string, server []int) string {
+	if d := idsDiff(tok.Vocab.AppendEncode(nil, text), server); d != "" {
+		return d
+	}
+	got := turnBytes(tok.Vocab, server, nil)
+	if string(got) == text {
+		return ""
+	}
+	i := 0
+	for i < len(got) && i < len(text) && got[i] == text[i] {
+		i++
+	}
+	return fmt.Sprintf("the server's ids spell %q under the local tokenizer, not the probe: first difference at byte %d", clip(string(got), 40), i)
+}
+
+// idsDiff describes how the local ids differ from the server's ("" when
+// they do not).
+func idsDiff(local, server []int) string {
+	for i := range min(len(local), len(server)) {
+		if local[i] != server[i] {
+			return fmt.Sprintf("the local tokenizer gives %d tokens, the server %d; first difference at token %d: %d (local) vs %d (server)", len(local), len(server), i, local[i], server[i])
+		}
+	}
+	if len(local) != len(server) {
+		return fmt.Sprintf("the local tokenizer gives %d tokens, the server %d; first difference at token %d", len(local), len(server), min(len(local), len(server)))
+	}
+	return ""
+}
+
+// chatTemplateName names the local tokenizer's chat template.
+func chatTemplateName(tok *Tokenizer) string {
+	if tok.Source == simTokenizerSource {
+		return "the simulator's chat template"
+	}
+	return "Qwen2.5's chat template"
+}
+
+// clip shortens s to at most n runes for a detail line.
+func clip(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n]) + "…"
 }
 
 // logprobs samples one token after the probe's ids and scores the probe
@@ -437,7 +574,7 @@ func (c *checker) policyCheckNames() []string {
 		names = append(names, "weights route")
 	}
 	if c.full {
-		names = append(names, "chat template", "logprobs", "tokenizer")
+		names = append(names, "chat template", "logprobs", "tokenizer", "local tokenizer")
 	}
 	return names
 }
@@ -535,6 +672,10 @@ func tokenizerChecks(r *recipes.Recipe, reps []replicaChecks) {
 		if rc.teacherUnserved {
 			teacher = "" // its row says it is not served
 		}
+		if rc.unserved {
+			rc.local = &Check{Role: "policy", Server: rc.url, Name: "local tokenizer", Status: CheckSkip,
+				Detail: fmt.Sprintf("the server does not serve %q", r.Policy.Model)}
+		}
 		switch {
 		case rc.unserved:
 			ch.Status, ch.Detail = CheckSkip, fmt.Sprintf("the server does not serve %q", r.Policy.Model)
@@ -565,6 +706,9 @@ func tokenizerChecks(r *recipes.Recipe, reps []replicaChecks) {
 			}
 		}
 		rc.checks = append(rc.checks, ch)
+		if rc.local != nil {
+			rc.checks = append(rc.checks, *rc.local)
+		}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -22,6 +23,7 @@ import (
 	"github.com/hindsearch/hindsearch/clients/retriever"
 	"github.com/hindsearch/hindsearch/clients/trainer"
 	"github.com/hindsearch/hindsearch/clients/transport"
+	"github.com/hindsearch/hindsearch/orchestrator/format"
 	"github.com/hindsearch/hindsearch/recipes"
 )
 
@@ -51,9 +53,9 @@ func TestDoctorEmbeddedDefault(t *testing.T) {
 	rep := Doctor(context.Background(), r, deps, DoctorOptions{})
 	want := []row{
 		{"policy", "health", CheckOK}, {"policy", "models", CheckOK}, {"policy", "lora routes", CheckOK},
-		{"policy", "chat template", CheckOK}, {"policy", "logprobs", CheckOK}, {"policy", "tokenizer", CheckOK},
+		{"policy", "chat template", CheckOK}, {"policy", "logprobs", CheckOK}, {"policy", "tokenizer", CheckOK}, {"policy", "local tokenizer", CheckOK},
 		{"policy", "health", CheckOK}, {"policy", "models", CheckOK}, {"policy", "lora routes", CheckOK},
-		{"policy", "chat template", CheckOK}, {"policy", "logprobs", CheckOK}, {"policy", "tokenizer", CheckOK},
+		{"policy", "chat template", CheckOK}, {"policy", "logprobs", CheckOK}, {"policy", "tokenizer", CheckOK}, {"policy", "local tokenizer", CheckOK},
 		{"judge", "chat", CheckOK},
 		{"retriever", "retrieve", CheckOK},
 		{"trainer", "healthz", CheckOK}, {"trainer", "base model", CheckOK},
@@ -63,14 +65,17 @@ func TestDoctorEmbeddedDefault(t *testing.T) {
 	if got := rows(rep); !slices.Equal(got, want) {
 		t.Fatalf("rows:\n%v\nwant\n%v\n%s", got, want, report(t, rep))
 	}
-	if rep.Checks[0].Server == rep.Checks[6].Server {
+	if rep.Checks[0].Server == rep.Checks[7].Server {
 		t.Error("both replicas' rows name the same server")
 	}
-	if d := rep.Checks[11].Detail; !strings.Contains(d, "identical to "+rep.Checks[0].Server) {
+	if d := rep.Checks[12].Detail; !strings.Contains(d, "identical to "+rep.Checks[0].Server) {
 		t.Errorf("second replica's tokenizer row: %q", d)
 	}
+	if d := rep.Checks[13].Detail; !strings.Contains(d, "7 probes") || !strings.Contains(d, "the simulator's own tokenizer") {
+		t.Errorf("second replica's local tokenizer row: %q", d)
+	}
 	out := report(t, rep)
-	for _, w := range []string{"| role", "| server", "| check", "| status", "| detail", "all 20 checks passed",
+	for _, w := range []string{"| role", "| server", "| check", "| status", "| detail", "all 22 checks passed",
 		"SIMULATED: policy, judge, trainer served by the embedded hindsearch simulator"} {
 		if !strings.Contains(out, w) {
 			t.Errorf("output lacks %q:\n%s", w, out)
@@ -305,7 +310,43 @@ func stackDeps(t *testing.T, r *recipes.Recipe, env map[string]string, other str
 		t.Fatal(err)
 	}
 	d.Judge, d.Retriever, d.Trainer = j, ret, tr
+	d.Tokenizer = stackTokenizer()
 	return d
+}
+
+// stackVocab is the fake stack's tokenizer (one id per byte, shifted by
+// shift) as a local tokenizer.
+type stackVocab struct{ shift int }
+
+func (v stackVocab) TokenBytes(id int) ([]byte, bool) {
+	if b := id - v.shift; b >= 0 && b < 256 {
+		return []byte{byte(b)}, true
+	}
+	return nil, false
+}
+
+func (v stackVocab) AppendEncode(dst []int, text string) []int {
+	for _, b := range []byte(text) {
+		dst = append(dst, int(b)+v.shift)
+	}
+	return dst
+}
+
+// stackChat is the fake stack's chat template.
+func stackChat(msgs []policy.Message, gen bool) string {
+	var b strings.Builder
+	for _, m := range msgs {
+		fmt.Fprintf(&b, "<|%v|>%v<|end|>", m.Role, m.Content)
+	}
+	if gen {
+		b.WriteString("<|assistant|>")
+	}
+	return b.String()
+}
+
+// stackTokenizer is the local tokenizer that matches a fake stack.
+func stackTokenizer() *Tokenizer {
+	return &Tokenizer{Vocab: stackVocab{}, Chat: stackChat, Source: "the stack's bytes"}
 }
 
 // stackRecipe is the default recipe on the model "m" with its sync
@@ -342,8 +383,8 @@ func TestDoctorFakeStackHealthy(t *testing.T) {
 		t.Fatalf("failures on a healthy stack:\n%s", report(t, rep))
 	}
 	tok := a.requests("/tokenize")
-	if len(tok) != 2 {
-		t.Fatalf("%d /tokenize requests, want 2", len(tok))
+	if len(tok) != 3+len(localTokenizerProbes) {
+		t.Fatalf("%d /tokenize requests, want %d", len(tok), 3+len(localTokenizerProbes))
 	}
 	if bare := tok[0].body; bare["model"] != "m" || bare["prompt"] != tokenizeProbe || bare["add_special_tokens"] != false {
 		t.Errorf("bare tokenize body %v", bare)
@@ -375,7 +416,16 @@ func TestDoctorFakeStackHealthy(t *testing.T) {
 	if j := a.requests("/v1/chat/completions"); len(j) != 1 || j[0].body["model"] != "judge-m" {
 		t.Errorf("judge probe %v", j)
 	}
-	if len(b.requests("/retrieve")) != 0 || len(b.requests("/tokenize")) != 2 {
+	// The local tokenizer's probes, then the chat-templated prompt.
+	for i, pr := range localTokenizerProbes {
+		if body := tok[2+i].body; body["prompt"] != pr.text || body["add_special_tokens"] != false || body["model"] != "m" {
+			t.Errorf("local tokenizer probe %s: body %v", pr.name, body)
+		}
+	}
+	if msgs, _ := tok[len(tok)-1].body["messages"].([]any); len(msgs) != 1 || msgs[0].(map[string]any)["content"] != format.UserPrompt("who composed carmen", "") {
+		t.Errorf("chat-templated prompt probe %v", tok[len(tok)-1].body)
+	}
+	if len(b.requests("/retrieve")) != 0 || len(b.requests("/tokenize")) != len(tok) {
 		t.Error("the second replica got the wrong probes")
 	}
 }
@@ -433,7 +483,7 @@ func TestDoctorNamesEachProblemAndItsFix(t *testing.T) {
 		{"tokenizers differ", func(t *testing.T, a, b *stack, r *recipes.Recipe) ([]string, map[string]string) {
 			b.tokenShift = 1000
 			return []string{a.URL, b.URL}, nil
-		}, []row{{"policy", "tokenizer", CheckFail}}, []string{"tokenizes the probe differently from {a}", "first difference at token 0", "--tokenizer"}},
+		}, []row{{"policy", "tokenizer", CheckFail}, {"policy", "local tokenizer", CheckFail}}, []string{"tokenizes the probe differently from {a}", "first difference at token 0", "--tokenizer"}},
 		{"teacher tokenizer differs", func(t *testing.T, a, b *stack, r *recipes.Recipe) ([]string, map[string]string) {
 			r.Hindsight.Teacher = "big-teacher"
 			for _, s := range []*stack{a, b} {
@@ -613,7 +663,7 @@ func TestDoctorSkipsAfterHealthFails(t *testing.T) {
 		}
 	}
 	want := []row{{"policy", "health", CheckFail}, {"policy", "models", CheckSkip}, {"policy", "lora routes", CheckSkip},
-		{"policy", "chat template", CheckSkip}, {"policy", "logprobs", CheckSkip}, {"policy", "tokenizer", CheckSkip}}
+		{"policy", "chat template", CheckSkip}, {"policy", "logprobs", CheckSkip}, {"policy", "tokenizer", CheckSkip}, {"policy", "local tokenizer", CheckSkip}}
 	if !slices.Equal(got, want) {
 		t.Fatalf("rows of the dead replica %v, want %v", got, want)
 	}
@@ -772,3 +822,92 @@ func TestDoctorWarnsAboutFSDPFixedOptimizer(t *testing.T) {
 	// The embedded default (TestDoctorEmbeddedDefault) has the row ok:
 	// the simulated trainer applies every field.
 }
+
+// The local tokenizer row compares policy.tokenizer with each replica's
+// POST /tokenize on the probe texts and the chat-templated prompt, and
+// fails naming the probe, the replica, the first differing token and the
+// two ids, with the fix; a chat template that differs only warns with
+// policy.tokenize server; no local tokenizer fails with its reason.
+func TestDoctorComparesTheLocalTokenizer(t *testing.T) {
+	ctx := context.Background()
+	failed := func(rep *DoctorReport) []Check {
+		var out []Check
+		for _, c := range rep.Checks {
+			if c.Name == "local tokenizer" && c.Status != CheckOK {
+				out = append(out, c)
+			}
+		}
+		return out
+	}
+	a, b := newStack(t, "m"), newStack(t, "m")
+	r := stackRecipe(t)
+
+	// A local tokenizer that differs on a non-ASCII byte: the accents probe.
+	deps := stackDeps(t, r, nil, a.URL, a.URL, b.URL)
+	deps.Tokenizer = &Tokenizer{Vocab: highShift{}, Chat: stackChat, Source: "/tok/tokenizer.json"}
+	rep := Doctor(ctx, r, deps, DoctorOptions{})
+	bad := failed(rep)
+	if len(bad) != 2 || bad[0].Server != a.URL || bad[1].Server != b.URL || bad[0].Status != CheckFail {
+		t.Fatalf("local tokenizer rows:\n%s", report(t, rep))
+	}
+	d := bad[0].Detail
+	for _, w := range []string{"the accents probe", "first difference at token 2: 1195 (local) vs 195 (server)", "local tokenizer: /tok/tokenizer.json"} {
+		if !strings.Contains(d, w) {
+			t.Errorf("detail lacks %q: %s", w, d)
+		}
+	}
+	if f := bad[0].Fix; !strings.Contains(f, "set policy.tokenizer to the tokenizer.json of the model this server serves") || !strings.Contains(f, "docs/gpu.md") {
+		t.Errorf("fix %q", f)
+	}
+	out := report(t, rep)
+	if !strings.Contains(out, "FAIL policy "+a.URL+" local tokenizer: the accents probe") {
+		t.Errorf("report:\n%s", out)
+	}
+
+	// The same encoding but other bytes per id: the server's ids do not
+	// spell the probe under the local tokenizer.
+	deps.Tokenizer = &Tokenizer{Vocab: wrongBytes{}, Chat: stackChat, Source: "x"}
+	if bad := failed(Doctor(ctx, r, deps, DoctorOptions{})); len(bad) != 2 || !strings.Contains(bad[0].Detail, "the ASCII probe") ||
+		!strings.Contains(bad[0].Detail, "under the local tokenizer, not the probe: first difference at byte 0") {
+		t.Errorf("wrong bytes: %+v", bad)
+	}
+
+	// Another chat template: a warning with policy.tokenize server, a
+	// failure with local.
+	deps.Tokenizer = &Tokenizer{Vocab: stackVocab{}, Chat: Qwen25Chat, Source: "qwen"}
+	bad = failed(Doctor(ctx, r, deps, DoctorOptions{}))
+	if len(bad) != 2 || bad[0].Status != CheckWarn || !strings.Contains(bad[0].Detail, "the chat-templated prompt differs") || !strings.Contains(bad[0].Fix, "keep policy.tokenize: server") {
+		t.Errorf("chat template, server mode: %+v", bad)
+	}
+	r.Policy.Tokenize = recipes.TokenizeLocal
+	bad = failed(Doctor(ctx, r, deps, DoctorOptions{}))
+	if len(bad) != 2 || bad[0].Status != CheckFail || !strings.Contains(bad[0].Detail, "Qwen2.5's chat template") || !strings.Contains(bad[0].Fix, "set policy.tokenize: server") {
+		t.Errorf("chat template, local mode: %+v", bad)
+	}
+
+	// No local tokenizer: the reason, on every replica.
+	deps.Tokenizer, deps.TokenizerErr = nil, errors.New("policy.tokenizer auto: no m in the Hugging Face cache")
+	bad = failed(Doctor(ctx, r, deps, DoctorOptions{}))
+	if len(bad) != 2 || bad[0].Status != CheckFail || bad[0].Detail != deps.TokenizerErr.Error() || bad[0].Fix == "" {
+		t.Errorf("no tokenizer: %+v", bad)
+	}
+}
+
+// highShift encodes bytes above 0x7f 1000 higher than the stack.
+type highShift struct{ stackVocab }
+
+func (highShift) AppendEncode(dst []int, text string) []int {
+	for _, b := range []byte(text) {
+		if b > 0x7f {
+			dst = append(dst, int(b)+1000)
+		} else {
+			dst = append(dst, int(b))
+		}
+	}
+	return dst
+}
+
+// wrongBytes encodes as the stack but gives each id another byte.
+type wrongBytes struct{ stackVocab }
+
+func (wrongBytes) TokenBytes(id int) ([]byte, bool) { return []byte{byte(id + 1)}, true }

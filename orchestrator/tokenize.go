@@ -102,9 +102,12 @@ func simChat(msgs []policy.Message, addGenerationPrompt bool) string {
 	return sim.ChatTemplate(ms, addGenerationPrompt)
 }
 
+// simTokenizerSource is the Source of the simulator's tokenizer.
+const simTokenizerSource = "the simulator's own tokenizer"
+
 // simTokenizer wraps the simulator's tokenizer.
 func simTokenizer(tk *sim.Tokenizer) *Tokenizer {
-	return &Tokenizer{Vocab: tk, Chat: simChat, Source: "the simulator's own tokenizer"}
+	return &Tokenizer{Vocab: tk, Chat: simChat, Source: simTokenizerSource}
 }
 
 // localTokenizer returns deps' tokenizer, or why there is none.
