@@ -61,6 +61,10 @@ type BenchReport struct {
 	HindsightOverhead     float64 `json:"hindsight_overhead"`
 	BusyFraction          float64 `json:"busy_fraction"`
 	CPUMicrosPerTurn      float64 `json:"cpu_us_per_turn"`
+	// CPUMicrosPerTurnLocal is cpu_us_per_turn with policy.tokenize local
+	// (environment text and prompts tokenized in this process, no
+	// /tokenize round trips), the median of runs paired with the others.
+	CPUMicrosPerTurnLocal float64 `json:"cpu_us_per_turn_local"`
 	BytesPerInflightToken float64 `json:"bytes_per_inflight_token"`
 	ReplicaScaling2       float64 `json:"replica_scaling_2"`
 	ReplicaScaling4       float64 `json:"replica_scaling_4"`
@@ -204,33 +208,36 @@ func Bench(ctx context.Context, o BenchOptions) (*BenchReport, error) {
 	// run's, so that one run disturbed by other work on a shared machine
 	// does not decide them. Every run is in Scenarios (cpu-1, ...).
 	if o.SimCommand != nil && o.wants("cpu") {
-		// Each run is paired with one whose clients use net/http's
-		// Transport (http.transport=net_http), right after it, so that
-		// the two transports are compared at the same machine pace.
-		var runs []map[string]float64
+		// Each run is followed by one whose clients use net/http's
+		// Transport (http.transport=net_http) and one that tokenizes in
+		// process (policy.tokenize=local), so that they are compared at
+		// the same machine pace.
+		var runs, locals []map[string]float64
 		var ratios []float64
 		for i := range benchCPURuns {
-			var pair [2]map[string]float64
-			for k, tr := range []string{recipes.TransportInline, recipes.TransportNetHTTP} {
-				name := fmt.Sprintf("cpu-%d", i+1)
-				if tr != recipes.TransportInline {
-					name = fmt.Sprintf("cpu-%s-%d", tr, i+1)
-				}
-				fmt.Fprintf(o.Out, "bench: %s ...\n", name)
-				cpu, err := benchCPU(ctx, o, n(400), name, "http.transport="+tr)
+			var trio [3]map[string]float64
+			for k, v := range []struct{ name, set string }{
+				{fmt.Sprintf("cpu-%d", i+1), "http.transport=" + recipes.TransportInline},
+				{fmt.Sprintf("cpu-%s-%d", recipes.TransportNetHTTP, i+1), "http.transport=" + recipes.TransportNetHTTP},
+				{fmt.Sprintf("cpu-local-%d", i+1), "policy.tokenize=" + recipes.TokenizeLocal},
+			} {
+				fmt.Fprintf(o.Out, "bench: %s ...\n", v.name)
+				cpu, err := benchCPU(ctx, o, n(400), v.name, v.set)
 				if err != nil {
-					return nil, fmt.Errorf("scenario %s: %w", name, err)
+					return nil, fmt.Errorf("scenario %s: %w", v.name, err)
 				}
-				fmt.Fprintf(o.Out, "bench: %s: %.0f turns, %.0f us CPU per turn\n", name, cpu["turns"], cpu["cpu_us_per_turn"])
-				rep.Scenarios[name] = cpu
-				pair[k] = cpu
+				fmt.Fprintf(o.Out, "bench: %s: %.0f turns, %.0f us CPU per turn\n", v.name, cpu["turns"], cpu["cpu_us_per_turn"])
+				rep.Scenarios[v.name] = cpu
+				trio[k] = cpu
 			}
-			runs = append(runs, pair[0])
-			ratios = append(ratios, pair[1]["cpu_us_per_turn"]/pair[0]["cpu_us_per_turn"])
+			runs, locals = append(runs, trio[0]), append(locals, trio[2])
+			ratios = append(ratios, trio[1]["cpu_us_per_turn"]/trio[0]["cpu_us_per_turn"])
 		}
 		cpu := medianRun(runs, "cpu_us_per_turn")
 		rep.Scenarios["cpu"] = cpu
+		rep.Scenarios["cpu-local"] = medianRun(locals, "cpu_us_per_turn")
 		rep.CPUMicrosPerTurn = cpu["cpu_us_per_turn"]
+		rep.CPUMicrosPerTurnLocal = rep.Scenarios["cpu-local"]["cpu_us_per_turn"]
 		rep.BytesPerInflightToken = cpu["bytes_per_token"]
 		rep.NetHTTPCPURatio = lowerMedian(ratios)
 	}
@@ -282,7 +289,10 @@ func benchRun(ctx context.Context, path string, sets []string) (*benchOutcome, e
 // per held token, rolling out batch*5 trajectories against zero-latency
 // simulated servers started in a separate process.
 func benchCPU(ctx context.Context, o BenchOptions, batch int, name string, extra ...string) (map[string]float64, error) {
-	sets := append(append([]string{}, benchCommon...), extra...)
+	// The simulator runs in another process: its tokenizer is built here
+	// from the same recipe (policy.tokenizer sim).
+	sets := append(append([]string{}, benchCommon...), "policy.tokenizer="+recipes.TokenizerSim)
+	sets = append(sets, extra...)
 	urls, stop, err := startSimProcess(ctx, o.SimCommand, o.Recipe, sets)
 	if err != nil {
 		return nil, err
@@ -545,6 +555,7 @@ var benchTargets = []struct {
 	{"hindsight_overhead", "<= 1.05", "step wall time, hindsight / plain GRPO", func(r *BenchReport) float64 { return r.HindsightOverhead }},
 	{"busy_fraction", ">= 0.95", "share of the async rollout with policy work running", func(r *BenchReport) float64 { return r.BusyFraction }},
 	{"cpu_us_per_turn", "<= 200", "orchestrator CPU per policy turn, servers in another process", func(r *BenchReport) float64 { return r.CPUMicrosPerTurn }},
+	{"cpu_us_per_turn_local", "-", "the same with policy.tokenize local (no /tokenize round trips)", func(r *BenchReport) float64 { return r.CPUMicrosPerTurnLocal }},
 	{"net_http_cpu_ratio", "-", "CPU per turn, net/http transport / inline, paired runs", func(r *BenchReport) float64 { return r.NetHTTPCPURatio }},
 	{"bytes_per_inflight_token", "-", "orchestrator heap per token held by trajectories", func(r *BenchReport) float64 { return r.BytesPerInflightToken }},
 	{"replica_scaling_2", ">= 1.8", "throughput, 2 replicas / 1", func(r *BenchReport) float64 { return r.ReplicaScaling2 }},

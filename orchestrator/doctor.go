@@ -312,6 +312,13 @@ func (c *checker) policy(ctx context.Context, p policy.Policy) replicaChecks {
 		add("health", CheckFail, "GET /health: "+reason(err),
 			"start the vLLM (or SGLang) server at this address (see docs/gpu.md), or fix policy.urls")
 		for _, n := range c.policyCheckNames() {
+			if n == localTokenizerRow {
+				if ch, bad := c.missingLocalTokenizer(rc.url); bad {
+					// Known without the server: say it now.
+					rc.checks = append(rc.checks, ch)
+					continue
+				}
+			}
 			add(n, CheckSkip, "the server did not answer GET /health", "")
 		}
 		return rc
@@ -417,13 +424,13 @@ var localTokenizerProbes = []struct{ name, text string }{
 // with policy.tokenize local (the prompt is built locally) and warns
 // otherwise. bareErr is the replica's answer to the bare tokenizer probe.
 func (c *checker) localTokenizerCheck(ctx context.Context, p policy.Policy, bareErr error) Check {
-	ch := Check{Role: "policy", Server: p.URL(), Name: "local tokenizer"}
-	tok, err := c.deps.localTokenizer()
-	fix := "set policy.tokenizer to the tokenizer.json of the model this server serves (the snapshot vLLM loaded: its --tokenizer and --tokenizer-revision, or --model and --revision; see docs/gpu.md): the search span and the per-token text are located by the sampled ids' bytes under it"
-	switch {
-	case err != nil:
-		ch.Status, ch.Detail, ch.Fix = CheckFail, short(err), fix
+	if ch, bad := c.missingLocalTokenizer(p.URL()); bad {
 		return ch
+	}
+	ch := Check{Role: "policy", Server: p.URL(), Name: localTokenizerRow}
+	tok, _ := c.deps.localTokenizer()
+	fix := localTokenizerFix
+	switch {
 	case bareErr != nil:
 		ch.Status, ch.Detail = CheckSkip, "POST /tokenize of the probe failed"
 		return ch
@@ -466,9 +473,31 @@ func (c *checker) localTokenizerCheck(ctx context.Context, p policy.Policy, bare
 		ch.Fix = "keep policy.tokenize: server with this model (policy.tokenize local would build other prompts than the server)"
 	default:
 		ch.Status = CheckOK
-		ch.Detail = fmt.Sprintf("%d probes (ASCII, accents, CJK, emoji, agent tags, <information> block, invalid-action text) and the chat-templated prompt tokenize alike under %s", n, tok.Source)
+		ch.Detail = fmt.Sprintf("%d probe texts and the chat-templated prompt tokenize alike under %s", n, tok.Source)
 	}
 	return ch
+}
+
+// localTokenizerRow names the local tokenizer check.
+const localTokenizerRow = "local tokenizer"
+
+// localTokenizerFix is the fix of a local tokenizer that is missing or
+// differs from a server's.
+const localTokenizerFix = "set policy.tokenizer to the tokenizer.json of the model this server serves (the snapshot vLLM loaded: its --tokenizer and --tokenizer-revision, or --model and --revision; see docs/gpu.md): the search span and the per-token text are located by the sampled ids' bytes under it"
+
+// missingLocalTokenizer is the failed local tokenizer row of server when
+// there is no local tokenizer (bad is false when there is one).
+func (c *checker) missingLocalTokenizer(server string) (ch Check, bad bool) {
+	_, err := c.deps.localTokenizer()
+	if err == nil {
+		return Check{}, false
+	}
+	ch = Check{Role: "policy", Server: server, Name: localTokenizerRow, Status: CheckFail, Detail: err.Error(), Fix: localTokenizerFix}
+	var te *tokenizerError
+	if errors.As(err, &te) {
+		ch.Detail, ch.Fix = te.what, te.fix
+	}
+	return ch, true
 }
 
 // tokenizerDiff says how the local tokenizer's view of text differs from
@@ -574,7 +603,7 @@ func (c *checker) policyCheckNames() []string {
 		names = append(names, "weights route")
 	}
 	if c.full {
-		names = append(names, "chat template", "logprobs", "tokenizer", "local tokenizer")
+		names = append(names, "chat template", "logprobs", "tokenizer", localTokenizerRow)
 	}
 	return names
 }
@@ -673,7 +702,7 @@ func tokenizerChecks(r *recipes.Recipe, reps []replicaChecks) {
 			teacher = "" // its row says it is not served
 		}
 		if rc.unserved {
-			rc.local = &Check{Role: "policy", Server: rc.url, Name: "local tokenizer", Status: CheckSkip,
+			rc.local = &Check{Role: "policy", Server: rc.url, Name: localTokenizerRow, Status: CheckSkip,
 				Detail: fmt.Sprintf("the server does not serve %q", r.Policy.Model)}
 		}
 		switch {

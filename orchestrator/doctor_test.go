@@ -71,7 +71,7 @@ func TestDoctorEmbeddedDefault(t *testing.T) {
 	if d := rep.Checks[12].Detail; !strings.Contains(d, "identical to "+rep.Checks[0].Server) {
 		t.Errorf("second replica's tokenizer row: %q", d)
 	}
-	if d := rep.Checks[13].Detail; !strings.Contains(d, "7 probes") || !strings.Contains(d, "the simulator's own tokenizer") {
+	if d := rep.Checks[13].Detail; !strings.Contains(d, "7 probe texts") || !strings.Contains(d, "the simulator's own tokenizer") {
 		t.Errorf("second replica's local tokenizer row: %q", d)
 	}
 	out := report(t, rep)
@@ -885,11 +885,23 @@ func TestDoctorComparesTheLocalTokenizer(t *testing.T) {
 		t.Errorf("chat template, local mode: %+v", bad)
 	}
 
-	// No local tokenizer: the reason, on every replica.
+	// No local tokenizer: the reason, on every replica, even one that is
+	// down.
+	deps = stackDeps(t, r, nil, a.URL, a.URL, closedURL(t))
 	deps.Tokenizer, deps.TokenizerErr = nil, errors.New("policy.tokenizer auto: no m in the Hugging Face cache")
 	bad = failed(Doctor(ctx, r, deps, DoctorOptions{}))
-	if len(bad) != 2 || bad[0].Status != CheckFail || bad[0].Detail != deps.TokenizerErr.Error() || bad[0].Fix == "" {
+	if len(bad) != 2 || bad[0].Status != CheckFail || bad[1].Status != CheckFail || bad[0].Detail != deps.TokenizerErr.Error() || bad[1].Fix == "" {
 		t.Errorf("no tokenizer: %+v", bad)
+	}
+	// Auto's own error: the path looked at in the detail, the remedy in
+	// the fix.
+	remote := *r
+	remote.Policy.URLs = []string{a.URL}
+	_, deps.TokenizerErr = connectTokenizer(&remote, map[string]string{"HOME": t.TempDir()}, nil, nil, nil)
+	bad = failed(Doctor(ctx, r, deps, DoctorOptions{}))
+	if len(bad) != 2 || !strings.HasPrefix(bad[1].Detail, "policy.tokenizer auto: no m in the Hugging Face cache (looked for ") ||
+		!strings.HasSuffix(bad[1].Detail, "models--m/snapshots/*/tokenizer.json)") || !strings.HasPrefix(bad[1].Fix, "download it (huggingface-cli download m tokenizer.json)") {
+		t.Errorf("no tokenizer in the cache: %+v", bad)
 	}
 }
 

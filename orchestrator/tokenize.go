@@ -147,6 +147,10 @@ func connectTokenizer(r *recipes.Recipe, env map[string]string, emb *sim.Servers
 		return simTokenizer(sim.NewTokenizer(sim.Vocabulary(sim.Config{Corpus: corpus, VocabTexts: VocabTexts(r)})...)), nil
 	case name == recipes.TokenizerAuto:
 		path, how, err := hfCacheTokenizer(r.Policy.Model, env)
+		var te *tokenizerError
+		if errors.As(err, &te) {
+			return nil, &tokenizerError{"policy.tokenizer auto: " + te.what, te.fix}
+		}
 		if err != nil {
 			return nil, fmt.Errorf("policy.tokenizer auto: %w", err)
 		}
@@ -200,6 +204,12 @@ func expandHome(p string, env map[string]string) string {
 	return p
 }
 
+// tokenizerError is a local tokenizer that cannot be had: what went wrong
+// and what to do about it (doctor shows them apart).
+type tokenizerError struct{ what, fix string }
+
+func (e *tokenizerError) Error() string { return e.what + ": " + e.fix }
+
 // hfCacheTokenizer finds model's tokenizer.json in the Hugging Face cache:
 // models--ORG--NAME/snapshots/REV/tokenizer.json, REV being the revision
 // refs/main names (what vLLM loads without --revision), else the only
@@ -215,7 +225,7 @@ func hfCacheTokenizer(model string, env map[string]string) (path, how string, er
 		if _, serr := os.Stat(p); serr == nil {
 			return p, "refs/main of the Hugging Face cache", nil
 		}
-		return "", "", fmt.Errorf("no %s (refs/main names revision %s): %s", p, rev, fix)
+		return "", "", &tokenizerError{fmt.Sprintf("no %s (refs/main names revision %s)", p, rev), fix}
 	}
 	ents, rerr := os.ReadDir(snaps)
 	var found []string
@@ -229,12 +239,12 @@ func hfCacheTokenizer(model string, env map[string]string) (path, how string, er
 	case len(found) == 1:
 		return found[0], "the only snapshot in the Hugging Face cache", nil
 	case len(found) > 1:
-		return "", "", fmt.Errorf("%d snapshots of %s in %s have a tokenizer.json and %s has no refs/main: set policy.tokenizer to the one the policy servers load (%s)",
-			len(found), model, snaps, repo, strings.Join(found, ", "))
+		return "", "", &tokenizerError{fmt.Sprintf("%d snapshots of %s in %s have a tokenizer.json and %s has no refs/main", len(found), model, snaps, repo),
+			fmt.Sprintf("set policy.tokenizer to the one the policy servers load (%s)", strings.Join(found, ", "))}
 	case rerr != nil && !errors.Is(rerr, os.ErrNotExist):
 		return "", "", fmt.Errorf("%s: %w", snaps, rerr)
 	}
-	return "", "", fmt.Errorf("no %s in the Hugging Face cache (looked for %s): %s", model, filepath.Join(snaps, "*", "tokenizer.json"), fix)
+	return "", "", &tokenizerError{fmt.Sprintf("no %s in the Hugging Face cache (looked for %s)", model, filepath.Join(snaps, "*", "tokenizer.json")), fix}
 }
 
 // turnBytes appends the exact bytes of ids under tb to buf (an id tb does

@@ -517,3 +517,64 @@ func TestConnectTokenizer(t *testing.T) {
 		t.Errorf("sim: %v", deps.TokenizerErr)
 	}
 }
+
+// policy.tokenize local builds the same batches as server mode against a
+// server with the same tokenizer (the simulator): the same step digests,
+// evaluations and kept trajectories, with no POST /tokenize at all; the
+// direct strategy's prompts match too.
+func TestLocalTokenizationGivesTheServersBatches(t *testing.T) {
+	type outcome struct {
+		digests []string
+		kept    string
+		evals   []float64
+		direct  []float64
+		tokens  float64
+	}
+	run := func(mode string) outcome {
+		r := testRecipe(t, "", "policy.tokenize="+mode)
+		m := NewMetrics()
+		ctx := context.Background()
+		deps, emb, err := Connect(ctx, r, nil, nil, WithMetrics(m))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer emb.Close()
+		var out bytes.Buffer
+		res, err := (&Runner{Recipe: r, Deps: deps, Out: &out, Metrics: m}).Run(ctx)
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", mode, err, out.String())
+		}
+		var o outcome
+		o.digests = stepDigests(res)
+		kept, err := os.ReadFile(filepath.Join(r.Output.Dir, "trajectories", "step-0002.jsonl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.kept = string(kept)
+		for _, e := range res.Evals {
+			o.evals = append(o.evals, e.EM, e.F1)
+		}
+		recs, err := Evaluate(ctx, r, deps, EvalOptions{Strategy: format.StrategyDirect, Step: 9})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range recs {
+			o.direct = append(o.direct, e.EM, e.F1, float64(e.N))
+		}
+		o.tokens = sum(scrape(t, m), "hindsearch_requests_total", `role="policy"`, `path="/tokenize"`)
+		return o
+	}
+	server, local := run(recipes.TokenizeServer), run(recipes.TokenizeLocal)
+	if len(server.digests) != 2 || !slices.Equal(server.digests, local.digests) {
+		t.Errorf("step digests: server %v, local %v", server.digests, local.digests)
+	}
+	if server.kept != local.kept || server.kept == "" {
+		t.Errorf("kept trajectories differ:\nserver %.300s\nlocal  %.300s", server.kept, local.kept)
+	}
+	if !slices.Equal(server.evals, local.evals) || !slices.Equal(server.direct, local.direct) || len(server.direct) == 0 {
+		t.Errorf("evaluations: server %v %v, local %v %v", server.evals, server.direct, local.evals, local.direct)
+	}
+	if server.tokens == 0 || local.tokens != 0 {
+		t.Errorf("POST /tokenize requests: server mode %v, local mode %v (want none)", server.tokens, local.tokens)
+	}
+}

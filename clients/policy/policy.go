@@ -119,7 +119,10 @@ type Completion struct {
 	TokenIDs []int
 	// Logprobs[i] is the logprob the server reported for TokenIDs[i].
 	Logprobs []float64
-	// TextOffsets[i] is the offset in Text where TokenIDs[i] starts.
+	// TextOffsets are the server's logprobs.text_offset, as reported. They
+	// are not positions in Text on vLLM: under return_tokens_as_token_ids
+	// it sums the lengths of the "token_id:N" strings (PROTOCOLS.md §6).
+	// Locate text by the ids' bytes under the model's tokenizer instead.
 	TextOffsets []int
 	// FinishReason is "stop" or "length".
 	FinishReason string
