@@ -57,10 +57,10 @@ func (o BenchOptions) wants(group string) bool {
 // BenchReport is what orchestrate bench measures; docs/bench.md defines
 // every figure and its scenario.
 type BenchReport struct {
-	AsyncSpeedup          float64 `json:"async_speedup"`
-	HindsightOverhead     float64 `json:"hindsight_overhead"`
-	BusyFraction          float64 `json:"busy_fraction"`
-	CPUMicrosPerTurn      float64 `json:"cpu_us_per_turn"`
+	AsyncSpeedup      float64 `json:"async_speedup"`
+	HindsightOverhead float64 `json:"hindsight_overhead"`
+	BusyFraction      float64 `json:"busy_fraction"`
+	CPUMicrosPerTurn  float64 `json:"cpu_us_per_turn"`
 	// CPUMicrosPerTurnLocal is cpu_us_per_turn with policy.tokenize local
 	// (environment text and prompts tokenized in this process, no
 	// /tokenize round trips), the median of runs paired with the others.
