@@ -54,7 +54,8 @@ const infoBlock = (cs) => '\n\n<information>' + cs.map((c, i) => {
 }).join('').trim() + '</information>\n\n';
 
 const texts = []; // [source, text]
-passages.forEach((p, i) => { if (i % 12 === 0) texts.push(['corpus', p.contents]); });
+// every 12th passage, and every one holding U+FEFF (where the two references disagree)
+passages.forEach((p, i) => { if (i % 12 === 0 || p.contents.includes('\ufeff')) texts.push(['corpus', p.contents]); });
 questions.forEach((q) => texts.push([`qa/${q.dataset}`, q.question]));
 questions.forEach((q, i) => { if (i % 5 === 0) texts.push([`qa/${q.dataset}:answers`, q.golden_answers.join(' | ')]); });
 questions.forEach((q, i) => { if (i % 25 === 0) texts.push(['prompt', chat(q.question)]); });
