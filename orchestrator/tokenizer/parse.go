@@ -29,41 +29,39 @@ type addedJSON struct {
 }
 
 type modelJSON struct {
-	Type                    string         `json:"type"`
-	Dropout                 *float64       `json:"dropout"`
-	ContinuingSubwordPrefix *string        `json:"continuing_subword_prefix"`
-	EndOfWordSuffix         *string        `json:"end_of_word_suffix"`
-	ByteFallback            bool           `json:"byte_fallback"`
-	IgnoreMerges            bool           `json:"ignore_merges"`
-	Vocab                   map[string]int `json:"vocab"`
-	Merges                  []mergeJSON    `json:"merges"`
+	Type                    string          `json:"type"`
+	Dropout                 *float64        `json:"dropout"`
+	ContinuingSubwordPrefix *string         `json:"continuing_subword_prefix"`
+	EndOfWordSuffix         *string         `json:"end_of_word_suffix"`
+	ByteFallback            bool            `json:"byte_fallback"`
+	IgnoreMerges            bool            `json:"ignore_merges"`
+	Vocab                   map[string]int  `json:"vocab"`
+	Merges                  json.RawMessage `json:"merges"`
 }
 
-// mergeJSON is one merge rule, written "a b" (older files) or ["a", "b"].
-type mergeJSON [2]string
-
-func (m *mergeJSON) UnmarshalJSON(data []byte) error {
-	if len(data) > 0 && data[0] == '"' {
-		var s string
-		if err := json.Unmarshal(data, &s); err != nil {
-			return err
-		}
+// parseMerges reads the merge rules, written ["a", "b"] (current files) or
+// "a b" (older ones).
+func parseMerges(raw json.RawMessage) ([][2]string, error) {
+	if isNull(raw) {
+		return nil, nil
+	}
+	var pairs [][2]string
+	if err := json.Unmarshal(raw, &pairs); err == nil {
+		return pairs, nil
+	}
+	var strs []string
+	if err := json.Unmarshal(raw, &strs); err != nil {
+		return nil, errors.New("merges are neither all [a, b] pairs nor all \"a b\" strings")
+	}
+	pairs = make([][2]string, len(strs))
+	for i, s := range strs {
 		a, b, ok := strings.Cut(s, " ")
 		if !ok || strings.Contains(b, " ") {
-			return fmt.Errorf("merge %q is not two tokens separated by one space", s)
+			return nil, fmt.Errorf("merge %d %q is not two tokens separated by one space", i, s)
 		}
-		*m = mergeJSON{a, b}
-		return nil
+		pairs[i] = [2]string{a, b}
 	}
-	var p []string
-	if err := json.Unmarshal(data, &p); err != nil {
-		return fmt.Errorf("merge %s is neither a string nor a pair of strings", data)
-	}
-	if len(p) != 2 {
-		return fmt.Errorf("merge %s is not a pair", data)
-	}
-	*m = mergeJSON{p[0], p[1]}
-	return nil
+	return pairs, nil
 }
 
 // typed is the "type" field every component has.
@@ -268,8 +266,12 @@ func (m *model) buildModel(mj *modelJSON) error {
 		}
 		m.byteID[c] = id
 	}
-	m.merges = make(map[uint64]merge, len(mj.Merges))
-	for rank, mg := range mj.Merges {
+	merges, err := parseMerges(mj.Merges)
+	if err != nil {
+		return err
+	}
+	m.merges = make(map[uint64]merge, len(merges))
+	for rank, mg := range merges {
 		a, okA := mj.Vocab[mg[0]]
 		b, okB := mj.Vocab[mg[1]]
 		ab, okAB := mj.Vocab[mg[0]+mg[1]]

@@ -326,7 +326,7 @@ func tinyJSON(t *testing.T) map[string]any {
 		"decoder":        map[string]any{"type": "ByteLevel"},
 		"model": map[string]any{"type": "BPE", "dropout": nil, "unk_token": nil, "continuing_subword_prefix": "", "end_of_word_suffix": "",
 			"fuse_unk": false, "byte_fallback": false, "ignore_merges": false, "vocab": vocab,
-			"merges": []any{[]any{"Ġ", "t"}, "h e", []any{"Ġt", "he"}}},
+			"merges": []any{[]any{"Ġ", "t"}, []any{"h", "e"}, []any{"Ġt", "he"}}},
 	}
 }
 
@@ -372,6 +372,7 @@ func TestParseRefusesWhatIsUnsupported(t *testing.T) {
 		{"byte missing", func(m map[string]any) { delete(model(m)["vocab"].(map[string]any), "Ġ") }, "lacks the token of byte 0x20"},
 		{"merge out of vocab", func(m map[string]any) { model(m)["merges"] = []any{"x y"} }, "not in the vocab"},
 		{"merge malformed", func(m map[string]any) { model(m)["merges"] = []any{"xy"} }, "two tokens"},
+		{"merges mixed", func(m map[string]any) { model(m)["merges"] = []any{[]any{"h", "e"}, "Ġ t"} }, "neither all"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			m := tinyJSON(t)
