@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"strings"
 	"unicode"
 	"unicode/utf8"
 )
@@ -139,28 +140,24 @@ func contraction(s string) int {
 	if len(s) == 0 {
 		return 0
 	}
-	lower := func(c byte) byte { return c | 0x20 }
-	switch lower(s[0]) {
+	// c|0x20 maps exactly the two cases of an ASCII letter to its lower case.
+	switch s[0] | 0x20 {
 	case 's', 't', 'm', 'd':
-		if s[0] >= 'A' && s[0] <= 'z' {
-			return 1
-		}
+		return 1
 	case 'r', 'v':
-		if len(s) > 1 && lower(s[1]) == 'e' && isASCIILetter(s[0]) && isASCIILetter(s[1]) {
+		if len(s) > 1 && s[1]|0x20 == 'e' {
 			return 2
 		}
 	case 'l':
-		if len(s) > 1 && lower(s[1]) == 'l' && isASCIILetter(s[0]) && isASCIILetter(s[1]) {
+		if len(s) > 1 && s[1]|0x20 == 'l' {
 			return 2
 		}
 	}
-	if len(s) >= 2 && s[0] == 0xC5 && s[1] == 0xBF { // ſ
-		return 2
+	if strings.HasPrefix(s, "ſ") {
+		return len("ſ")
 	}
 	return 0
 }
-
-func isASCIILetter(c byte) bool { return (c|0x20) >= 'a' && (c|0x20) <= 'z' }
 
 // run returns the byte length of the run of characters of class cls at the
 // start of s, at most max characters (max < 0: no limit).

@@ -229,4 +229,6 @@ func (t *Tokenizer) TokenID(content string) (int, bool) {
 
 // IsSpecial reports whether id is an added token marked special (such as
 // <|im_start|>; Qwen2.5's <tool_call> is added but not special).
-func (t *Tokenizer) IsSpecial(id int) bool { return t.m.special[int32(id)] }
+func (t *Tokenizer) IsSpecial(id int) bool {
+	return id >= 0 && id < len(t.m.pieces) && t.m.special[int32(id)]
+}

@@ -217,7 +217,7 @@ func TestTokenIDAndSpecial(t *testing.T) {
 	if _, ok := tok.TokenID("<think>"); ok {
 		t.Error("<think> is not one Qwen2.5 token")
 	}
-	if tok.IsSpecial(-1) || tok.IsSpecial(1<<40) {
+	if tok.IsSpecial(-1) || tok.IsSpecial(1<<40) || tok.IsSpecial(151644+1<<32) {
 		t.Error("IsSpecial of an out-of-range id")
 	}
 	if got := tok.VocabSize(); got != 151665 {
