@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"errors"
 	"fmt"
+	"github.com/hindsearch/hindsearch/orchestrator/tokenizer"
 	"os"
 	"path/filepath"
 	"strings"
@@ -63,12 +64,18 @@ type Tokenizer struct {
 type TokenizerLoader func(path string) (Vocab, error)
 
 // loadTokenizerFile is the TokenizerLoader Connect uses when given none
-// (WithTokenizerLoader). SEAM: it is the one place a policy.tokenizer file
-// is loaded; it returns tokenizer.Load(path) once the Go tokenizer package
-// (orchestrator/tokenizer) is in the tree.
+// (WithTokenizerLoader): a Hugging Face tokenizer.json (or a gzip of one)
+// read by the Go tokenizer package.
 func loadTokenizerFile(path string) (Vocab, error) {
-	return nil, fmt.Errorf("load %s: this build has no tokenizer.json loader (the orchestrator/tokenizer package)", path)
+	tk, err := tokenizer.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	return tk, nil
 }
+
+// The Go tokenizer is a Vocab.
+var _ Vocab = (*tokenizer.Tokenizer)(nil)
 
 // Qwen25SystemPrompt is the system message Qwen2.5's chat template puts
 // before a first message that is not a system message.

@@ -19,6 +19,7 @@ import (
 	"github.com/hindsearch/hindsearch/clients/retriever"
 	"github.com/hindsearch/hindsearch/clients/transport"
 	"github.com/hindsearch/hindsearch/orchestrator/format"
+	"github.com/hindsearch/hindsearch/orchestrator/tokenizer"
 	"github.com/hindsearch/hindsearch/recipes"
 )
 
@@ -75,17 +76,22 @@ func (t *byteTokenizer) AppendEncode(dst []int, text string) []int {
 	return dst
 }
 
-// spanTestTokenizer is the tokenizer of the search-span tests. After the
-// merge with the Qwen tokenizer package it can be Qwen's own:
-//
-//	tk, err := tokenizer.Qwen25()
-//	if err != nil { t.Fatal(err) }
-//	return tk
-//
-// (the assertions that depend on this vocabulary's splits check for
-// *byteTokenizer first).
+// spanTestTokenizer is the tokenizer of the search-span tests: Qwen2.5's
+// own (the embedded copy of orchestrator/tokenizer), so the token
+// boundaries are the ones a real Qwen2.5 policy samples.
 func spanTestTokenizer(t *testing.T) Vocab {
 	t.Helper()
+	tk, err := tokenizer.Qwen25()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tk
+}
+
+// byteTestTokenizer is a small deterministic byte-level vocabulary whose
+// splits the tests choose (a character cut across two tokens, a token
+// running past </search>).
+func byteTestTokenizer() Vocab {
 	return newByteTokenizer(
 		"<think>", "</think>", ">\n", "<search>", "</", "search", ">\n\n", "<answer>", "answer", ">",
 		" Where", " was", " Zo\xc3", "\xab Sal", "da", "\xc3\xb1a", " born", "?", " caf\xc3\xa9", " \xe6\x9d", "\xb1\xe4\xba\xac",
@@ -203,7 +209,13 @@ func (s *scoreRecorder) Score(_ context.Context, _ string, seq []int) ([]float64
 // teacher scores up to that token and no further; the kept per-token text
 // is each id's exact bytes.
 func TestSearchSpanIgnoresPlaceholderTextOffsets(t *testing.T) {
-	tk := spanTestTokenizer(t)
+	t.Run("qwen2.5", func(t *testing.T) { checkSearchSpan(t, spanTestTokenizer(t)) })
+	t.Run("bytes", func(t *testing.T) { checkSearchSpan(t, byteTestTokenizer()) })
+}
+
+// checkSearchSpan is TestSearchSpanIgnoresPlaceholderTextOffsets with
+// tokenizer tk.
+func checkSearchSpan(t *testing.T, tk Vocab) {
 	search := "<think> Where was Zoë Saldaña born? 東京?</think>\n<search> Zoë Saldaña 東京 café São Paulo </search>\n\n"
 	answer := "<answer> São Paulo </answer>"
 	srv := newPlaceholderServer(t, tk, search, answer)
@@ -275,12 +287,10 @@ func TestSearchSpanIgnoresPlaceholderTextOffsets(t *testing.T) {
 		t.Fatal("fixture: the placeholder offsets give the true mask; the test shows nothing")
 	}
 
-	if _, ok := tk.(*byteTokenizer); ok {
-		// The last search token is ">\n\n", past "</search>" (the turn's
-		// text ends at the stop string), and 東京 is split inside 東.
-		if b, _ := tk.TokenBytes(ids[lastSearch]); string(b) != ">\n\n" || !strings.HasSuffix(tr.Turns[0].Text, "</search>") {
-			t.Errorf("last search token %q, turn text %q", b, tr.Turns[0].Text)
-		}
+	// The last search token is ">\n\n", past "</search>" (the turn's text
+	// ends at the stop string), as Qwen2.5 tokenizes "</search>\n\n".
+	if b, _ := tk.TokenBytes(ids[lastSearch]); string(b) != ">\n\n" || !strings.HasSuffix(tr.Turns[0].Text, "</search>") {
+		t.Errorf("last search token %q, turn text %q", b, tr.Turns[0].Text)
 	}
 
 	// The teacher scores the response up to the last search token.
@@ -485,15 +495,27 @@ func TestConnectTokenizer(t *testing.T) {
 	if deps.TokenizerErr != nil || !slices.Equal(loaded, []string{tj}) || !strings.Contains(log.String(), "policy.tokenizer auto: "+tj+" (the only snapshot") {
 		t.Errorf("auto: %v, loaded %q, log %q", deps.TokenizerErr, loaded, log.String())
 	}
-	// Without a loader (this build), a file is an error that says so.
+	// Without a loader given, a file is read by the Go tokenizer: a file
+	// it cannot read is an error naming the key and the file.
 	r = testRecipe(t, "", remote("policy.tokenizer="+file)...)
 	deps, emb, err = Connect(ctx, r, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	emb.Close()
-	if deps.TokenizerErr == nil || !strings.Contains(deps.TokenizerErr.Error(), "no tokenizer.json loader") {
-		t.Errorf("no loader: %v", deps.TokenizerErr)
+	if deps.TokenizerErr == nil || !strings.Contains(deps.TokenizerErr.Error(), "policy.tokenizer") || !strings.Contains(deps.TokenizerErr.Error(), file) {
+		t.Errorf("an unreadable tokenizer file: %v", deps.TokenizerErr)
+	}
+	// A real tokenizer.json is loaded by it.
+	qwen := filepath.Join("tokenizer", "qwen2.5", "tokenizer.json.gz")
+	r = testRecipe(t, "", remote("policy.tokenizer="+mustAbs(t, qwen))...)
+	deps, emb, err = Connect(ctx, r, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	emb.Close()
+	if deps.TokenizerErr != nil || deps.Tokenizer.Vocab.AppendEncode(nil, "Hello world")[1] != 1879 {
+		t.Errorf("Qwen2.5's tokenizer.json: %+v %v", deps.Tokenizer, deps.TokenizerErr)
 	}
 	// sim: the simulator's tokenizer for servers another process started,
 	// built from the recipe as that process builds it.
@@ -577,4 +599,13 @@ func TestLocalTokenizationGivesTheServersBatches(t *testing.T) {
 	if server.tokens == 0 || local.tokens != 0 {
 		t.Errorf("POST /tokenize requests: server mode %v, local mode %v (want none)", server.tokens, local.tokens)
 	}
+}
+
+func mustAbs(t *testing.T, p string) string {
+	t.Helper()
+	a, err := filepath.Abs(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
 }
