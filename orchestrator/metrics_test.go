@@ -200,7 +200,10 @@ func TestKeptTrajectoriesCarryTokenPieces(t *testing.T) {
 		if len(tr.Pieces) != len(tr.Tokens) {
 			t.Fatalf("%s: %d pieces for %d tokens", tr.ID, len(tr.Pieces), len(tr.Tokens))
 		}
-		// The policy pieces of each turn concatenate to the turn's text.
+		// The policy pieces of each turn concatenate to the sampled ids'
+		// text: the turn's text, which ends at the stop string, and what
+		// the token that completed it carried past it (">\n\n" after
+		// "</search>", as Qwen2.5 tokenizes it and vLLM returns it).
 		var turns []string
 		var cur strings.Builder
 		for i, p := range tr.Pieces {
@@ -218,7 +221,8 @@ func TestKeptTrajectoriesCarryTokenPieces(t *testing.T) {
 			t.Fatalf("%s: %d policy runs, %d turns", tr.ID, len(turns), len(tr.Turns))
 		}
 		for i, txt := range turns {
-			if txt != tr.Turns[i].Text {
+			past, ok := strings.CutPrefix(txt, tr.Turns[i].Text)
+			if !ok || len(past) > 8 || strings.TrimSpace(past) != "" {
 				t.Errorf("%s turn %d: pieces give %q, text is %q", tr.ID, i, txt, tr.Turns[i].Text)
 			}
 		}

@@ -196,14 +196,13 @@ func Connect(ctx context.Context, r *recipes.Recipe, environ []string, log io.Wr
 		if err != nil {
 			return fail(fmt.Errorf("retriever.corpus: %w", err))
 		}
-		texts := VocabTexts(r)
 		faults := sim.FaultsFromRecipe(r.Sim.Faults, r.Seed)
 		if cfg.simFaults != nil {
 			cfg.simFaults(&faults)
 		}
 		gen := sim.GenerationConfigFromRecipe(r.Sim.GenerationConfig)
 		s, err := sim.Start(sim.Config{BaseModel: r.Policy.Model, JudgeModel: r.Judge.Model, JudgeAPIKey: key(r.Judge.APIKeyEnv),
-			CheckpointsDir: r.Trainer.CheckpointsDir, TrainerArchive: sim.ArchiveLayout(r.Sim.Trainer.Archive), Corpus: corpus, VocabTexts: texts, Epsilon: r.Sim.Epsilon,
+			CheckpointsDir: r.Trainer.CheckpointsDir, TrainerArchive: sim.ArchiveLayout(r.Sim.Trainer.Archive), Corpus: corpus, Epsilon: r.Sim.Epsilon,
 			PolicyReplicas: nEmbedded, Judge: r.Judge.URL == recipes.Embedded, Trainer: r.Trainer.URL == recipes.Embedded,
 			Latency: sim.LatencyFromRecipe(r.Sim), Faults: faults, GenerationConfig: &gen})
 		if err != nil {
@@ -307,36 +306,6 @@ func Connect(ctx context.Context, r *recipes.Recipe, environ []string, log io.Wr
 	}
 	deps.Tokenizer, deps.TokenizerErr = connectTokenizer(r, env, e.sim, load, func(line string) { fmt.Fprintln(log, line) })
 	return deps, e, nil
-}
-
-// VocabTexts are the texts, besides the corpus, that the simulated
-// tokenizer's vocabulary is built from: every question and its gold answers
-// of train.data and eval.datasets. Every process serving a recipe's
-// simulator must build the same vocabulary.
-func VocabTexts(r *recipes.Recipe) []string {
-	var texts []string
-	for _, f := range r.Train.Data {
-		texts = append(texts, questionTexts(f)...)
-	}
-	for _, f := range r.Eval.Datasets {
-		texts = append(texts, questionTexts(f)...)
-	}
-	return texts
-}
-
-// questionTexts returns a dataset's questions and answers for the simulated
-// tokenizer's vocabulary (a file that cannot be read adds nothing; loading
-// it for real reports the error).
-func questionTexts(path string) []string {
-	qs, err := LoadQuestions(path)
-	if err != nil {
-		return nil
-	}
-	out := make([]string, 0, 2*len(qs))
-	for _, q := range qs {
-		out = append(out, q.Question, strings.Join(q.Golds, " "))
-	}
-	return out
 }
 
 // LoadAndConnect loads the recipe at path with its overrides, fills its run

@@ -131,7 +131,7 @@ func (d Deps) localTokenizer() (*Tokenizer, error) {
 // connectTokenizer resolves policy.tokenizer (see recipes.Policy.Tokenizer):
 // auto with only embedded policies and sim are the simulator's tokenizer
 // (emb when the simulator runs in this process, else built from the recipe
-// as `orchestrate serve sim` builds it); auto otherwise is policy.model's
+// as `orchestrate serve sim` does: Qwen2.5's); auto otherwise is policy.model's
 // tokenizer.json in the Hugging Face cache; a file is loaded with load.
 // note receives a line saying which file auto picked.
 func connectTokenizer(r *recipes.Recipe, env map[string]string, emb *sim.Servers, load TokenizerLoader, note func(string)) (*Tokenizer, error) {
@@ -147,11 +147,11 @@ func connectTokenizer(r *recipes.Recipe, env map[string]string, emb *sim.Servers
 		if emb != nil {
 			return simTokenizer(emb.Model.Tokenizer()), nil
 		}
-		corpus, err := LoadCorpus(r.Retriever.Corpus)
+		tk, err := sim.NewTokenizer()
 		if err != nil {
-			return nil, fmt.Errorf("policy.tokenizer %s: the simulator's vocabulary: retriever.corpus: %w", name, err)
+			return nil, fmt.Errorf("policy.tokenizer %s: the simulator's tokenizer: %w", name, err)
 		}
-		return simTokenizer(sim.NewTokenizer(sim.Vocabulary(sim.Config{Corpus: corpus, VocabTexts: VocabTexts(r)})...)), nil
+		return simTokenizer(tk), nil
 	case name == recipes.TokenizerAuto:
 		path, how, err := hfCacheTokenizer(r.Policy.Model, env)
 		var te *tokenizerError

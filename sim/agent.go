@@ -88,6 +88,13 @@ const (
 	thoughtAnswer = "<think> I have enough information. </think>\n"
 )
 
+// searchTurnEnd follows a search turn's </search>: what a model trained on
+// Search-R1's rollouts writes next (their <information> block starts with a
+// blank line). With Qwen's tokenizer " </search>\n\n" ends in the tokens
+// " </", "search", ">\n\n", so the token that completes the stop string
+// </search> runs past it, as the ids vLLM returns for a real model do.
+const searchTurnEnd = "\n\n"
+
 // doc is one retrieved passage as the policy reads it from its context.
 type doc struct {
 	title, text string
@@ -254,11 +261,11 @@ func buildCandidates(st turnState, params Params, tk *Tokenizer) []candidate {
 			}
 			var text string
 			if isSearch {
-				text = thoughtSearch + "<search> " + fc.content + " </search>"
+				text = thoughtSearch + "<search> " + fc.content + " </search>" + searchTurnEnd
 			} else {
 				text = thoughtAnswer + "<answer> " + fc.content + " </answer>"
 			}
-			out = append(out, candidate{text: text, ids: tk.Encode(text), isSearch: isSearch,
+			out = append(out, candidate{text: text, ids: tk.encodeShared(text), isSearch: isSearch,
 				content: fc.content, logp: logPT + logits[i] - lse, grad: g})
 		}
 	}

@@ -6,29 +6,33 @@ import (
 	"github.com/hindsearch/hindsearch/orchestrator/format"
 )
 
-// Encode cuts text into vocabulary pieces and falls back to bytes for
-// anything else, so decoding always gives the text back.
+// The simulator's tokenizer is Qwen2.5's: a search turn ends in the token
+// ">\n\n", which runs past the stop string </search>.
 func ExampleTokenizer_Encode() {
-	tk := NewTokenizer("Lavatera is a genus of flowering plants.")
-	for _, s := range []string{"Lavatera is a genus", " Oplismenus?", "日本 \xff"} {
-		ids := tk.Encode(s)
-		back, ok := tk.Decode(ids)
-		fmt.Println(len(ids), back == s && ok)
+	tk, _ := NewTokenizer()
+	for _, id := range tk.Encode("<search> Lavatera </search>\n\n") {
+		fmt.Printf("%d %q\n", id, tk.Piece(id))
 	}
 	// Output:
-	// 4 true
-	// 12 true
-	// 8 true
+	// 27 "<"
+	// 1836 "search"
+	// 29 ">"
+	// 42850 " Lav"
+	// 962 "ater"
+	// 64 "a"
+	// 690 " </"
+	// 1836 "search"
+	// 1339 ">\n\n"
 }
 
-// ChatTemplate renders the Qwen2.5 chat format; without a system message
-// it inserts the simulator's own system line.
+// ChatTemplate renders Qwen2.5's chat template; without a system message
+// it inserts Qwen2.5's default system line.
 func ExampleChatTemplate() {
 	msgs := []chatMessage{{Role: "user", Content: format.UserPrompt("Who wrote Hamlet", "")[len(format.Instruction):]}}
 	fmt.Print(ChatTemplate(msgs, true))
 	// Output:
 	// <|im_start|>system
-	// You are a simulated search agent (hindsearch simulator), not a language model.<|im_end|>
+	// You are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>
 	// <|im_start|>user
 	// Question: Who wrote Hamlet?
 	// <|im_end|>

@@ -32,12 +32,11 @@ type qaItem struct {
 // fixture is the data and model every test shares: built once per test
 // binary.
 type fixture struct {
-	corpus     []string // contents strings, file order
-	corpusRaw  [][]byte // the corpus file's lines
-	hotpot     []qaItem
-	vocabTexts []string
-	tk         *Tokenizer
-	model      *Model
+	corpus    []string // contents strings, file order
+	corpusRaw [][]byte // the corpus file's lines
+	hotpot    []qaItem
+	tk        *Tokenizer
+	model     *Model
 }
 
 var (
@@ -118,8 +117,6 @@ func getFixture(t testing.TB) *fixture {
 				if err := json.Unmarshal(line, &q); err != nil {
 					return err
 				}
-				f.vocabTexts = append(f.vocabTexts, format.UserPrompt(q.Q, ""))
-				f.vocabTexts = append(f.vocabTexts, q.Answers...)
 				if strings.HasSuffix(path, "hotpotqa.jsonl") {
 					f.hotpot = append(f.hotpot, q)
 				}
@@ -129,7 +126,9 @@ func getFixture(t testing.TB) *fixture {
 				return
 			}
 		}
-		f.tk = NewTokenizer(Vocabulary(Config{Corpus: f.corpus, VocabTexts: f.vocabTexts})...)
+		if f.tk, fxErr = NewTokenizer(); fxErr != nil {
+			return
+		}
 		f.model = NewModel(f.tk, 1e-6)
 		fx = f
 	})

@@ -12,7 +12,7 @@ import (
 // trainSampling is Search-R1's training sampling: temperature 1, no top-p
 // or top-k, a turn ending at </search> or </answer>.
 func trainSampling() Sampling {
-	return Sampling{Temperature: 1, TopP: 1, TopK: -1, MaxTokens: 500, Stop: format.StopStrings}
+	return Sampling{Temperature: 1, TopP: 1, TopK: -1, MaxTokens: 500, Stop: format.StopStrings, IncludeStopStr: true}
 }
 
 // trajectory is one multi-turn rollout of the policy against a retriever.

@@ -32,6 +32,10 @@ type JudgeServer struct {
 	words map[string][]int32
 	calls atomic.Int64
 	gen   GenerationConfig
+	// tk is Qwen2.5's tokenizer (the judge model's), for token counts and
+	// the token cap; tkErr is why there is none.
+	tk    *Tokenizer
+	tkErr error
 	// ignored counts the request fields accepted and ignored (vLLM's chat
 	// request model ignores the fields it lacks).
 	ignored ignoredFields
@@ -41,6 +45,11 @@ type JudgeServer struct {
 // request's omitted sampling fields take its values, as vLLM's chat
 // completions do. Call it before the server takes requests.
 func (s *JudgeServer) SetGenerationConfig(gc GenerationConfig) { s.gen = gc }
+
+// SetTokenizer makes the judge count and cap tokens with tk (Qwen2.5's, as
+// NewJudgeServer's own) instead of a tokenizer of its own. Call it before
+// the server takes requests.
+func (s *JudgeServer) SetTokenizer(tk *Tokenizer) { s.tk, s.tkErr = tk, nil }
 
 // Calls returns the number of chat requests answered or being answered
 // (requests refused before the model check are not counted).
@@ -53,10 +62,11 @@ type judgePassage struct {
 
 // NewJudgeServer returns a simulated judge serving model over corpus (the
 // wiki-18 contents strings), whose generation config is
-// QwenInstructGenerationConfig's. A non-empty apiKey is required as a
-// bearer token.
+// QwenInstructGenerationConfig's and whose tokens are Qwen2.5's. A
+// non-empty apiKey is required as a bearer token.
 func NewJudgeServer(model, apiKey string, corpus []string) *JudgeServer {
 	s := &JudgeServer{model: model, apiKey: apiKey, words: map[string][]int32{}, gen: QwenInstructGenerationConfig()}
+	s.tk, s.tkErr = NewTokenizer()
 	for i, c := range corpus {
 		title := c
 		if j := strings.IndexByte(c, '\n'); j >= 0 {
@@ -136,10 +146,12 @@ func (s *JudgeServer) chat(w http.ResponseWriter, r *http.Request) {
 		openAIError(w, http.StatusBadRequest, "BadRequestError", err.Error())
 		return
 	}
-	promptTokens := 0
-	for _, m := range req.Messages {
-		promptTokens += len(strings.Fields(m.Content))
+	if s.tk == nil {
+		openAIError(w, http.StatusInternalServerError, "InternalServerError", s.tkErr.Error())
+		return
 	}
+	// The prompt is the chat template's, in Qwen2.5's tokens.
+	promptTokens := len(s.tk.Encode(ChatTemplate(req.Messages, true)))
 	maxTokens := maxModelLen - promptTokens
 	switch {
 	case req.MaxCompletionTokens != nil:
@@ -172,15 +184,23 @@ func (s *JudgeServer) chat(w http.ResponseWriter, r *http.Request) {
 		rng = rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(n)))
 	}
 	content := s.sampleCritique(req.Messages[len(req.Messages)-1].Content, sp, rng)
-	// Roughly four characters a token; cut like a length stop would.
-	if limit := maxTokens * 4; len(content) > limit {
-		content = content[:limit]
+	// The critique ends with <|im_end|>, one more token; past the cap it
+	// is cut after maxTokens tokens, as a length stop cuts it.
+	ids := s.tk.Encode(content)
+	finish, completionTokens := "stop", len(ids)+1
+	if len(ids) > maxTokens {
+		var ts textStream
+		for _, id := range ids[:maxTokens] {
+			ts.add(s.tk, id, false)
+		}
+		content, finish, completionTokens = string(ts.text), "length", maxTokens
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
 		"id": fmt.Sprintf("chatcmpl-sim-%d", n), "object": "chat.completion", "created": time.Now().Unix(),
 		"model": s.model, "system_fingerprint": Fingerprint,
-		"choices": []map[string]any{{"index": 0, "message": map[string]any{"role": "assistant", "content": content}, "finish_reason": "stop"}},
-		"usage":   map[string]int{"prompt_tokens": len(strings.Fields(req.Messages[len(req.Messages)-1].Content)), "completion_tokens": len(strings.Fields(content))},
+		"choices": []map[string]any{{"index": 0, "message": map[string]any{"role": "assistant", "content": content}, "finish_reason": finish}},
+		"usage": map[string]int{"prompt_tokens": promptTokens, "completion_tokens": completionTokens,
+			"total_tokens": promptTokens + completionTokens},
 	})
 }
 

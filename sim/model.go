@@ -1,12 +1,14 @@
 package sim
 
 import (
+	"bytes"
 	"math"
-
-	"github.com/hindsearch/hindsearch/orchestrator/format"
 	"math/rand/v2"
 	"sort"
 	"strings"
+	"unicode/utf8"
+
+	"github.com/hindsearch/hindsearch/orchestrator/format"
 )
 
 // InvalidActionText is the Search-R1 text appended after a turn with no
@@ -132,19 +134,32 @@ type Sampling struct {
 	FrequencyPenalty float64
 	MaxTokens        int
 	Stop             []string
+	// IncludeStopStr keeps a matched stop string (and a stop token's
+	// text) in Text, as vLLM's include_stop_str_in_output; the sampled ids
+	// hold the token that completed it either way.
+	IncludeStopStr bool
+	// KeepSpecialTokens writes special tokens' content into Text (vLLM's
+	// skip_special_tokens false; its default skips them).
+	KeepSpecialTokens bool
 }
 
 // Generation is one sampled continuation.
 type Generation struct {
-	IDs          []int
-	Logprobs     []float64
+	// IDs are the sampled ids, the one that completed a stop string (and
+	// may run past it) or the end-of-turn token included.
+	IDs      []int
+	Logprobs []float64
+	// Text is the continuation's text as vLLM's detokenizer makes it (see
+	// textStream), cut at a matched stop string.
 	Text         string
-	Offsets      []int
 	FinishReason string
 	StopReason   string
 }
 
-// Generate samples a continuation of prompt under params with rng.
+// Generate samples a continuation of prompt under params with rng. It
+// stops as vLLM does: at the end-of-turn token (<|im_end|>), or when the
+// text completes one of sp.Stop (the first of the list found in the text
+// the last token added), or after sp.MaxTokens tokens.
 func (m *Model) Generate(params Params, prompt []int, sp Sampling, rng *rand.Rand) Generation {
 	starts, prefixes := m.segment(prompt)
 	var tm *turnModel
@@ -159,21 +174,28 @@ func (m *Model) Generate(params Params, prompt []int, sp Sampling, rng *rand.Ran
 	}
 	pen := newPenalties(sp, prompt)
 	var g Generation
-	var text strings.Builder
+	var ts textStream
 	for len(g.IDs) < sp.MaxTokens {
 		x := m.sampleNext(tm, partial, sp, pen, rng)
 		lp := tm.logProb(partial, x, nil, 0)
-		g.Offsets = append(g.Offsets, text.Len())
 		g.IDs = append(g.IDs, x)
 		g.Logprobs = append(g.Logprobs, lp)
 		partial = append(partial, x)
 		pen.add(x)
-		text.WriteString(m.tk.Piece(x))
 		if x == m.eos {
+			// A stop token: vLLM detokenizes it only with
+			// include_stop_str_in_output, and checks no stop string.
+			if sp.IncludeStopStr {
+				ts.add(m.tk, x, sp.KeepSpecialTokens)
+			}
 			g.FinishReason = "stop"
 			break
 		}
-		if stop := matchStop(text.String(), sp.Stop); stop != "" {
+		n := ts.add(m.tk, x, sp.KeepSpecialTokens)
+		if stop, cut := matchStop(ts.text, n, sp.Stop, sp.IncludeStopStr); stop != "" {
+			if cut >= 0 {
+				ts.text = ts.text[:cut]
+			}
 			g.FinishReason, g.StopReason = "stop", stop
 			break
 		}
@@ -181,17 +203,73 @@ func (m *Model) Generate(params Params, prompt []int, sp Sampling, rng *rand.Ran
 	if g.FinishReason == "" {
 		g.FinishReason = "length"
 	}
-	g.Text = text.String()
+	g.Text = string(ts.text)
 	return g
 }
 
-func matchStop(text string, stops []string) string {
-	for _, s := range stops {
-		if s != "" && strings.Contains(text, s) {
-			return s
-		}
+// textStream is vLLM's incremental detokenization of one sequence (Hugging
+// Face tokenizers' DecodeStream over a byte-level tokenizer): each token's
+// bytes join the ones held back, and they are written out, ill-formed
+// sequences replaced by U+FFFD, once their text does not end with U+FFFD (a
+// character still incomplete is held back; what is held at the end is never
+// written). Special tokens add nothing unless kept.
+type textStream struct {
+	text []byte
+	held []byte
+}
+
+// add detokenizes id and returns how many bytes the text grew by.
+func (s *textStream) add(tk *Tokenizer, id int, keepSpecial bool) int {
+	if tk.IsSpecial(id) && !keepSpecial {
+		return 0
 	}
-	return ""
+	s.held = append(s.held, tk.Piece(id)...)
+	if utf8.Valid(s.held) {
+		if h := s.held; len(h) >= 3 && string(h[len(h)-3:]) == "\uFFFD" {
+			return 0
+		}
+		s.text = append(s.text, s.held...)
+		n := len(s.held)
+		s.held = s.held[:0]
+		return n
+	}
+	out := lossyUTF8(s.held)
+	if strings.HasSuffix(out, "\uFFFD") {
+		return 0
+	}
+	s.text = append(s.text, out...)
+	s.held = s.held[:0]
+	return len(out)
+}
+
+// matchStop is vLLM's check_stop_strings: the first stop string of the
+// list found in text that ends within its last added bytes (added > 0;
+// earlier text was checked before). cut is the length the text is cut to:
+// the start of the match, or with include its end (-1 when that is the end
+// of the text already).
+func matchStop(text []byte, added int, stops []string, include bool) (stop string, cut int) {
+	if added == 0 {
+		return "", -1
+	}
+	for _, s := range stops {
+		if s == "" {
+			continue
+		}
+		from := max(len(text)-added-len(s)+1, 0)
+		i := bytes.Index(text[from:], []byte(s))
+		if i < 0 {
+			continue
+		}
+		i += from
+		if !include {
+			return s, i
+		}
+		if i+len(s) >= len(text) {
+			return s, -1
+		}
+		return s, i + len(s)
+	}
+	return "", -1
 }
 
 // sampleNext draws the next token from the epsilon-mixed distribution with

@@ -8,12 +8,14 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 )
 
 // PolicyServer is the simulated policy: a vLLM-compatible HTTP server
@@ -295,7 +297,14 @@ func (s *PolicyServer) completions(w http.ResponseWriter, r *http.Request) {
 		openAIError(w, http.StatusBadRequest, "BadRequestError", err.Error())
 		return
 	}
+	if slices.Contains(req.Stop, "") {
+		// SamplingParams._verify_args: an empty string would match anywhere.
+		openAIError(w, http.StatusBadRequest, "BadRequestError", "stop cannot contain an empty string.")
+		return
+	}
 	sp.Stop = req.Stop
+	sp.IncludeStopStr = req.IncludeStopStrInOutput
+	sp.KeepSpecialTokens = req.SkipSpecialTokens != nil && !*req.SkipSpecialTokens
 	sp.MaxTokens = completionsMaxTokens
 	if req.MaxTokens != nil {
 		sp.MaxTokens = *req.MaxTokens
@@ -327,18 +336,23 @@ func (s *PolicyServer) completions(w http.ResponseWriter, r *http.Request) {
 	} else {
 		rng = rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(s.requests.Load())))
 	}
+	// A token's string in logprobs: vLLM's "token_id:N" placeholder with
+	// return_tokens_as_token_ids, else the token decoded alone (ill-formed
+	// UTF-8 as U+FFFD, special tokens kept).
 	tokenStr := func(id int) string {
 		if req.ReturnTokensAsTokenIDs {
 			return "token_id:" + strconv.Itoa(id)
 		}
-		return tk.Piece(id)
+		t, _ := tk.DecodeText([]int{id}, false)
+		return t
 	}
 	var promptLPs []any
 	if req.PromptLogprobs != nil {
 		lps := s.model.Score(params, prompt)
 		promptLPs = make([]any, len(prompt))
 		for i := 1; i < len(prompt); i++ {
-			promptLPs[i] = map[string]promptLogprob{strconv.Itoa(prompt[i]): {Logprob: lps[i], Rank: 1, DecodedToken: tk.Piece(prompt[i])}}
+			t, _ := tk.DecodeText(prompt[i:i+1], false)
+			promptLPs[i] = map[string]promptLogprob{strconv.Itoa(prompt[i]): {Logprob: lps[i], Rank: 1, DecodedToken: t}}
 		}
 	}
 	var choices []map[string]any
@@ -351,13 +365,7 @@ func (s *PolicyServer) completions(w http.ResponseWriter, r *http.Request) {
 		if i == 0 {
 			generated = g.IDs
 		}
-		text := g.Text
-		if g.StopReason != "" && !req.IncludeStopStrInOutput {
-			if j := strings.Index(text, g.StopReason); j >= 0 {
-				text = text[:j]
-			}
-		}
-		choice := map[string]any{"index": i, "text": text, "finish_reason": g.FinishReason, "stop_reason": nil}
+		choice := map[string]any{"index": i, "text": g.Text, "finish_reason": g.FinishReason, "stop_reason": nil}
 		if g.StopReason != "" {
 			choice["stop_reason"] = g.StopReason
 		}
@@ -368,7 +376,7 @@ func (s *PolicyServer) completions(w http.ResponseWriter, r *http.Request) {
 				toks[j] = tokenStr(id)
 				top[j] = map[string]float64{toks[j]: g.Logprobs[j]}
 			}
-			choice["logprobs"] = map[string]any{"tokens": toks, "token_logprobs": g.Logprobs, "top_logprobs": top, "text_offset": g.Offsets}
+			choice["logprobs"] = map[string]any{"tokens": toks, "token_logprobs": g.Logprobs, "top_logprobs": top, "text_offset": textOffsets(toks)}
 		} else {
 			choice["logprobs"] = nil
 		}
@@ -408,6 +416,20 @@ func (s *PolicyServer) completions(w http.ResponseWriter, r *http.Request) {
 		"system_fingerprint": Fingerprint,
 		"usage":              map[string]int{"prompt_tokens": len(prompt), "completion_tokens": completionTokens, "total_tokens": len(prompt) + completionTokens},
 	})
+}
+
+// textOffsets is vLLM's text_offset (_create_completion_logprobs in
+// entrypoints/openai/completion/serving.py): 0 for the first token, then
+// each offset is the one before plus the length, in code points, of the
+// token string returned before it. With return_tokens_as_token_ids those
+// strings are the "token_id:N" placeholders, so the offsets count
+// placeholder characters, not positions in the text.
+func textOffsets(toks []string) []int {
+	out := make([]int, len(toks))
+	for j := 1; j < len(toks); j++ {
+		out[j] = out[j-1] + utf8.RuneCountInString(toks[j-1])
+	}
+	return out
 }
 
 // schedule runs a computed completion through the engine: its prompt is
@@ -464,18 +486,38 @@ type tokenizeRequest struct {
 	ReturnTokenStrs      bool `json:"return_token_strs"`
 }
 
-// SystemPrompt is the simulated chat template's default system line,
-// inserted (as Qwen2.5's template does) when there is no system message.
-const SystemPrompt = "You are a simulated search agent (hindsearch simulator), not a language model."
+// SystemPrompt is Qwen2.5's default system line: its chat template
+// inserts it when the first message is not a system message.
+const SystemPrompt = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
 
-// ChatTemplate renders messages in the Qwen2.5 chat format.
+// ChatTemplate renders messages with Qwen2.5's chat template (the one of
+// its tokenizer_config.json, without tools): a system message first, or
+// SystemPrompt's when there is none; then each user message, later system
+// message and assistant message as "<|im_start|>ROLE\nCONTENT<|im_end|>\n";
+// a run of tool messages as one user turn of
+// "\n<tool_response>\nCONTENT\n</tool_response>" parts; messages of any
+// other role are left out, as the template leaves them; then, with
+// addGenerationPrompt, the assistant header "<|im_start|>assistant\n".
 func ChatTemplate(msgs []chatMessage, addGenerationPrompt bool) string {
 	var b strings.Builder
-	if len(msgs) == 0 || msgs[0].Role != "system" {
+	if len(msgs) > 0 && msgs[0].Role == "system" {
+		b.WriteString(TokIMStart + "system\n" + msgs[0].Content + TokIMEnd + "\n")
+	} else {
 		b.WriteString(TokIMStart + "system\n" + SystemPrompt + TokIMEnd + "\n")
 	}
-	for _, m := range msgs {
-		b.WriteString(TokIMStart + m.Role + "\n" + m.Content + TokIMEnd + "\n")
+	for i, m := range msgs {
+		switch {
+		case m.Role == "user" || m.Role == "assistant" || m.Role == "system" && i > 0:
+			b.WriteString(TokIMStart + m.Role + "\n" + m.Content + TokIMEnd + "\n")
+		case m.Role == "tool":
+			if i == 0 || msgs[i-1].Role != "tool" {
+				b.WriteString(TokIMStart + "user")
+			}
+			b.WriteString("\n<tool_response>\n" + m.Content + "\n</tool_response>")
+			if i == len(msgs)-1 || msgs[i+1].Role != "tool" {
+				b.WriteString(TokIMEnd + "\n")
+			}
+		}
 	}
 	if addGenerationPrompt {
 		b.WriteString(assistantHeader)
@@ -534,7 +576,10 @@ func (s *PolicyServer) detokenize(w http.ResponseWriter, r *http.Request) {
 		openAIError(w, http.StatusBadRequest, "BadRequestError", err.Error())
 		return
 	}
-	text, ok := s.model.Tokenizer().Decode(req.Tokens)
+	// vLLM's /detokenize is the tokenizer's decode: a Python string, so
+	// ill-formed UTF-8 (a token cut inside a character) comes back as
+	// U+FFFD; special tokens are kept.
+	text, ok := s.model.Tokenizer().DecodeText(req.Tokens, false)
 	if !ok {
 		openAIError(w, http.StatusBadRequest, "BadRequestError", "token id out of vocabulary")
 		return

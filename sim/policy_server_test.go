@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/hindsearch/hindsearch/orchestrator/format"
 )
@@ -142,15 +143,22 @@ func TestPolicyCompletionsFields(t *testing.T) {
 		if lp == nil || len(lp.Tokens) != len(ch.TokenIDs) || len(lp.TokenLogprobs) != len(ch.TokenIDs) || len(lp.TextOffset) != len(ch.TokenIDs) {
 			t.Fatalf("logprobs %+v for %d tokens", lp, len(ch.TokenIDs))
 		}
-		// text_offset indexes each token's text in the choice's text.
+		// Each token's string is the token decoded alone; text_offset
+		// adds up their lengths (vLLM's arithmetic); the text is where
+		// they lead, cut at the stop string.
+		var joined strings.Builder
 		for j, id := range ch.TokenIDs {
-			piece := f.tk.Piece(id)
-			if lp.Tokens[j] != piece || !strings.HasPrefix(ch.Text[lp.TextOffset[j]:], piece) {
-				t.Errorf("token %d %q at offset %d of %q", j, lp.Tokens[j], lp.TextOffset[j], ch.Text)
+			piece, _ := f.tk.DecodeText([]int{id}, false)
+			if lp.Tokens[j] != piece || lp.TextOffset[j] != utf8.RuneCountInString(joined.String()) {
+				t.Errorf("token %d %q at offset %d, want %q at %d", j, lp.Tokens[j], lp.TextOffset[j], piece, utf8.RuneCountInString(joined.String()))
 			}
+			joined.WriteString(piece)
 			if lp.TopLogprobs[j][piece] != lp.TokenLogprobs[j] {
 				t.Errorf("top_logprobs %v, token logprob %v", lp.TopLogprobs[j], lp.TokenLogprobs[j])
 			}
+		}
+		if !strings.HasPrefix(joined.String(), ch.Text) {
+			t.Errorf("tokens %q do not start with the text %q", joined.String(), ch.Text)
 		}
 		if ch.FinishReason != "stop" || ch.StopReason == nil || !strings.HasSuffix(ch.Text, *ch.StopReason) {
 			t.Errorf("finish %q stop %v text %q", ch.FinishReason, ch.StopReason, ch.Text)
@@ -227,6 +235,7 @@ func TestPolicyRejects(t *testing.T) {
 		{"n 0", map[string]any{"model": testBase, "prompt": "x", "n": 0}, 400},
 		{"n 65", map[string]any{"model": testBase, "prompt": "x", "n": 65}, 400},
 		{"prompt object", map[string]any{"model": testBase, "prompt": map[string]any{}}, 400},
+		{"empty stop string", map[string]any{"model": testBase, "prompt": "x", "stop": []string{"</search>", ""}}, 400},
 	} {
 		st, body := c.post("/v1/completions", tc.body)
 		if st != tc.want {

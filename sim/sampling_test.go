@@ -411,22 +411,39 @@ func TestSimJudgeTokenCapIsMaxCompletionTokensThenMaxTokensThenMaxNewTokens(t *t
 	js.SetGenerationConfig(gc)
 	srv := httptest.NewServer(js.Handler())
 	t.Cleanup(srv.Close)
-	full := len(js.Critique(judgeBody(f, 0, nil)["messages"].([]map[string]string)[0]["content"]))
+	// The cap counts Qwen2.5 tokens: a capped critique is its first
+	// tokens, and says finish_reason "length".
+	full := js.Critique(judgeBody(f, 0, nil)["messages"].([]map[string]string)[0]["content"])
+	fullIDs := f.tk.Encode(full)
 	for _, tc := range []struct {
 		set  map[string]any
 		want int
 	}{
-		{map[string]any{"temperature": 0.0, "max_tokens": 2, "max_completion_tokens": 5}, 20},
-		{map[string]any{"temperature": 0.0, "max_tokens": 4}, 16},
-		{map[string]any{"temperature": 0.0, "max_tokens": nil}, 12},
+		{map[string]any{"temperature": 0.0, "max_tokens": 2, "max_completion_tokens": 5}, 5},
+		{map[string]any{"temperature": 0.0, "max_tokens": 4}, 4},
+		{map[string]any{"temperature": 0.0, "max_tokens": nil}, 3},
 	} {
-		if got := len(critiqueOf(t, srv.URL, judgeBody(f, 1, tc.set))); got != min(tc.want, full) {
-			t.Errorf("%v: %d characters, want %d", tc.set, got, min(tc.want, full))
+		st, out, _ := judgeRequest(t, srv.URL, "", judgeBody(f, 1, tc.set))
+		if st != 200 {
+			t.Fatalf("%v: %d %v", tc.set, st, out)
+		}
+		ch := out["choices"].([]any)[0].(map[string]any)
+		got := ch["message"].(map[string]any)["content"].(string)
+		usage := out["usage"].(map[string]any)
+		if want, _ := f.tk.Decode(fullIDs[:tc.want]); got != want || ch["finish_reason"] != "length" || usage["completion_tokens"] != float64(tc.want) {
+			t.Errorf("%v: %q, finish %v, usage %v; want %q cut by length", tc.set, got, ch["finish_reason"], usage, want)
 		}
 	}
 	js.SetGenerationConfig(QwenInstructGenerationConfig())
-	if got := len(critiqueOf(t, srv.URL, judgeBody(f, 1, map[string]any{"temperature": 0.0, "max_tokens": nil}))); got != full {
-		t.Errorf("no cap at all: %d characters, want the whole %d", got, full)
+	st, out, _ := judgeRequest(t, srv.URL, "", judgeBody(f, 1, map[string]any{"temperature": 0.0, "max_tokens": nil}))
+	ch := out["choices"].([]any)[0].(map[string]any)
+	usage := out["usage"].(map[string]any)
+	if st != 200 || ch["message"].(map[string]any)["content"] != full || ch["finish_reason"] != "stop" || usage["completion_tokens"] != float64(len(fullIDs)+1) {
+		t.Errorf("no cap at all: %d %v %v, want the whole %q and its end-of-turn token", st, ch, usage, full)
+	}
+	prompt := ChatTemplate([]chatMessage{{Role: "user", Content: judgeBody(f, 1, nil)["messages"].([]map[string]string)[0]["content"]}}, true)
+	if usage["prompt_tokens"] != float64(len(f.tk.Encode(prompt))) {
+		t.Errorf("prompt_tokens %v, the templated prompt has %d Qwen2.5 tokens", usage["prompt_tokens"], len(f.tk.Encode(prompt)))
 	}
 	if st, _, _ := judgeRequest(t, srv.URL, "", judgeBody(f, 1, map[string]any{"top_k": -5})); st != http.StatusBadRequest {
 		t.Errorf("top_k -5: %d, want 400", st)

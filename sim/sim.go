@@ -19,8 +19,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/hindsearch/hindsearch/orchestrator/format"
 )
 
 // Config selects and configures the simulated servers.
@@ -36,11 +34,8 @@ type Config struct {
 	// TrainerArchive is the layout of the simulated trainer's archives
 	// (TrainerServer.Archive; "": ArchiveJAX).
 	TrainerArchive ArchiveLayout
-	// Corpus holds the wiki-18 contents strings (the judge reads them; they
-	// also seed the tokenizer's vocabulary).
+	// Corpus holds the wiki-18 contents strings (the judge reads them).
 	Corpus []string
-	// VocabTexts are more texts for the vocabulary (questions, answers).
-	VocabTexts []string
 	// Epsilon is the policy's uniform floor (default 1e-6).
 	Epsilon float64
 	// PolicyReplicas is the number of policy servers to start (0: none).
@@ -79,15 +74,6 @@ type Servers struct {
 	policySrv []*http.Server // each replica's server, for KillPolicy
 }
 
-// Vocabulary returns the texts the simulated tokenizer is built from.
-func Vocabulary(cfg Config) []string {
-	texts := []string{format.Instruction, format.InvalidActionText, thoughtSearch, thoughtAnswer,
-		SystemPrompt, "Hint: Question: Doc (Title: ) <information> </information> <search> </search> <answer> </answer> <think> </think>",
-		"system user assistant \n\n yes no unknown"}
-	texts = append(texts, cfg.Corpus...)
-	return append(texts, cfg.VocabTexts...)
-}
-
 // Start builds the model and starts the selected servers on 127.0.0.1.
 func Start(cfg Config) (*Servers, error) {
 	if cfg.Epsilon <= 0 {
@@ -96,7 +82,10 @@ func Start(cfg Config) (*Servers, error) {
 	if cfg.TrainerArchive != "" && !slices.Contains(ArchiveLayouts, cfg.TrainerArchive) {
 		return nil, fmt.Errorf("sim: trainer archive layout %q: want %s or %s", cfg.TrainerArchive, ArchiveJAX, ArchiveFSDP)
 	}
-	tk := NewTokenizer(Vocabulary(cfg)...)
+	tk, err := NewTokenizer()
+	if err != nil {
+		return nil, err
+	}
 	s := &Servers{Model: NewModel(tk, cfg.Epsilon)}
 	serve := func(h http.Handler) (string, error) {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -130,6 +119,7 @@ func Start(cfg Config) (*Servers, error) {
 		s.JudgeSrv = NewJudgeServer(cfg.JudgeModel, cfg.JudgeAPIKey, cfg.Corpus)
 		s.JudgeSrv.Delay = cfg.Latency.Judge
 		s.JudgeSrv.SetGenerationConfig(gen)
+		s.JudgeSrv.SetTokenizer(tk)
 		u, err := serve(s.faulty(s.JudgeSrv.Handler(), cfg.Faults.Judge, 0))
 		if err != nil {
 			s.Close()

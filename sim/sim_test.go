@@ -17,7 +17,7 @@ func TestStartClose(t *testing.T) {
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 5 * time.Second}
 	before := runtime.NumGoroutine()
 	s, err := Start(Config{BaseModel: testBase, JudgeModel: "judge", JudgeAPIKey: "k", CheckpointsDir: t.TempDir(),
-		Corpus: f.corpus[:100], VocabTexts: []string{f.hotpot[0].Q}, PolicyReplicas: 2, Judge: true, Trainer: true})
+		Corpus: f.corpus[:100], PolicyReplicas: 2, Judge: true, Trainer: true})
 	if err != nil {
 		t.Fatal(err)
 	}

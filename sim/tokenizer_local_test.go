@@ -7,18 +7,21 @@ import (
 )
 
 // The simulated tokenizer serves as a local tokenizer: each id's exact
-// bytes concatenate to the text it encodes (a multi-byte character outside
-// the vocabulary is split over byte tokens, each holding part of it), and
-// AppendEncode appends what Encode returns.
+// bytes concatenate to the text it encodes (a character split over tokens
+// leaves part of its bytes in each), AppendEncode appends what Encode
+// returns, and ids outside the vocabulary have no bytes.
 func TestSimTokenizerTokenBytesAreTheExactBytesOfEachID(t *testing.T) {
-	tk := smallTokenizer()
-	for _, s := range append(slices.Clone(roundTripSeeds), "<search> café 東京 🎉 </search>\n\n") {
+	tk, err := NewTokenizer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"<search> café 東京 🎉 </search>\n\n", "<|im_start|>user\nQ?<|im_end|>\n", " \n\t  x", "Zoë Saldaña"} {
 		ids := tk.Encode(s)
 		var got []byte
 		for _, id := range ids {
 			b, ok := tk.TokenBytes(id)
-			if !ok || string(b) != tk.Piece(id) {
-				t.Fatalf("TokenBytes(%d) = %q, %v; piece %q", id, b, ok, tk.Piece(id))
+			if !ok {
+				t.Fatalf("TokenBytes(%d): not in the vocabulary", id)
 			}
 			got = append(got, b...)
 		}
@@ -29,11 +32,6 @@ func TestSimTokenizerTokenBytesAreTheExactBytesOfEachID(t *testing.T) {
 		if app := tk.AppendEncode(slices.Clone(prefix), s); !slices.Equal(app, append(prefix, ids...)) {
 			t.Errorf("AppendEncode(%q) = %v, want %v then %v", s, app, prefix, ids)
 		}
-	}
-	// A byte token of a character split over several: one byte of it.
-	ids := tk.Encode("🎉")
-	if b, _ := tk.TokenBytes(ids[0]); len(ids) != 4 || len(b) != 1 || b[0] != 0xf0 {
-		t.Errorf("🎉 = %v, first token %q", ids, b)
 	}
 	for _, id := range []int{-1, tk.VocabSize()} {
 		if b, ok := tk.TokenBytes(id); ok || b != nil {

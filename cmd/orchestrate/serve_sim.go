@@ -103,8 +103,6 @@ func serveSim(ctx context.Context, e *env, r *recipes.Recipe, stdin io.Reader, j
 		if err != nil {
 			return fmt.Errorf("retriever.corpus: %w", err)
 		}
-		// The vocabulary orchestrator.Connect builds.
-		texts := orchestrator.VocabTexts(r)
 		ckpt := r.Trainer.CheckpointsDir
 		if trainer && ckpt == "" {
 			ckpt = filepath.Join(r.Output.Dir, "checkpoints")
@@ -112,7 +110,7 @@ func serveSim(ctx context.Context, e *env, r *recipes.Recipe, stdin io.Reader, j
 		gen := sim.GenerationConfigFromRecipe(r.Sim.GenerationConfig)
 		servers, err = sim.Start(sim.Config{BaseModel: r.Policy.Model, JudgeModel: r.Judge.Model,
 			JudgeAPIKey: envValue(e.environ, r.Judge.APIKeyEnv), CheckpointsDir: ckpt, TrainerArchive: sim.ArchiveLayout(r.Sim.Trainer.Archive), Corpus: corpus,
-			VocabTexts: texts, Epsilon: r.Sim.Epsilon, PolicyReplicas: replicas, Judge: judge, Trainer: trainer,
+			Epsilon: r.Sim.Epsilon, PolicyReplicas: replicas, Judge: judge, Trainer: trainer,
 			Latency: lat, Faults: sim.FaultsFromRecipe(r.Sim.Faults, r.Seed), GenerationConfig: &gen})
 		if err != nil {
 			return err
