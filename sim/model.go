@@ -149,6 +149,11 @@ type Generation struct {
 	// may run past it) or the end-of-turn token included.
 	IDs      []int
 	Logprobs []float64
+	// Processed are SGLang's default logprobs of the same draws: each
+	// token's log-softmax of the penalised logits divided by the
+	// temperature (1 when greedy), before min_p, top_k and top_p (see
+	// sampledLogprob). The draws do not depend on them.
+	Processed []float64
 	// Text is the continuation's text as vLLM's detokenizer makes it (see
 	// textStream), cut at a matched stop string.
 	Text         string
@@ -176,10 +181,11 @@ func (m *Model) Generate(params Params, prompt []int, sp Sampling, rng *rand.Ran
 	var g Generation
 	var ts textStream
 	for len(g.IDs) < sp.MaxTokens {
-		x := m.sampleNext(tm, partial, sp, pen, rng)
+		x, plp := m.sampleNext(tm, partial, sp, pen, rng)
 		lp := tm.logProb(partial, x, nil, 0)
 		g.IDs = append(g.IDs, x)
 		g.Logprobs = append(g.Logprobs, lp)
+		g.Processed = append(g.Processed, plp)
 		partial = append(partial, x)
 		pen.add(x)
 		if x == m.eos {
@@ -278,7 +284,7 @@ func matchStop(text []byte, added int, stops []string, include bool) (stop strin
 // floor's mass is handled in bulk entries standing for the other vocabulary
 // tokens: one for those neither in the prompt nor the output, and, with
 // penalties, one per output count for the others.
-func (m *Model) sampleNext(tm *turnModel, partial []int, sp Sampling, pen *penalties, rng *rand.Rand) int {
+func (m *Model) sampleNext(tm *turnModel, partial []int, sp Sampling, pen *penalties, rng *rand.Rand) (int, float64) {
 	dist := tm.nextDist(partial)
 	V := m.tk.VocabSize()
 	es := make([]entry, 0, len(dist)+4)
@@ -298,6 +304,7 @@ func (m *Model) sampleNext(tm *turnModel, partial []int, sp Sampling, pen *penal
 	}
 	sort.SliceStable(es, func(i, j int) bool { return es[i].p > es[j].p })
 	e := es[pick(es, sp, rng)]
+	plp := sampledLogprob(es, e, sp)
 	switch e.id {
 	case bulkUnseen:
 		// Uniform over the tokens outside the structured support (and,
@@ -305,24 +312,42 @@ func (m *Model) sampleNext(tm *turnModel, partial []int, sp Sampling, pen *penal
 		if sp.Temperature < samplingEps {
 			for x := 0; x < V; x++ {
 				if _, in := dist[x]; !in && !pen.seen(x) {
-					return x
+					return x, plp
 				}
 			}
 		}
 		for {
 			x := rng.IntN(V)
 			if _, in := dist[x]; !in && !pen.seen(x) {
-				return x
+				return x, plp
 			}
 		}
 	case bulkSeen:
 		ids := pen.withCount(e.count, dist)
 		if sp.Temperature < samplingEps {
-			return ids[0]
+			return ids[0], plp
 		}
-		return ids[rng.IntN(len(ids))]
+		return ids[rng.IntN(len(ids))], plp
 	}
-	return e.id
+	return e.id, plp
+}
+
+// sampledLogprob is SGLang's default reported logprob of a token of entry
+// e (sampler.py without SGLANG_RETURN_ORIGINAL_LOGPROB): the log-softmax,
+// over the whole vocabulary, of the penalised logits divided by the
+// temperature, taken before the min_p, top_k and top_p filters; greedy
+// requests (SGLang turns them into top_k 1 at temperature 1) report the
+// log-softmax of the penalised logits.
+func sampledLogprob(es []entry, e entry, sp Sampling) float64 {
+	T := 1.0
+	if !sp.greedy() {
+		T = max(sp.Temperature, minTemperature)
+	}
+	z := 0.0
+	for _, x := range es {
+		z += x.n * math.Pow(x.p, 1/T)
+	}
+	return math.Log(e.p)/T - math.Log(z)
 }
 
 // LogProbGrad returns log p(ids[i] | ids[:i]) for each i in positions and

@@ -88,7 +88,7 @@ func checkSampling(t *testing.T, m *Model, params Params, ctx []int, n, nGen int
 		// nGen-th draw goes through Generate itself, which must draw the
 		// same token with the same seed.
 		rng := rand.New(rand.NewPCG(uint64(i), 0x5eed))
-		x := m.sampleNext(tm, partial, sp, nil, rng)
+		x, _ := m.sampleNext(tm, partial, sp, nil, rng)
 		rep := tm.logProb(partial, x, nil, 0)
 		if i%(n/nGen) == 0 {
 			g := m.Generate(params, ctx, sp, rand.New(rand.NewPCG(uint64(i), 0x5eed)))

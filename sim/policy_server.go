@@ -43,6 +43,9 @@ type PolicyServer struct {
 	// ignored counts the request fields accepted and ignored, as vLLM
 	// and SGLang ignore fields their request models lack.
 	ignored ignoredFields
+	// originalLogprob: /generate reports raw logprobs (SGLang's
+	// SGLANG_RETURN_ORIGINAL_LOGPROB), else temperature-scaled ones.
+	originalLogprob bool
 }
 
 // NewPolicyServer returns a simulated policy serving baseModel, whose
@@ -112,6 +115,7 @@ func (s *PolicyServer) Handler() http.Handler {
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
 	mux.HandleFunc("GET /v1/models", s.models)
 	mux.HandleFunc("GET /metrics", s.metrics)
+	s.sglangRoutes(mux)
 	return labelled(mux)
 }
 
@@ -406,7 +410,7 @@ func (s *PolicyServer) completions(w http.ResponseWriter, r *http.Request) {
 			}
 			s.cache.insert(seqIDs)
 		}
-		if !s.schedule(w, r, &req, prefill, longest) {
+		if !s.schedule(w, r, req.PromptLogprobs != nil, req.Seed, prefill, longest) {
 			return
 		}
 	}
@@ -434,15 +438,15 @@ func textOffsets(toks []string) []int {
 
 // schedule runs a computed completion through the engine: its prompt is
 // prefilled in the step that admits it, then it decodes max(longest, 1)
-// tokens plus its hidden think tokens (none for a prompt-logprob scoring
-// request), one per step. It sets the X-Sim-* timing headers and reports
+// tokens plus its hidden think tokens (none for a scoring request: vLLM's
+// prompt_logprobs, SGLang's logprob_start_len >= 0), one per step. It sets the X-Sim-* timing headers and reports
 // whether the handler should answer (false: the client left, or the engine
 // closed and the request was answered 503).
-func (s *PolicyServer) schedule(w http.ResponseWriter, r *http.Request, req *completionRequest, promptTokens, longest int) bool {
+func (s *PolicyServer) schedule(w http.ResponseWriter, r *http.Request, scoring bool, seed *int64, promptTokens, longest int) bool {
 	need := max(longest, 1)
 	think := 0
-	if req.PromptLogprobs == nil {
-		think = thinkTokens(s.lat.ThinkTokens, s.lat.ThinkSigma, req.Seed)
+	if !scoring {
+		think = thinkTokens(s.lat.ThinkTokens, s.lat.ThinkSigma, seed)
 	}
 	seq := &sequence{prompt: promptTokens, need: need + think, ready: make(chan struct{})}
 	if err := s.eng.submit(seq); err != nil {
