@@ -376,7 +376,7 @@ func (c *Client) lora(ctx context.Context, what, path, name string, body any) er
 			if strings.Contains(strings.ToLower(msg), "enable-lora") || strings.Contains(strings.ToLower(msg), "enable_lora") {
 				return fmt.Errorf("policy %s %q at %s: %s: %w", what, name, c.URL(), msg, ErrLoRADisabled)
 			}
-			return fmt.Errorf("policy %s %q at %s: refused: %s", what, name, c.URL(), msg)
+			return &refused{msg: fmt.Sprintf("policy %s %q at %s: refused: %s", what, name, c.URL(), msg), err: err}
 		}
 		return fmt.Errorf("policy %s %q: %w", what, name, err)
 	}
@@ -385,6 +385,16 @@ func (c *Client) lora(ctx context.Context, what, path, name string, body any) er
 	}
 	return nil
 }
+
+// refused is a server's refusal, shown by its message, that still unwraps
+// to the transport.StatusError (its status tells callers what kind).
+type refused struct {
+	msg string
+	err error
+}
+
+func (e *refused) Error() string { return e.msg }
+func (e *refused) Unwrap() error { return e.err }
 
 // LoadLoRA loads the PEFT adapter in directory path as name (POST
 // /load_lora_adapter {"lora_name", "lora_path", "pinned": false}); a
