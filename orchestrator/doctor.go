@@ -25,6 +25,7 @@ import (
 
 	"github.com/hindsearch/hindsearch/clients/judge"
 	"github.com/hindsearch/hindsearch/clients/policy"
+	"github.com/hindsearch/hindsearch/clients/policy/sglang"
 	"github.com/hindsearch/hindsearch/clients/retriever"
 	"github.com/hindsearch/hindsearch/clients/trainer"
 	"github.com/hindsearch/hindsearch/clients/transport"
@@ -309,8 +310,11 @@ func (c *checker) policy(ctx context.Context, p policy.Policy) replicaChecks {
 	err := p.Health(cctx)
 	cancel()
 	if err != nil {
-		add("health", CheckFail, "GET /health: "+reason(err),
-			"start the vLLM (or SGLang) server at this address (see docs/gpu.md), or fix policy.urls")
+		fix := "start the vLLM (or SGLang) server at this address (see docs/gpu.md), or fix policy.urls"
+		if c.sglang() {
+			fix = "start SGLang (python -m sglang.launch_server --model-path MODEL ...) at this address (see docs/gpu.md), or fix policy.urls (policy.server is sglang)"
+		}
+		add("health", CheckFail, "GET /health: "+reason(err), fix)
 		for _, n := range c.policyCheckNames() {
 			if n == localTokenizerRow {
 				if ch, bad := c.missingLocalTokenizer(rc.url); bad {
@@ -335,6 +339,8 @@ func (c *checker) policy(ctx context.Context, p policy.Policy) replicaChecks {
 	models, err := p.Models(cctx)
 	cancel()
 	switch {
+	case err != nil && c.sglang():
+		add("models", CheckFail, "GET /get_model_info, /v1/models: "+reason(err), "the server must answer GET /get_model_info and GET /v1/models (SGLang's HTTP server does; policy.server is sglang)")
 	case err != nil:
 		add("models", CheckFail, "GET /v1/models: "+reason(err), "the server must answer GET /v1/models (vLLM and SGLang's OpenAI servers do)")
 	default:
@@ -347,9 +353,13 @@ func (c *checker) policy(ctx context.Context, p policy.Policy) replicaChecks {
 		rc.unserved = !slices.Contains(models, c.r.Policy.Model)
 		rc.teacherUnserved = len(want) > 1 && !slices.Contains(models, want[1])
 		if len(missing) > 0 {
+			server := "vLLM"
+			if c.sglang() {
+				server = "SGLang"
+			}
 			add("models", CheckFail,
 				fmt.Sprintf("does not serve model %q (it serves %s)", missing[0], listOrNone(models)),
-				fmt.Sprintf("start vLLM with --served-model-name %s, or set policy.model (or hindsight.teacher) to a served name", missing[0]))
+				fmt.Sprintf("start %s with --served-model-name %s, or set policy.model (or hindsight.teacher) to a served name", server, missing[0]))
 		} else {
 			add("models", CheckOK, "serves "+strings.Join(want, ", "), "")
 		}
@@ -376,6 +386,21 @@ func (c *checker) policy(ctx context.Context, p policy.Policy) replicaChecks {
 		cctx, cancel = c.bounded(ctx)
 		rc.teacherIDs, rc.teacherErr = p.Tokenize(cctx, t, tokenizeProbe, false)
 		cancel()
+	}
+	if c.sglang() {
+		// SGLang's /tokenize takes no messages; policy.tokenize is local
+		// (validation requires it) and the local tokenizer row compares
+		// the rest.
+		add("chat template", CheckOK, "SGLang's /tokenize applies no chat template: the prompt is built locally (policy.tokenize local)", "")
+		if rc.idsErr == nil {
+			rc.checks = append(rc.checks, c.logprobs(ctx, p, rc.ids), c.logprobsMode(ctx, p, rc.ids))
+		} else {
+			add("logprobs", CheckSkip, "POST /tokenize of the probe failed", "")
+			add("logprobs mode", CheckSkip, "POST /tokenize of the probe failed", "")
+		}
+		local := c.localTokenizerCheck(ctx, p, rc.idsErr)
+		rc.local = &local
+		return rc
 	}
 	cctx, cancel = c.bounded(ctx)
 	chat, err := p.TokenizeChat(cctx, c.r.Policy.Model, []policy.Message{{Role: "user", Content: tokenizeProbe}}, true)
@@ -449,6 +474,11 @@ func (c *checker) localTokenizerCheck(ctx context.Context, p policy.Policy, bare
 			ch.Detail = fmt.Sprintf("the %s probe %q: %s (local tokenizer: %s)", pr.name, clip(pr.text, 40), d, tok.Source)
 			return ch
 		}
+	}
+	if c.sglang() {
+		ch.Status = CheckOK
+		ch.Detail = fmt.Sprintf("%d probe texts tokenize alike under %s (SGLang's /tokenize has no chat template to compare: the prompt gets %s)", len(localTokenizerProbes), tok.Source, chatTemplateName(tok))
+		return ch
 	}
 	msgs := []policy.Message{{Role: "user", Content: format.UserPrompt("who composed carmen", "")}}
 	cctx, cancel := c.bounded(ctx)
@@ -556,7 +586,12 @@ func clip(s string, n int) string {
 // token.
 func (c *checker) logprobs(ctx context.Context, p policy.Policy, ids []int) Check {
 	ch := Check{Role: "policy", Server: p.URL(), Name: "logprobs"}
-	fix := "the server must answer POST /v1/completions with a token-id prompt, return_tokens_as_token_ids and logprobs, and prompt_logprobs (vLLM's OpenAI server does; for SGLang check against your version)"
+	fix := "the server must answer POST /v1/completions with a token-id prompt, return_tokens_as_token_ids and logprobs, and prompt_logprobs (vLLM's OpenAI server does; for SGLang set policy.server: sglang)"
+	route, scoring := "POST /v1/completions", "prompt_logprobs"
+	if c.sglang() {
+		fix = "the server must answer POST /generate with input_ids, return_logprob and logprob_start_len (meta_info.output_token_logprobs and input_token_logprobs, with output_ids): SGLang's HTTP server does (check against your version)"
+		route, scoring = "POST /generate", "input_token_logprobs"
+	}
 	if len(ids) < 2 {
 		ch.Status, ch.Detail = CheckSkip, fmt.Sprintf("the probe has %d tokens", len(ids))
 		return ch
@@ -568,17 +603,17 @@ func (c *checker) logprobs(ctx context.Context, p policy.Policy, ids []int) Chec
 	cancel()
 	switch {
 	case err != nil:
-		ch.Status, ch.Detail, ch.Fix = CheckFail, "POST /v1/completions: "+reason(err), fix
+		ch.Status, ch.Detail, ch.Fix = CheckFail, route+": "+reason(err), fix
 		return ch
 	case len(comp.TokenIDs) != 1 || len(comp.Logprobs) != 1 || !(comp.Logprobs[0] <= 0):
-		ch.Status, ch.Detail, ch.Fix = CheckFail, fmt.Sprintf("POST /v1/completions with max_tokens 1 returned %d tokens and logprobs %v", len(comp.TokenIDs), comp.Logprobs), fix
+		ch.Status, ch.Detail, ch.Fix = CheckFail, fmt.Sprintf("%s with one new token returned %d tokens and logprobs %v", route, len(comp.TokenIDs), comp.Logprobs), fix
 		return ch
 	}
 	cctx, cancel = c.bounded(ctx)
 	lps, err := p.Score(cctx, c.r.Policy.Model, ids)
 	cancel()
 	if err != nil {
-		ch.Status, ch.Detail, ch.Fix = CheckFail, "prompt_logprobs: "+reason(err), fix
+		ch.Status, ch.Detail, ch.Fix = CheckFail, scoring+": "+reason(err), fix
 		return ch
 	}
 	for i, lp := range lps[1:] {
@@ -603,7 +638,11 @@ func (c *checker) policyCheckNames() []string {
 		names = append(names, "weights route")
 	}
 	if c.full {
-		names = append(names, "chat template", "logprobs", "tokenizer", localTokenizerRow)
+		names = append(names, "chat template", "logprobs")
+		if c.sglang() {
+			names = append(names, "logprobs mode")
+		}
+		names = append(names, "tokenizer", localTokenizerRow)
 	}
 	return names
 }
@@ -629,6 +668,8 @@ func (c *checker) syncRoute(ctx context.Context, p policy.Policy) (Check, bool) 
 		ch.Name = "lora routes"
 		err := p.UnloadLoRA(cctx, "hindsearch-doctor-probe")
 		switch {
+		case c.sglang():
+			return c.sglangLoRARoute(ch, err, other), true
 		case err == nil || transport.IsStatus(err, http.StatusBadRequest, http.StatusNotFound) && !errors.Is(err, policy.ErrLoRADisabled):
 			ch.Status, ch.Detail = CheckOK, "POST /v1/unload_lora_adapter exists (runtime LoRA loading is on)"
 		case errors.Is(err, policy.ErrLoRADisabled):
@@ -662,6 +703,76 @@ func (c *checker) syncRoute(ctx context.Context, p policy.Policy) (Check, bool) 
 		return ch, true
 	}
 	return ch, false
+}
+
+// sglang reports whether the policy servers are SGLang's native API.
+func (c *checker) sglang() bool { return c.r.Policy.Server == recipes.ServerSGLang }
+
+// sglangLoRARoute reads SGLang's answer to unloading an adapter that is not
+// loaded: a refusal (400) from a server with LoRA on, the route missing or
+// a refusal naming --enable-lora from one without.
+func (c *checker) sglangLoRARoute(ch Check, err error, other CheckStatus) Check {
+	switch {
+	case errors.Is(err, sglang.ErrLoRADisabled):
+		ch.Status, ch.Detail = CheckFail, "SGLang's LoRA routes are off: "+reason(err)
+		ch.Fix = fmt.Sprintf("start SGLang with --enable-lora --max-lora-rank %d --lora-target-modules all --max-loras-per-batch N (N at least the adapters served at once; --lora-paths NAME=PATH preloads one; check against your version)", c.r.Trainer.LoRARank)
+	case err == nil || transport.IsStatus(err, http.StatusBadRequest):
+		ch.Status, ch.Detail = CheckOK, "POST /unload_lora_adapter exists (LoRA is on)"
+	default:
+		ch.Status, ch.Detail = other, "POST /unload_lora_adapter probe: "+reason(err)
+		ch.Fix = "check the SGLang server's log; runtime LoRA loading needs --enable-lora"
+	}
+	return ch
+}
+
+// logprobsMode finds which logprobs SGLang reports (its sampler scales the
+// logits by the temperature before the log-softmax it reports, unless
+// SGLANG_RETURN_ORIGINAL_LOGPROB is set): it samples one token of the probe
+// at temperature 0.5 and scores the same token at temperature 1 (greedy
+// scoring runs at temperature 1). Equal logprobs are raw, as vLLM reports
+// them; different ones are the temperature-scaled distribution's, which
+// coincide with raw ones only at train.temperature 1.
+func (c *checker) logprobsMode(ctx context.Context, p policy.Policy, ids []int) Check {
+	ch := Check{Role: "policy", Server: p.URL(), Name: "logprobs mode"}
+	if len(ids) < 2 {
+		ch.Status, ch.Detail = CheckSkip, fmt.Sprintf("the probe has %d tokens", len(ids))
+		return ch
+	}
+	const probeTemp = 0.5
+	seed := int64(1)
+	s := policy.Neutral()
+	s.Temperature = probeTemp
+	cctx, cancel := c.bounded(ctx)
+	comp, err := p.Complete(cctx, policy.CompletionRequest{Model: c.r.Policy.Model, Prompt: ids, MaxTokens: 1, Sampling: s, Seed: &seed})
+	cancel()
+	if err != nil || len(comp.TokenIDs) != 1 {
+		ch.Status, ch.Detail = CheckSkip, "the temperature 0.5 probe returned no token"
+		if err != nil {
+			ch.Detail = "POST /generate at temperature 0.5: " + reason(err)
+		}
+		return ch
+	}
+	cctx, cancel = c.bounded(ctx)
+	lps, err := p.Score(cctx, c.r.Policy.Model, append(slices.Clone(ids), comp.TokenIDs[0]))
+	cancel()
+	if err != nil {
+		ch.Status, ch.Detail = CheckSkip, "scoring the sampled token: "+reason(err)
+		return ch
+	}
+	at05, at1 := comp.Logprobs[0], lps[len(lps)-1]
+	detail := fmt.Sprintf("token %d: logprob %.4f sampled at temperature %.1f, %.4f at temperature 1", comp.TokenIDs[0], at05, probeTemp, at1)
+	if math.Abs(at05-at1) <= 1e-3+1e-3*math.Abs(at1) {
+		ch.Status, ch.Detail = CheckOK, detail+": raw logprobs, as vLLM reports them (SGLANG_RETURN_ORIGINAL_LOGPROB is on)"
+		return ch
+	}
+	ch.Detail = detail + ": processed logprobs (after temperature scaling, SGLang's default)"
+	if c.r.Train.Temperature == 1 {
+		ch.Status, ch.Detail = CheckOK, ch.Detail+"; at train.temperature 1 they are the raw ones"
+		return ch
+	}
+	ch.Status = CheckWarn
+	ch.Fix = fmt.Sprintf("at train.temperature %g SGLang reports the temperature-scaled distribution's logprobs, vLLM the raw model's: start SGLang with the environment variable SGLANG_RETURN_ORIGINAL_LOGPROB=True for raw logprobs like vLLM (check against your version)", c.r.Train.Temperature)
+	return ch
 }
 
 // probeMissingPath is a model path that does not exist, for the weights

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hindsearch/hindsearch/clients/judge"
 	"github.com/hindsearch/hindsearch/clients/policy"
+	"github.com/hindsearch/hindsearch/clients/policy/sglang"
 	"github.com/hindsearch/hindsearch/clients/retriever"
 	"github.com/hindsearch/hindsearch/clients/retriever/bm25"
 	"github.com/hindsearch/hindsearch/clients/trainer"
@@ -240,7 +241,7 @@ func Connect(ctx context.Context, r *recipes.Recipe, environ []string, log io.Wr
 			u = e.sim.PolicyURLs[simURL]
 			simURL++
 		}
-		c, err := policy.New(opts("policy", u))
+		c, err := newPolicy(r, opts("policy", u))
 		if err != nil {
 			return fail(fmt.Errorf("policy.urls: %w", err))
 		}
@@ -321,4 +322,14 @@ func LoadAndConnect(ctx context.Context, path string, sets, environ []string, lo
 	}
 	deps, emb, err := Connect(ctx, r, environ, log, options...)
 	return r, deps, emb, err
+}
+
+// newPolicy builds the client of one policy replica for policy.server:
+// vLLM's OpenAI-compatible API, or SGLang's native /generate (embedded
+// replicas included: the simulator serves both).
+func newPolicy(r *recipes.Recipe, o transport.Options) (policy.Policy, error) {
+	if r.Policy.Server == recipes.ServerSGLang {
+		return sglang.New(o, r.Policy.Model)
+	}
+	return policy.New(o)
 }

@@ -112,6 +112,7 @@ func Defaults() Recipe {
 			Concurrency: 32,
 			Tokenizer:   TokenizerAuto,
 			Tokenize:    TokenizeServer,
+			Server:      ServerVLLM,
 		},
 		Judge: Judge{
 			URL:            Embedded,

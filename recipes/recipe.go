@@ -58,7 +58,21 @@ type Policy struct {
 	// default) or TokenizeLocal (in this process, with policy.tokenizer:
 	// one round trip less per turn).
 	Tokenize string `mapstructure:"tokenize" yaml:"tokenize"`
+	// Server is the kind of policy server behind policy.urls: ServerVLLM
+	// (its OpenAI-compatible /v1/completions, the default) or ServerSGLang
+	// (SGLang's native POST /generate; needs policy.tokenize local, since
+	// SGLang's /tokenize applies no chat template).
+	Server string `mapstructure:"server" yaml:"server"`
 }
+
+// Allowed values of policy.server.
+const (
+	// ServerVLLM is policy.server for vLLM's OpenAI-compatible API (the
+	// default).
+	ServerVLLM = "vllm"
+	// ServerSGLang is policy.server for SGLang's native /generate API.
+	ServerSGLang = "sglang"
+)
 
 // Allowed values of policy.tokenizer (besides a file) and policy.tokenize.
 const (

@@ -185,6 +185,10 @@ func (r *Recipe) Validate() error {
 		file("policy.tokenizer", tk)
 	}
 	oneOf("policy.tokenize", r.Policy.Tokenize, TokenizeServer, TokenizeLocal)
+	oneOf("policy.server", r.Policy.Server, ServerVLLM, ServerSGLang)
+	if r.Policy.Server == ServerSGLang && r.Policy.Tokenize != TokenizeLocal {
+		bad("policy.server", "%q needs policy.tokenize %q (SGLang's /tokenize applies no chat template), got policy.tokenize %q", ServerSGLang, TokenizeLocal, r.Policy.Tokenize)
+	}
 
 	endpoint("judge.url", r.Judge.URL)
 	nonEmpty("judge.model", r.Judge.Model)

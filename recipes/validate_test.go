@@ -363,3 +363,32 @@ func TestValidatePolicyTokenizer(t *testing.T) {
 		}
 	}
 }
+
+// policy.server is vllm (the default) or sglang, and sglang needs
+// policy.tokenize local: SGLang's /tokenize has no chat template.
+func TestValidatePolicyServer(t *testing.T) {
+	if r := valid(t); r.Policy.Server != ServerVLLM {
+		t.Fatalf("default policy.server %q", r.Policy.Server)
+	}
+	cases := []struct {
+		server, tok string
+		want        string // "" valid
+	}{
+		{ServerVLLM, TokenizeServer, ""},
+		{ServerVLLM, TokenizeLocal, ""},
+		{ServerSGLang, TokenizeLocal, ""},
+		{ServerSGLang, TokenizeServer, `policy.server: "sglang" needs policy.tokenize "local" (SGLang's /tokenize applies no chat template), got policy.tokenize "server"`},
+		{"tgi", TokenizeLocal, `policy.server: must be one of vllm, sglang, got "tgi"`},
+	}
+	for _, c := range cases {
+		r := valid(t)
+		r.Policy.Server, r.Policy.Tokenize = c.server, c.tok
+		err := r.Validate()
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%q %q: %v", c.server, c.tok, err)
+		case c.want != "" && (err == nil || err.Error() != c.want):
+			t.Errorf("%q %q: %v\nwant %s", c.server, c.tok, err, c.want)
+		}
+	}
+}
