@@ -183,6 +183,11 @@ func (m *Model) Generate(params Params, prompt []int, sp Sampling, rng *rand.Ran
 	for len(g.IDs) < sp.MaxTokens {
 		x, plp := m.sampleNext(tm, partial, sp, pen, rng)
 		lp := tm.logProb(partial, x, nil, 0)
+		if pen == nil && sp.Temperature == 1 {
+			// Logits divided by 1 with no penalty are the raw logits:
+			// SGLang's processed logprob is the raw one, bit for bit.
+			plp = lp
+		}
 		g.IDs = append(g.IDs, x)
 		g.Logprobs = append(g.Logprobs, lp)
 		g.Processed = append(g.Processed, plp)
