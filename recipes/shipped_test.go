@@ -79,6 +79,8 @@ func TestPaperRecipe(t *testing.T) {
 		got, want any
 	}{
 		{"policy.model", r.Policy.Model, "Qwen/Qwen2.5-3B-Instruct"},
+		{"policy.server", r.Policy.Server, ServerSGLang},
+		{"policy.tokenize", r.Policy.Tokenize, TokenizeLocal},
 		{"trainer.base_model", r.Trainer.BaseModel, "Qwen/Qwen2.5-3B-Instruct"},
 		{"train.batch_size", r.Train.BatchSize, 512},
 		{"train.group_size", r.Train.GroupSize, 5},
@@ -135,10 +137,12 @@ func TestPaperAblationsChangeOnlyTheirKeys(t *testing.T) {
 		"hindsearch-qwen2.5-3b-broadcast-trajectory.yaml": {2, func(r *Recipe) { r.Hindsight.Broadcast = BroadcastTrajectory }},
 		"hindsearch-qwen2.5-3b-lora.yaml": {2, func(r *Recipe) {
 			r.Sync.Kind, r.Sync.Keep = SyncLoRA, 2
+			r.Policy.Server, r.Policy.Tokenize = ServerVLLM, TokenizeServer
 			r.Trainer.LoRARank, r.Trainer.LearningRate = 32, 1e-5
 		}},
 		"hindsearch-qwen2.5-3b-teacher-initial.yaml": {3, func(r *Recipe) {
 			r.Sync.Kind, r.Sync.Keep = SyncLoRA, 2
+			r.Policy.Server, r.Policy.Tokenize = ServerVLLM, TokenizeServer
 			r.Trainer.LoRARank, r.Trainer.LearningRate = 32, 1e-5
 			r.Hindsight.Teacher = TeacherInitial
 		}},
