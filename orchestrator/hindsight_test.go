@@ -275,3 +275,22 @@ func TestHinterCritique(t *testing.T) {
 		t.Errorf("judge error: %v", err)
 	}
 }
+
+func TestHindsightDensityCountsFailedTrajectoriesAndSearchTokens(t *testing.T) {
+	all := []*Trajectory{
+		{Reward: 1, OPD: []float64{5, 5}, Search: []bool{true, true}},                        // solved: ignored
+		{Reward: 0, OPD: []float64{0, 0.2, 0.4, 0}, Search: []bool{false, true, true, true}}, // non-zero
+		{Reward: 0, OPD: []float64{0, 0}, Search: []bool{true, true}},                        // critiqued, all zero
+		{Reward: 0}, // no critique
+	}
+	share, mean := hindsightDensity(all)
+	if math.Abs(share-1.0/3) > 1e-12 {
+		t.Errorf("share %v, want 1/3", share)
+	}
+	if math.Abs(mean-0.6/5) > 1e-12 {
+		t.Errorf("search mean %v, want 0.12", mean)
+	}
+	if s, m := hindsightDensity(nil); s != 0 || m != 0 {
+		t.Errorf("no trajectories gave %v %v", s, m)
+	}
+}

@@ -487,6 +487,10 @@ func (ru *run) printStep(rec *results.StepRecord) {
 	fmt.Fprintf(ru.Out, "step %3d/%d  reward(EM) %.3f  F1 %.3f  failed %d/%d  critiques %d  opd_tokens %d (mean %.3f)  rollout %.1fs judge %.1fs teacher %.1fs train %.1fs sync %.1fs eval %.1fs\n",
 		rec.Step, ru.r.Train.Steps, rec.RewardMean, rec.F1Mean, rec.Failed, rec.Trajectories, rec.Critiques, rec.OPDTokens, rec.OPDMean,
 		ph["rollout"], ph["judge"], ph["teacher"], ph["train"], ph["sync"], ph["eval"])
+	if ru.r.Hindsight.Enabled {
+		fmt.Fprintf(ru.Out, "          hindsight: non-zero term on %.1f%% of failed trajectories, mean term on search tokens %.4f\n",
+			100*rec.OPDFailedShare, rec.OPDSearchMean)
+	}
 }
 
 // draw returns the next batch of training questions: a deterministic
@@ -779,6 +783,7 @@ func (ru *run) finish(ctx context.Context, c *collected) (*results.StepRecord, e
 	rec := ru.record(c.step, all, c.sent, clock, c.t0)
 	rec.Critiques, rec.CritiqueFailures = int(c.critiques), int(c.critiqueFailures)
 	rec.CritiqueMeanChars = critiqueMeanChars(all)
+	rec.OPDFailedShare, rec.OPDSearchMean = hindsightDensity(all)
 	rec.OPDTokens = int(c.opdTokens)
 	if rec.OPDTokens > 0 {
 		rec.OPDMean = c.opdSum / float64(rec.OPDTokens)
@@ -1032,6 +1037,40 @@ func critiqueMeanChars(all []*Trajectory) float64 {
 		return 0
 	}
 	return float64(chars) / float64(n)
+}
+
+// hindsightDensity measures how dense the hindsight signal is: the share
+// of failed trajectories (reward 0) with a non-zero term on at least one
+// token, and the mean term over the search tokens of the failed
+// trajectories that got a term (zeros included). Both are 0 without any.
+func hindsightDensity(all []*Trajectory) (share, searchMean float64) {
+	failed, nonzero, searchTokens := 0, 0, 0
+	sum := 0.0
+	for _, t := range all {
+		if t.Reward != 0 {
+			continue
+		}
+		failed++
+		if len(t.OPD) == 0 {
+			continue
+		}
+		if slices.ContainsFunc(t.OPD, func(d float64) bool { return d != 0 }) {
+			nonzero++
+		}
+		for i, d := range t.OPD {
+			if i < len(t.Search) && t.Search[i] {
+				searchTokens++
+				sum += d
+			}
+		}
+	}
+	if failed > 0 {
+		share = float64(nonzero) / float64(failed)
+	}
+	if searchTokens > 0 {
+		searchMean = sum / float64(searchTokens)
+	}
+	return share, searchMean
 }
 
 // evaluate runs one greedy evaluation of the current model and appends its

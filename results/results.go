@@ -67,6 +67,14 @@ type StepRecord struct {
 	OPDTokens int `json:"opd_tokens"`
 	// OPDMean is the mean on-policy distillation advantage per token.
 	OPDMean float64 `json:"opd_mean"`
+	// OPDFailedShare is the share (0 to 1) of the step's failed
+	// trajectories (reward 0) whose hindsight term is non-zero on at least
+	// one token; absent when 0.
+	OPDFailedShare float64 `json:"opd_failed_share,omitempty"`
+	// OPDSearchMean is the mean hindsight term over the search tokens of
+	// the failed trajectories that were given a term, zeros included;
+	// absent when 0.
+	OPDSearchMean float64 `json:"opd_search_mean,omitempty"`
 	// MeanTurns is the mean number of turns per trajectory.
 	MeanTurns float64 `json:"mean_turns"`
 	// MeanSearches is the mean number of searches per trajectory.
