@@ -34,7 +34,7 @@ func PlotStudyCurves(path, title string, curves []StudyCurve) error {
 	p.X.Tick.Marker = niceTicks{integer: true}
 	p.Y.Tick.Marker = niceTicks{}
 	p.X.Label.Text = "training step"
-	p.Y.Label.Text = "held-out EM (%), mean over seeds; band min..max"
+	p.Y.Label.Text = "held-out EM (%)"
 	p.Add(plotter.NewGrid())
 	p.Legend.Top = true
 	p.Legend.Left = true
