@@ -34,6 +34,9 @@ seed). output.dir also receives study.json (the table's numbers) and
 study-curves.png (the learning curves, band min..max over seeds).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if format == "text" {
+				format = "table"
+			}
 			if !slices.Contains(results.Formats(), format) {
 				return fmt.Errorf("--format %q: want one of %s", format, strings.Join(results.Formats(), ", "))
 			}
@@ -64,6 +67,6 @@ study-curves.png (the learning curves, band min..max over seeds).`,
 	cmd.Flags().BoolVar(&overwrite, "overwrite", false, "replace earlier results in the runs' output directories")
 	cmd.Flags().IntVar(&seeds, "seeds", 0, "run seeds 1..N instead of study.seeds")
 	cmd.Flags().StringVar(&base, "base", "", "take the differences against this variant instead of study.base")
-	cmd.Flags().StringVar(&format, "format", format, "table, markdown or csv")
+	cmd.Flags().StringVar(&format, "format", format, "table (or text), markdown or csv")
 	return cmd
 }
