@@ -95,13 +95,7 @@ func Ablate(ctx context.Context, vs []Variant, opt AblateOptions) ([]results.Run
 	var rows []results.RunSummary
 	for i, v := range vs {
 		fmt.Fprintf(out, "\n== variant %d/%d: %s (%s)\n", i+1, len(vs), v.Name, v.Recipe.Switches())
-		deps, emb, err := Connect(ctx, v.Recipe, opt.Environ, opt.Log, WithMetrics(opt.Metrics), WithProgress(opt.Progress))
-		if err != nil {
-			return rows, fmt.Errorf("variant %s: %w", v.Name, err)
-		}
-		_, err = (&Runner{Recipe: v.Recipe, Deps: deps, Out: out, Overwrite: opt.Overwrite, Metrics: opt.Metrics, Progress: opt.Progress}).Run(ctx)
-		emb.Close()
-		if err != nil {
+		if err := runVariant(ctx, v, out, opt); err != nil {
 			return rows, fmt.Errorf("variant %s: %w", v.Name, err)
 		}
 		sums, err := results.SummariseRun(v.Recipe.Output.Dir, false)
@@ -119,4 +113,16 @@ func Ablate(ctx context.Context, vs []Variant, opt AblateOptions) ([]results.Run
 		caption += fmt.Sprintf("\n  %s: %s", v.Name, v.Recipe.Switches())
 	}
 	return rows, results.CompareTable(out, rows, opt.Format, caption)
+}
+
+// runVariant runs v's recipe against its own embedded or remote servers,
+// its lines to out.
+func runVariant(ctx context.Context, v Variant, out io.Writer, opt AblateOptions) error {
+	deps, emb, err := Connect(ctx, v.Recipe, opt.Environ, opt.Log, WithMetrics(opt.Metrics), WithProgress(opt.Progress))
+	if err != nil {
+		return err
+	}
+	defer emb.Close()
+	_, err = (&Runner{Recipe: v.Recipe, Deps: deps, Out: out, Overwrite: opt.Overwrite, Metrics: opt.Metrics, Progress: opt.Progress}).Run(ctx)
+	return err
 }

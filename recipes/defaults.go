@@ -205,6 +205,11 @@ func Defaults() Recipe {
 			Trajectories:    16,
 			TrajectorySteps: 20,
 		},
+		Study: Study{
+			Seeds:    []int64{1, 2, 3, 4, 5},
+			Base:     StudyBase,
+			Datasets: []string{"hotpotqa", "2wikimultihopqa", "musique"},
+		},
 		HTTP: HTTP{
 			TimeoutSeconds: 60,
 			Retries:        4,

@@ -144,16 +144,28 @@ func parseValue(t reflect.Type, s string) (any, error) {
 		}
 		return f, nil
 	case reflect.Slice:
-		if t.Elem().Kind() != reflect.String {
-			break
-		}
-		items := []string{}
-		for item := range strings.SplitSeq(s, ",") {
-			if item = strings.TrimSpace(item); item != "" {
-				items = append(items, item)
+		switch t.Elem().Kind() {
+		case reflect.String:
+			items := []string{}
+			for item := range strings.SplitSeq(s, ",") {
+				if item = strings.TrimSpace(item); item != "" {
+					items = append(items, item)
+				}
 			}
+			return items, nil
+		case reflect.Int64:
+			items := []int64{}
+			for item := range strings.SplitSeq(s, ",") {
+				if item = strings.TrimSpace(item); item != "" {
+					i, err := strconv.ParseInt(item, 10, 64)
+					if err != nil {
+						return nil, bad
+					}
+					items = append(items, i)
+				}
+			}
+			return items, nil
 		}
-		return items, nil
 	}
 	return nil, fmt.Errorf("cannot set a %s from text", typeName(t))
 }

@@ -333,7 +333,11 @@ func TestKeys(t *testing.T) {
 		case reflect.Map:
 			continue
 		case reflect.Slice:
-			text = strings.Join(v.Interface().([]string), ",")
+			var parts []string
+			for i := range v.Len() {
+				parts = append(parts, fmt.Sprint(v.Index(i).Interface()))
+			}
+			text = strings.Join(parts, ",")
 		default:
 			text = fmt.Sprint(v.Interface())
 		}

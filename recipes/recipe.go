@@ -29,6 +29,7 @@ type Recipe struct {
 	Output    Output    `mapstructure:"output" yaml:"output"`
 	HTTP      HTTP      `mapstructure:"http" yaml:"http"`
 	Sim       Sim       `mapstructure:"sim" yaml:"sim"`
+	Study     Study     `mapstructure:"study" yaml:"study"`
 	// Variants are named ablations of this recipe, each a list of
 	// "key=value" overrides applied on top of it (after --set), for
 	// orchestrate ablate.
@@ -438,3 +439,21 @@ type FaultSpec struct {
 	HangMS float64  `mapstructure:"hang_ms" yaml:"hang_ms"`
 	SlowMS float64  `mapstructure:"slow_ms" yaml:"slow_ms"`
 }
+
+// Study configures orchestrate study: every variant (and the base) run at
+// every seed, compared on the held-out EM.
+type Study struct {
+	// Seeds are the values of the recipe's seed key each variant is run
+	// with, one run per seed (default 1..5).
+	Seeds []int64 `mapstructure:"seeds" yaml:"seeds"`
+	// Base names the run the differences are taken against: StudyBase
+	// (the recipe itself, the default) or one of its variants.
+	Base string `mapstructure:"base" yaml:"base"`
+	// Datasets are the eval.datasets names whose EM, weighted by
+	// questions, is the study's held-out EM (default hotpotqa,
+	// 2wikimultihopqa, musique).
+	Datasets []string `mapstructure:"datasets" yaml:"datasets"`
+}
+
+// StudyBase is study.base's name for the unmodified recipe.
+const StudyBase = "base"

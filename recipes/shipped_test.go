@@ -210,3 +210,26 @@ func TestSimFixtures(t *testing.T) {
 		t.Errorf("testdata/sim-ablate-more.yaml variants =\n%v\nwant\n%v", got.Variants, want.Variants)
 	}
 }
+
+// sim-study.yaml is sim.yaml at the issue-15 setting: plain GRPO as the
+// study base and three hindsight variants, held-out multi-hop evaluation.
+func TestShippedSimStudy(t *testing.T) {
+	r := loadShipped(t, "sim-study.yaml")
+	if r.Train.Steps != 24 || r.Train.BatchSize != 32 || r.Train.GroupSize != 5 || r.Eval.Every != 8 || r.Eval.PerDataset != 100 {
+		t.Errorf("train %+v eval every %d per_dataset %d", r.Train, r.Eval.Every, r.Eval.PerDataset)
+	}
+	if got := slices.Sorted(maps.Keys(r.Eval.Datasets)); !slices.Equal(got, []string{"2wikimultihopqa", "hotpotqa", "musique"}) {
+		t.Errorf("eval.datasets %v", got)
+	}
+	if r.Study.Base != "grpo" || !slices.Equal(r.Study.Seeds, []int64{1, 2, 3, 4, 5}) {
+		t.Errorf("study %+v", r.Study)
+	}
+	want := map[string][]string{"grpo": {"hindsight.enabled=false"}, "hindsight": {"hindsight.enabled=true"},
+		"no-gold": {"hindsight.gold_answer=false"}, "coef0": {"hindsight.coef=0"}}
+	if !maps.EqualFunc(r.Variants, want, slices.Equal) {
+		t.Errorf("variants %v, want %v", r.Variants, want)
+	}
+	if !r.Hindsight.Enabled || !r.Hindsight.GoldAnswer || !r.Hindsight.RedactGold {
+		t.Errorf("hindsight %+v: the recipe itself is hindsight with gold critiques", r.Hindsight)
+	}
+}

@@ -370,6 +370,26 @@ func (r *Recipe) Validate() error {
 		nonNeg(key+".slow_ms", f.SlowMS)
 	}
 
+	if len(r.Study.Seeds) == 0 {
+		bad("study.seeds", "needs at least one seed")
+	}
+	for i, sd := range r.Study.Seeds {
+		if slices.Index(r.Study.Seeds, sd) != i {
+			bad(fmt.Sprintf("study.seeds[%d]", i), "seed %d is listed twice", sd)
+		}
+	}
+	if _, ok := r.Variants[r.Study.Base]; r.Study.Base != StudyBase && !ok {
+		bad("study.base", "%q is neither %q nor a variant of the recipe", r.Study.Base, StudyBase)
+	}
+	if len(r.Study.Datasets) == 0 {
+		bad("study.datasets", "needs at least one dataset")
+	}
+	for i, d := range r.Study.Datasets {
+		if d == "" {
+			bad(fmt.Sprintf("study.datasets[%d]", i), "must not be empty")
+		}
+	}
+
 	for _, name := range slices.Sorted(maps.Keys(r.Variants)) {
 		key := "variants." + name
 		if !nameRE.MatchString(name) {

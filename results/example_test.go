@@ -53,3 +53,19 @@ func ExampleBootstrapCI() {
 	// EM 35.0%, 95% CI [28.5, 41.0]
 	// same seed, same interval: true
 }
+
+func ExamplePairedBootstrapDiff() {
+	// Two seeds of four questions each; index i is the same question for
+	// the variant and the base.
+	runs := []results.PairedRun{
+		{Variant: []float64{1, 1, 0, 1}, Base: []float64{0, 1, 0, 0}},
+		{Variant: []float64{1, 0, 1, 1}, Base: []float64{1, 0, 0, 0}},
+	}
+	diff, lo, hi, err := results.PairedBootstrapDiff(runs, 0, results.StudyBootstrapSeed)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Printf("diff %.2f, 95%% CI [%.2f, %.2f]\n", diff, lo, hi)
+	// Output:
+	// diff 0.50, 95% CI [0.12, 0.88]
+}

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hindsearch/hindsearch/orchestrator"
+	"github.com/hindsearch/hindsearch/results"
+)
+
+func newStudyCmd(e *env) *cobra.Command {
+	var rf recipeFlags
+	var wf watchFlags
+	var only []string
+	var overwrite bool
+	var seeds int
+	var base string
+	format := "table"
+	cmd := &cobra.Command{
+		Use:   "study RECIPE",
+		Short: "Run the base and variants of a recipe at several seeds, then print mean held-out EM and paired differences",
+		Long: `Run the study base (study.base: the recipe itself, "base", or one of its
+variants) and every variant listed under variants: at every seed of
+study.seeds (the recipe's seed key), one after the other, each into
+<output.dir>/<variant>/seed-<seed>. Then print one row per variant: the
+held-out EM (study.datasets, pooled over questions) at the last evaluation,
+its mean and standard deviation over seeds, and the paired difference to the
+base with a 95% bootstrap interval (10,000 resamples of seeds and, within
+each seed, of questions, the same for the variant and the base; fixed RNG
+seed). output.dir also receives study.json (the table's numbers) and
+study-curves.png (the learning curves, band min..max over seeds).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if format == "text" {
+				format = "table"
+			}
+			if !slices.Contains(results.Formats(), format) {
+				return fmt.Errorf("--format %q: want one of %s", format, strings.Join(results.Formats(), ", "))
+			}
+			if seeds < 0 {
+				return fmt.Errorf("--seeds %d: want at least 1", seeds)
+			}
+			var list []int64
+			for s := range seeds {
+				list = append(list, int64(s+1))
+			}
+			plan, err := orchestrator.PlanStudy(args[0], rf.sets, e.environ, only, list, base)
+			if err != nil {
+				return err
+			}
+			wa, err := wf.start(e)
+			if err != nil {
+				return err
+			}
+			defer wa.Close()
+			_, err = orchestrator.Study(cmd.Context(), plan, orchestrator.StudyOptions{AblateOptions: orchestrator.AblateOptions{
+				Environ: e.environ, Overwrite: overwrite, Out: wa.out, Log: e.stderr, Format: format, Metrics: wa.metrics, Progress: wa.progress}})
+			return err
+		},
+	}
+	rf.register(cmd.Flags())
+	wf.register(cmd.Flags())
+	cmd.Flags().StringSliceVar(&only, "only", nil, "run only these variants (comma-separated; the study base always runs)")
+	cmd.Flags().BoolVar(&overwrite, "overwrite", false, "replace earlier results in the runs' output directories")
+	cmd.Flags().IntVar(&seeds, "seeds", 0, "run seeds 1..N instead of study.seeds")
+	cmd.Flags().StringVar(&base, "base", "", "take the differences against this variant instead of study.base")
+	cmd.Flags().StringVar(&format, "format", format, "table (or text), markdown or csv")
+	return cmd
+}
