@@ -44,11 +44,24 @@ type weightsFromDiskAnswer struct {
 // server's {"success": false, "message": ...} (status 400, or 200 from a
 // lenient server) is an error carrying the message.
 func (c *Client) UpdateWeightsFromDisk(ctx context.Context, path string) error {
+	return UpdateWeightsFromDiskWith(ctx, c.do, c.URL(), path)
+}
+
+// Doer is one policy client's call path: it sends a request to path
+// (relative to the server's base URL) and decodes a 2xx answer into out, a
+// non-2xx one becoming a *transport.StatusError.
+type Doer func(ctx context.Context, method, path string, in, out any) error
+
+// UpdateWeightsFromDiskWith is Client.UpdateWeightsFromDisk made through
+// another client's call path, for every policy client of a server with
+// SGLang's /update_weights_from_disk (clients/policy/sglang); url names the
+// server in errors.
+func UpdateWeightsFromDiskWith(ctx context.Context, do Doer, url, path string) error {
 	var ans weightsFromDiskAnswer
-	err := c.do(ctx, http.MethodPost, "/update_weights_from_disk", weightsFromDiskBody{ModelPath: path, LoadFormat: "auto", AbortAllRequests: false}, &ans)
+	err := do(ctx, http.MethodPost, "/update_weights_from_disk", weightsFromDiskBody{ModelPath: path, LoadFormat: "auto", AbortAllRequests: false}, &ans)
 	if err != nil {
 		if routeMissing(err) {
-			return fmt.Errorf("policy update weights from disk at %s: %w", c.URL(), ErrWeightsFromDiskUnsupported)
+			return fmt.Errorf("policy update weights from disk at %s: %w", url, ErrWeightsFromDiskUnsupported)
 		}
 		var se *transport.StatusError
 		if errors.As(err, &se) && se.Status == http.StatusBadRequest {
@@ -59,15 +72,15 @@ func (c *Client) UpdateWeightsFromDisk(ctx context.Context, path string) error {
 			if json.Unmarshal([]byte(se.Body), &a) == nil && a.Message != "" {
 				msg = a.Message
 			}
-			return fmt.Errorf("policy update weights from disk %s at %s: refused (status 400): %s", path, c.URL(), msg)
+			return fmt.Errorf("policy update weights from disk %s at %s: refused (status 400): %s", path, url, msg)
 		}
 		return fmt.Errorf("policy update weights from disk %s: %w", path, err)
 	}
 	switch {
 	case ans.Success == nil:
-		return fmt.Errorf("policy update weights from disk %s at %s: the answer has no success field", path, c.URL())
+		return fmt.Errorf("policy update weights from disk %s at %s: the answer has no success field", path, url)
 	case !*ans.Success:
-		return fmt.Errorf("policy update weights from disk %s at %s: refused: %s", path, c.URL(), ans.Message)
+		return fmt.Errorf("policy update weights from disk %s at %s: refused: %s", path, url, ans.Message)
 	}
 	return nil
 }

@@ -410,48 +410,11 @@ func (c *Client) UnloadLoRA(ctx context.Context, name string) error {
 	return c.lora(ctx, "unload lora", "/unload_lora_adapter", name, map[string]any{"lora_name": name})
 }
 
-// weightsFromDiskBody is SGLang's UpdateWeightFromDiskReqInput, as
-// clients/policy sends it (see policy.Client.UpdateWeightsFromDisk).
-type weightsFromDiskBody struct {
-	ModelPath        string `json:"model_path"`
-	LoadFormat       string `json:"load_format"`
-	AbortAllRequests bool   `json:"abort_all_requests"`
-}
-
-type weightsFromDiskAnswer struct {
-	Success *bool  `json:"success"`
-	Message string `json:"message"`
-}
-
 // UpdateWeightsFromDisk loads the full model at path in place of the served
-// weights (POST /update_weights_from_disk {"model_path": path,
-// "load_format": "auto", "abort_all_requests": false}); the server's
-// {"success": false, "message"} is an error carrying the message.
+// weights, exactly as clients/policy does (policy.UpdateWeightsFromDiskWith
+// over this client's call path).
 func (c *Client) UpdateWeightsFromDisk(ctx context.Context, path string) error {
-	var ans weightsFromDiskAnswer
-	err := c.do(ctx, http.MethodPost, "/update_weights_from_disk", weightsFromDiskBody{ModelPath: path, LoadFormat: "auto"}, &ans)
-	if err != nil {
-		if routeMissing(err) {
-			return fmt.Errorf("policy update weights from disk at %s: %w", c.URL(), policy.ErrWeightsFromDiskUnsupported)
-		}
-		var se *transport.StatusError
-		if errors.As(err, &se) && se.Status == http.StatusBadRequest {
-			var a weightsFromDiskAnswer
-			msg := strings.TrimSpace(se.Body)
-			if json.Unmarshal([]byte(se.Body), &a) == nil && a.Message != "" {
-				msg = a.Message
-			}
-			return fmt.Errorf("policy update weights from disk %s at %s: refused (status 400): %s", path, c.URL(), msg)
-		}
-		return fmt.Errorf("policy update weights from disk %s: %w", path, err)
-	}
-	switch {
-	case ans.Success == nil:
-		return fmt.Errorf("policy update weights from disk %s at %s: the answer has no success field", path, c.URL())
-	case !*ans.Success:
-		return fmt.Errorf("policy update weights from disk %s at %s: refused: %s", path, c.URL(), ans.Message)
-	}
-	return nil
+	return policy.UpdateWeightsFromDiskWith(ctx, c.do, c.URL(), path)
 }
 
 // Health returns nil when GET /health answers 200 (SGLang answers 503
