@@ -117,15 +117,7 @@ func PlotAverageEM(path string, runs map[string][]RunSummary) error {
 		}
 	}
 
-	p := plot.New()
-	p.Title.Text = "Average EM by training step"
-	p.Title.TextStyle.Font.Size = vg.Points(14)
-	p.Title.Padding = vg.Points(8)
-	p.X.Tick.Marker = niceTicks{integer: true}
-	p.Y.Tick.Marker = niceTicks{}
-	p.X.Label.Text = "training step"
-	p.Y.Label.Text = "average EM (%)"
-	p.Add(plotter.NewGrid())
+	p := newStepPlot("Average EM by training step", "average EM (%)")
 	p.Legend.Top = false
 	p.Legend.Left = false
 	p.Legend.XOffs = -vg.Points(6)
@@ -174,6 +166,27 @@ func PlotAverageEM(path string, runs map[string][]RunSummary) error {
 	p.X.Min -= 0.03 * (p.X.Max - p.X.Min)
 	p.X.Max += 0.03 * (p.X.Max - p.X.Min)
 
+	return savePNG(p, path)
+}
+
+// newStepPlot returns a plot of a percentage against training step: the
+// title, integer ticks on x, nice ticks on y, the axis labels and a grid.
+func newStepPlot(title, yLabel string) *plot.Plot {
+	p := plot.New()
+	p.Title.Text = title
+	p.Title.TextStyle.Font.Size = vg.Points(14)
+	p.Title.Padding = vg.Points(8)
+	p.X.Tick.Marker = niceTicks{integer: true}
+	p.Y.Tick.Marker = niceTicks{}
+	p.X.Label.Text = "training step"
+	p.Y.Label.Text = yLabel
+	p.Add(plotter.NewGrid())
+	return p
+}
+
+// savePNG renders p as a plotWidth x plotHeight PNG and writes it to path
+// atomically.
+func savePNG(p *plot.Plot, path string) error {
 	wt, err := p.WriterTo(plotWidth, plotHeight, "png")
 	if err != nil {
 		return fmt.Errorf("plot: %w", err)

@@ -1,14 +1,11 @@
 package results
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"image/color"
 	"math"
-	"path/filepath"
 
-	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 )
@@ -27,15 +24,7 @@ type StudyCurve struct {
 // steps are skipped; with none at all it is an error. The file is written
 // atomically.
 func PlotStudyCurves(path, title string, curves []StudyCurve) error {
-	p := plot.New()
-	p.Title.Text = title
-	p.Title.TextStyle.Font.Size = vg.Points(14)
-	p.Title.Padding = vg.Points(8)
-	p.X.Tick.Marker = niceTicks{integer: true}
-	p.Y.Tick.Marker = niceTicks{}
-	p.X.Label.Text = "training step"
-	p.Y.Label.Text = "held-out EM (%)"
-	p.Add(plotter.NewGrid())
+	p := newStepPlot(title, "held-out EM (%)")
 	p.Legend.Top = true
 	p.Legend.Left = true
 	p.Legend.XOffs = vg.Points(6)
@@ -84,17 +73,5 @@ func PlotStudyCurves(path, title string, curves []StudyCurve) error {
 		p.X.Min--
 		p.X.Max++
 	}
-	wt, err := p.WriterTo(plotWidth, plotHeight, "png")
-	if err != nil {
-		return fmt.Errorf("plot: %w", err)
-	}
-	var buf bytes.Buffer
-	if _, err := wt.WriteTo(&buf); err != nil {
-		return fmt.Errorf("plot: %w", err)
-	}
-	d := &RunDir{Path: filepath.Dir(path)}
-	if err := d.WriteFileAtomic(filepath.Base(path), buf.Bytes()); err != nil {
-		return fmt.Errorf("plot: %w", err)
-	}
-	return nil
+	return savePNG(p, path)
 }
