@@ -49,19 +49,16 @@ import (
 // other fields SamplingParams has are accepted and must keep their
 // defaults (see sglangOther).
 type sglangSampling struct {
-	MaxNewTokens      *int      `json:"max_new_tokens"`
-	Stop              stopField `json:"stop"`
-	Temperature       *float64  `json:"temperature"`
-	TopP              *float64  `json:"top_p"`
-	TopK              *int      `json:"top_k"`
-	MinP              *float64  `json:"min_p"`
-	FrequencyPenalty  *float64  `json:"frequency_penalty"`
-	PresencePenalty   *float64  `json:"presence_penalty"`
-	RepetitionPenalty *float64  `json:"repetition_penalty"`
-	SkipSpecialTokens *bool     `json:"skip_special_tokens"`
-	NoStopTrim        *bool     `json:"no_stop_trim"`
-	N                 *int      `json:"n"`
-	SamplingSeed      *int64    `json:"sampling_seed"`
+	MaxNewTokens *int      `json:"max_new_tokens"`
+	Stop         stopField `json:"stop"`
+	// samplingFields are the seven fields vLLM's requests carry too, under
+	// the same names; SGLang defaults and checks them its own way
+	// (resolve below).
+	samplingFields
+	SkipSpecialTokens *bool  `json:"skip_special_tokens"`
+	NoStopTrim        *bool  `json:"no_stop_trim"`
+	N                 *int   `json:"n"`
+	SamplingSeed      *int64 `json:"sampling_seed"`
 }
 
 // sglangOther are SamplingParams' API fields the simulator does not
