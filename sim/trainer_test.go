@@ -653,14 +653,9 @@ func TestSaveWeightsLoadIntoPolicy(t *testing.T) {
 // 404 "Future not found". TryAgain switches to the hosted service's 200
 // {"type": "try_again"}.
 func TestSimTrainerRetrieveFutureHoldsThen408LikeSkyRL(t *testing.T) {
-	f := getFixture(t)
-	ts := NewTrainerServer(f.model, testBase, t.TempDir())
+	ts, c, _ := newTrainer(t, getFixture(t))
 	ts.PollWait = 5 * time.Millisecond
 	ts.StepDelay = 300 * time.Millisecond
-	t.Cleanup(ts.Close)
-	srv := httptest.NewServer(ts.Handler())
-	t.Cleanup(srv.Close)
-	c := apiClient{t, srv.URL}
 	model := createModel(c, createSession(c), 1)
 	st, acc := c.post("/api/v1/optim_step", optimBody(model, 1, 0.1))
 	if st != http.StatusOK {
@@ -688,11 +683,7 @@ func TestSimTrainerRetrieveFutureHoldsThen408LikeSkyRL(t *testing.T) {
 // seq_id is taken.
 func TestSimTrainerRefusesLossFnConfigKeysLikeSkyRL(t *testing.T) {
 	f := getFixture(t)
-	ts := NewTrainerServer(f.model, testBase, t.TempDir())
-	t.Cleanup(ts.Close)
-	srv := httptest.NewServer(ts.Handler())
-	t.Cleanup(srv.Close)
-	c := apiClient{t, srv.URL}
+	_, c, _ := newTrainer(t, f)
 	model := createModel(c, createSession(c), 1)
 	prompt := f.tk.Encode(promptText(f.hotpot[0].Q, ""))
 	g := f.model.Generate(InitialParams(), prompt, trainSampling(), rand.New(rand.NewPCG(1, 1)))
@@ -723,12 +714,7 @@ func TestSimTrainerRefusesLossFnConfigKeysLikeSkyRL(t *testing.T) {
 // (422), an unknown session is 404 "Session not found" for a heartbeat and
 // for create_model, an unknown model 404 "Model not found".
 func TestSimTrainerSessionsAnswerLikeSkyRL(t *testing.T) {
-	f := getFixture(t)
-	ts := NewTrainerServer(f.model, testBase, t.TempDir())
-	t.Cleanup(ts.Close)
-	srv := httptest.NewServer(ts.Handler())
-	t.Cleanup(srv.Close)
-	c := apiClient{t, srv.URL}
+	_, c, _ := newTrainer(t, getFixture(t))
 	if st, body := c.post("/api/v1/create_session", map[string]any{"tags": []string{}, "type": "create_session"}); st != http.StatusUnprocessableEntity {
 		t.Errorf("create_session without sdk_version: %d %v, want 422", st, body)
 	}
