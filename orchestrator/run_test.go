@@ -609,7 +609,8 @@ func TestReplicaKilledAndRestarted(t *testing.T) {
 	s := emb.Sim()
 	restarted := make(chan error, 1)
 	var restartErr error
-	rn := &Runner{Recipe: r, Deps: deps, afterStep: func(step int) {
+	var rn *Runner
+	rn = &Runner{Recipe: r, Deps: deps, afterStep: func(step int) {
 		switch step {
 		case 1:
 			// Down during step 2 (its requests go to replica 1)...
@@ -619,9 +620,15 @@ func TestReplicaKilledAndRestarted(t *testing.T) {
 				restarted <- s.RestartPolicy(0)
 			}()
 		case 2:
-			// ...and back, without its adapters, before step 3 starts, so
-			// that steps 3 to 6 can re-admit it however slow the machine.
-			restartErr = <-restarted
+			// ...and back, without its adapters, before step 3 starts;
+			// and re-admitted (its probe runs every 200 ms) before step 3,
+			// so that steps 3 to 6 use it however fast or slow they are.
+			if restartErr = <-restarted; restartErr != nil {
+				return
+			}
+			for deadline := time.Now().Add(10 * time.Second); rn.last.roller.reps.down[0].Load() && time.Now().Before(deadline); {
+				time.Sleep(10 * time.Millisecond)
+			}
 		}
 	}}
 	got, err := rn.Run(context.Background())

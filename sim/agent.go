@@ -25,12 +25,19 @@ const (
 	PSearchBias = iota
 	PSearchFirst
 	PSearchMore
-	// query choice features
-	PQueryFull
-	PQueryKeywords
-	PQueryEntity
-	PQueryBridge
-	PQueryRepeat
+	// query composition features (query.go): a query is a sequence of
+	// words, each a softmax over the words of the context, then an end.
+	PQueryEnd
+	PQueryEndLen
+	PQueryEndPhrase
+	PWordQEntity
+	PWordQContent
+	PWordQStop
+	PWordTitle
+	PWordPassage
+	PWordNext
+	PWordUsed
+	PWordSearched
 	// answer choice features
 	PAnswerRank
 	PAnswerTitle
@@ -48,7 +55,9 @@ const (
 // ParamNames names each parameter, for adapters and logs.
 var ParamNames = [NumParams]string{
 	"search_bias", "search_first", "search_more",
-	"query_full", "query_keywords", "query_entity", "query_bridge", "query_repeat",
+	"query_end", "query_end_length", "query_end_phrase",
+	"word_question_entity", "word_question_content", "word_question_stop",
+	"word_title", "word_passage", "word_next", "word_used", "word_searched",
 	"answer_rank", "answer_title", "answer_in_question", "answer_type_match",
 	"answer_proximity", "answer_option", "answer_latest", "answer_length",
 	"answer_frequency",
@@ -56,12 +65,18 @@ var ParamNames = [NumParams]string{
 
 // Fixed (not learnable) instruction-following strengths: how much a hint in
 // the context moves the policy. The student never sees a hint, so these get
-// no gradient; they make the hinted teacher differ from the student.
+// no gradient; they make the hinted teacher differ from the student. The
+// word-level ones act on the hint's quoted phrases (query.go): every word of
+// a quoted phrase gets hintWordBoost on its logit, the word that continues a
+// quoted phrase from the query's last word (or starts one, for a query's
+// first word) hintNextBoost more, and ending the query right after a whole
+// quoted phrase hintEndBoost.
 const (
 	hintSearchBoost = 1.5
-	hintQueryBoost  = 3.0
+	hintWordBoost   = 2.0
+	hintNextBoost   = 2.0
+	hintEndBoost    = 3.0
 	unknownBoost    = 2.0
-	maxSearchCands  = 10
 	maxAnswerCands  = 40
 )
 
@@ -76,6 +91,13 @@ func InitialParams() Params {
 	p := make(Params, NumParams)
 	p[PSearchBias] = -1
 	p[PSearchFirst] = 1
+	p[PQueryEnd] = 1.5
+	p[PQueryEndLen] = 1
+	p[PQueryEndPhrase] = 0.5
+	p[PWordQEntity] = 1
+	p[PWordQContent] = 0.5
+	p[PWordNext] = 2.5
+	p[PWordUsed] = -3
 	p[PAnswerRank] = 0.5
 	p[PAnswerLength] = 0.5
 	return p
@@ -193,14 +215,13 @@ func parseDocs(body string) []doc {
 	return docs
 }
 
-// candidate is one complete turn the policy may produce.
+// candidate is one complete answer turn the policy may produce.
 type candidate struct {
-	text     string
-	ids      []int
-	isSearch bool
-	content  string
-	logp     float64
-	grad     []float64
+	text    string
+	ids     []int
+	content string
+	logp    float64
+	grad    []float64
 }
 
 type featCand struct {
@@ -209,12 +230,20 @@ type featCand struct {
 	fixed   float64
 }
 
-// buildCandidates makes the candidate turns for a state under params and
-// computes each one's logprob and gradient.
-func buildCandidates(st turnState, params Params, tk *Tokenizer) []candidate {
-	var searches []featCand
+// turnParts are a turn's two branches: the answer candidates (whole
+// turns, each with its logprob including P(answer)) and the search branch
+// (nil when the agent cannot search), whose query is composed word by word.
+type turnParts struct {
+	answers []candidate
+	search  *queryModel
+}
+
+// buildTurn makes a state's answer candidates and search branch under
+// params, with each one's logprob and gradient.
+func buildTurn(st turnState, params Params, tk *Tokenizer) turnParts {
+	var q *queryModel
 	if st.canSearch {
-		searches = searchFeatures(st)
+		q = newQueryModel(st, params, tk)
 	}
 	answers := answerFeatures(st)
 	// Type probability: P(search) = sigmoid(z).
@@ -234,44 +263,36 @@ func buildCandidates(st turnState, params Params, tk *Tokenizer) []candidate {
 	if len(answers) == 0 {
 		logPS, gS = 0, make([]float64, NumParams)
 	}
-	if len(searches) == 0 {
+	if q == nil {
 		logPA, gA = 0, make([]float64, NumParams)
+	} else {
+		q.logPS, q.gS = logPS, gS
 	}
 	var out []candidate
-	add := func(fcs []featCand, isSearch bool, logPT float64, gT []float64) {
-		if len(fcs) == 0 {
-			return
-		}
-		logits := make([]float64, len(fcs))
-		for i, fc := range fcs {
+	if len(answers) > 0 {
+		logits := make([]float64, len(answers))
+		for i, fc := range answers {
 			logits[i] = dot(params, fc.phi) + fc.fixed
 		}
 		lse := logSumExp(logits)
 		mean := make([]float64, NumParams)
-		for i, fc := range fcs {
+		for i, fc := range answers {
 			p := math.Exp(logits[i] - lse)
 			for j, v := range fc.phi {
 				mean[j] += p * v
 			}
 		}
-		for i, fc := range fcs {
+		for i, fc := range answers {
 			g := make([]float64, NumParams)
 			for j := range g {
-				g[j] = gT[j] + fc.phi[j] - mean[j]
+				g[j] = gA[j] + fc.phi[j] - mean[j]
 			}
-			var text string
-			if isSearch {
-				text = thoughtSearch + "<search> " + fc.content + " </search>" + searchTurnEnd
-			} else {
-				text = thoughtAnswer + "<answer> " + fc.content + " </answer>"
-			}
-			out = append(out, candidate{text: text, ids: tk.encodeShared(text), isSearch: isSearch,
-				content: fc.content, logp: logPT + logits[i] - lse, grad: g})
+			text := thoughtAnswer + "<answer> " + fc.content + " </answer>"
+			out = append(out, candidate{text: text, ids: tk.encodeShared(text),
+				content: fc.content, logp: logPA + logits[i] - lse, grad: g})
 		}
 	}
-	add(searches, true, logPS, gS)
-	add(answers, false, logPA, gA)
-	return out
+	return turnParts{answers: out, search: q}
 }
 
 var stopWords = map[string]bool{}
@@ -437,57 +458,6 @@ func options(q string) []string {
 	return out
 }
 
-func searchFeatures(st turnState) []featCand {
-	byNorm := map[string]int{}
-	var fcs []featCand
-	addQ := func(q string, feat int, fixed float64) {
-		q = sanitize(q)
-		n := normText(q)
-		if n == "" || len(fcs) >= maxSearchCands && byNorm[n] == 0 {
-			return
-		}
-		i, ok := byNorm[n]
-		if !ok {
-			phi := make([]float64, NumParams)
-			for _, s := range st.searches {
-				if s == n {
-					phi[PQueryRepeat] = 1
-				}
-			}
-			fcs = append(fcs, featCand{content: q, phi: phi})
-			i = len(fcs) - 1
-			byNorm[n] = i
-		}
-		if feat >= 0 {
-			fcs[i].phi[feat] = 1
-		}
-		fcs[i].fixed += fixed
-	}
-	if st.hint != "" {
-		for _, m := range reQuoted.FindAllStringSubmatch(st.hint, 2) {
-			addQ(m[1], -1, hintQueryBoost)
-		}
-	}
-	addQ(strings.TrimSuffix(st.question, "?"), PQueryFull, 0)
-	addQ(strings.Join(contentWords(st.question), " "), PQueryKeywords, 0)
-	for i, e := range entities(st.question, true) {
-		if i < 3 {
-			addQ(e, PQueryEntity, 0)
-		}
-	}
-	if n := len(st.blocks); n > 0 {
-		qn := normText(st.question)
-		added := 0
-		for _, d := range st.blocks[n-1] {
-			if added < 3 && d.title != "" && !strings.Contains(qn, normText(d.title)) {
-				addQ(d.title, PQueryBridge, 0)
-				added++
-			}
-		}
-	}
-	return fcs
-}
-
 func answerFeatures(st turnState) []featCand {
 	qType := questionType(st.question)
 	qWords := map[string]bool{}
@@ -551,14 +521,25 @@ func answerFeatures(st turnState) []featCand {
 	}
 	// The agent weighs an answer's type only against evidence it has read:
 	// closed-book, it can only guess a question entity or admit it does not
-	// know (below), so searching is what makes answers right.
+	// know (below), so searching is what makes answers right. A yes/no
+	// answer needs passages about an entity of the question, an option
+	// passages that name it: passages about something else give no grounds
+	// to compare.
 	if len(st.blocks) > 0 {
+		read := readText(st.blocks)
 		if qType == "yesno" {
-			addA("yes", -1, false, false, 0, true, false)
-			addA("no", -1, false, false, 0, true, false)
+			for _, e := range entities(st.question, true) {
+				if strings.Contains(read, " "+looseNorm(e)+" ") {
+					addA("yes", -1, false, false, 0, true, false)
+					addA("no", -1, false, false, 0, true, false)
+					break
+				}
+			}
 		}
 		for _, o := range opts {
-			addA(o, -1, false, false, 0, qType == "option", true)
+			if n := looseNorm(o); n != "" && strings.Contains(read, " "+n+" ") {
+				addA(o, -1, false, false, 0, qType == "option", true)
+			}
 		}
 	}
 	for bi := len(st.blocks) - 1; bi >= 0; bi-- {
@@ -583,6 +564,22 @@ func answerFeatures(st turnState) []featCand {
 		fcs[byNorm["unknown"]].fixed += unknownBoost
 	}
 	return fcs
+}
+
+// readText is the loosely normalised text (looseNorm, padded with spaces)
+// of every passage read: titles and texts.
+func readText(blocks [][]doc) string {
+	var b strings.Builder
+	b.WriteByte(' ')
+	for _, ds := range blocks {
+		for _, d := range ds {
+			b.WriteString(looseNorm(d.title))
+			b.WriteByte(' ')
+			b.WriteString(looseNorm(d.text))
+			b.WriteByte(' ')
+		}
+	}
+	return b.String()
 }
 
 type span struct {
@@ -656,38 +653,90 @@ func spans(sent string) []span {
 	return out
 }
 
-// distribution over the next token of a turn, given the turn's candidates.
+// turnModel is the distribution over the tokens of one turn: the mixture
+// of the answer candidates and the search branch, mixed with the uniform
+// floor eps over the vocabulary.
 type turnModel struct {
-	cands []candidate
-	maxLP float64
+	turnParts
 	eps   float64
 	vocab int
 	eos   int
 }
 
-func newTurnModel(cands []candidate, eps float64, vocab, eos int) *turnModel {
-	m := &turnModel{cands: cands, eps: eps, vocab: vocab, eos: eos, maxLP: math.Inf(-1)}
-	for _, c := range cands {
-		m.maxLP = math.Max(m.maxLP, c.logp)
+func newTurnModel(parts turnParts, eps float64, vocab, eos int) *turnModel {
+	return &turnModel{turnParts: parts, eps: eps, vocab: vocab, eos: eos}
+}
+
+// turnPath is one way the turn can continue after a partial turn: an answer
+// candidate, the search header, or a choice of the query's current word
+// (and, when that word is complete, of the next one). logp is the log
+// probability of the whole path; its gradient is base plus the gradients
+// of the word choices d1[i1] and d2[i2] (each nil when absent).
+type turnPath struct {
+	logp   float64
+	next   int
+	base   []float64
+	hist   *queryHist
+	d1, d2 *wordDist
+	i1, i2 int
+}
+
+// addGrad adds f times the path's gradient to grad.
+func (p *turnPath) addGrad(grad []float64, f float64) {
+	for j, g := range p.base {
+		grad[j] += f * g
 	}
-	return m
+	if p.hist != nil {
+		for k, d := range p.hist.dists {
+			d.addGrad(grad, p.hist.words[k], f)
+		}
+	}
+	if p.d1 != nil {
+		p.d1.addGrad(grad, p.i1, f)
+	}
+	if p.d2 != nil {
+		p.d2.addGrad(grad, p.i2, f)
+	}
+}
+
+// paths lists the continuations alive after partial.
+func (m *turnModel) paths(partial []int) []turnPath {
+	var ps []turnPath
+	for i := range m.answers {
+		c := &m.answers[i]
+		if !hasPrefix(c.ids, partial) {
+			continue
+		}
+		next := m.eos
+		if len(c.ids) > len(partial) {
+			next = c.ids[len(partial)]
+		}
+		ps = append(ps, turnPath{logp: c.logp, next: next, base: c.grad})
+	}
+	if m.search != nil {
+		ps = m.search.paths(partial, m.eos, ps)
+	}
+	return ps
+}
+
+func maxLogp(ps []turnPath) float64 {
+	mx := math.Inf(-1)
+	for i := range ps {
+		mx = math.Max(mx, ps[i].logp)
+	}
+	return mx
 }
 
 // nextDist returns the structured distribution over the next token after
 // partial (mass per token id, summing to 1), without the epsilon floor.
 func (m *turnModel) nextDist(partial []int) map[int]float64 {
+	ps := m.paths(partial)
+	mx := maxLogp(ps)
 	mass := map[int]float64{}
 	total := 0.0
-	for _, c := range m.cands {
-		if !hasPrefix(c.ids, partial) {
-			continue
-		}
-		w := math.Exp(c.logp - m.maxLP)
-		next := m.eos
-		if len(c.ids) > len(partial) {
-			next = c.ids[len(partial)]
-		}
-		mass[next] += w
+	for _, p := range ps {
+		w := math.Exp(p.logp - mx)
+		mass[p.next] += w
 		total += w
 	}
 	if total == 0 {
@@ -703,47 +752,35 @@ func (m *turnModel) nextDist(partial []int) map[int]float64 {
 // epsilon floor, and (when grad is non-nil) adds its gradient to grad scaled
 // by weight.
 func (m *turnModel) logProb(partial []int, x int, grad []float64, weight float64) float64 {
+	ps := m.paths(partial)
+	mx := maxLogp(ps)
 	var wAlive, wX float64
-	for _, c := range m.cands {
-		if !hasPrefix(c.ids, partial) {
-			continue
-		}
-		w := math.Exp(c.logp - m.maxLP)
+	for _, p := range ps {
+		w := math.Exp(p.logp - mx)
 		wAlive += w
-		next := m.eos
-		if len(c.ids) > len(partial) {
-			next = c.ids[len(partial)]
-		}
-		if next == x {
+		if p.next == x {
 			wX += w
 		}
 	}
-	var ps float64
+	var pst float64
 	switch {
 	case wAlive == 0 && x == m.eos:
-		ps = 1
+		pst = 1
 	case wAlive > 0:
-		ps = wX / wAlive
+		pst = wX / wAlive
 	}
-	p := (1-m.eps)*ps + m.eps/float64(m.vocab)
+	p := (1-m.eps)*pst + m.eps/float64(m.vocab)
 	if grad != nil && wAlive > 0 && wX > 0 {
 		// d log p = (1-eps) ps / p * (E_{S_x}[g] - E_{alive}[g])
-		f := weight * (1 - m.eps) * ps / p
-		for _, c := range m.cands {
-			if !hasPrefix(c.ids, partial) {
-				continue
-			}
-			w := math.Exp(c.logp - m.maxLP)
+		f := weight * (1 - m.eps) * pst / p
+		for i := range ps {
+			w := math.Exp(ps[i].logp - mx)
 			coef := -w / wAlive
-			next := m.eos
-			if len(c.ids) > len(partial) {
-				next = c.ids[len(partial)]
-			}
-			if next == x {
+			if ps[i].next == x {
 				coef += w / wX
 			}
-			for j, g := range c.grad {
-				grad[j] += f * coef * g
+			if coef != 0 {
+				ps[i].addGrad(grad, f*coef)
 			}
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -29,7 +30,7 @@ func answerState(question, query string, docs []string) turnState {
 func goldMass(cands []candidate, golds []string) (float64, bool) {
 	p, found := 0.0, false
 	for _, c := range cands {
-		if !c.isSearch && isAnswerGold(c.content, golds) {
+		if isAnswerGold(c.content, golds) {
 			p += math.Exp(c.logp)
 			found = true
 		}
@@ -65,7 +66,7 @@ func TestAnswerDependsOnRetrieval(t *testing.T) {
 	rate := func(name string, query func(i int) string, docs func(i int) []string) (float64, float64) {
 		hits, mass := 0, 0.0
 		for i, q := range qs {
-			cands := buildCandidates(answerState(q.Q, query(i), docs(i)), params, f.tk)
+			cands := buildTurn(answerState(q.Q, query(i), docs(i)), params, f.tk).answers
 			p, found := goldMass(cands, q.Answers)
 			if found {
 				hits++
@@ -73,7 +74,7 @@ func TestAnswerDependsOnRetrieval(t *testing.T) {
 			mass += p
 			// With passages to read, the agent answers from them.
 			for _, c := range cands {
-				if !c.isSearch && c.content == "unknown" && !strings.Contains(strings.Join(docs(i), " "), "unknown") {
+				if c.content == "unknown" && !strings.Contains(strings.Join(docs(i), " "), "unknown") {
 					t.Errorf("%s, %q: \"unknown\" is an answer candidate after retrieval", name, q.Q)
 				}
 			}
@@ -105,15 +106,12 @@ func TestAnswerDependsOnRetrieval(t *testing.T) {
 	unknownWins, pUnknown := 0, 0.0
 	for _, q := range qs {
 		st := answerState(q.Q, "", nil)
-		cands := buildCandidates(st, params, f.tk)
+		cands := buildTurn(st, params, f.tk).answers
 		if p, found := goldMass(cands, q.Answers); found || p != 0 {
 			t.Errorf("%q: gold answer %v is a candidate without retrieval", q.Q, q.Answers)
 		}
 		best, bestP, sumA, pu := "", -1.0, 0.0, 0.0
 		for _, c := range cands {
-			if c.isSearch {
-				continue
-			}
 			p := math.Exp(c.logp)
 			sumA += p
 			if p > bestP {
@@ -207,6 +205,9 @@ func TestJudgeCritiqueHelps(t *testing.T) {
 		return false
 	}
 	params := InitialParams()
+	// P(first search retrieves a gold passage) is estimated from this many
+	// sampled first turns per question and context.
+	const sampledTurns = 24
 	var hitGold, hitNoGold int
 	var pHinted, pPlain, eHinted, ePlain []float64
 	for i, q := range qs {
@@ -240,19 +241,17 @@ func TestJudgeCritiqueHelps(t *testing.T) {
 			if hinted && st.hint == "" {
 				t.Fatalf("the policy did not read the hint from %q", promptText(q.Q, hint))
 			}
-			pq, e := 0.0, 0.0
-			for _, c := range buildCandidates(st, params, f.tk) {
-				if !c.isSearch {
-					continue
-				}
-				p := math.Exp(c.logp)
-				if normText(c.content) == normText(qGold) {
-					pq += p
-				}
-				if retrievesGold(c.content, q.Answers) {
-					e += p
+			tm := newTurnModel(buildTurn(st, params, f.tk), f.model.eps, f.tk.VocabSize(), f.model.eos)
+			// The critique's query as the agent writes it: its words.
+			pq := turnProb(tm, searchIDs(f.tk, strings.Join(queryWords(qGold), " ")))
+			e := 0.0
+			rng := rand.New(rand.NewPCG(uint64(i), 15))
+			for k := 0; k < sampledTurns; k++ {
+				if retrievesGold(queryOf(f.tk, sampleTurn(tm, nil, rng)), q.Answers) {
+					e++
 				}
 			}
+			e /= sampledTurns
 			if hinted {
 				pHinted, eHinted = append(pHinted, pq), append(eHinted, e)
 			} else {
@@ -268,7 +267,10 @@ func TestJudgeCritiqueHelps(t *testing.T) {
 	if rGold < rNo+0.2 || rGold < 0.5 {
 		t.Errorf("gold judge's queries retrieve the answer for %.0f%% of questions, no-gold judge's for %.0f%%: want a clear margin", 100*rGold, 100*rNo)
 	}
-	if mean(pHinted) < 0.3 || mean(pHinted) < 3*mean(pPlain) {
+	// A query is composed word by word, so the exact query is one of many
+	// the hinted policy writes (0.29 at the fixed hint boosts of agent.go;
+	// 0.69 when queries were whole candidates, before issue 15).
+	if mean(pHinted) < 0.2 || mean(pHinted) < 10*mean(pPlain) {
 		t.Errorf("P(critique's query) hinted %.3f vs plain %.3f: the hint should make it much more likely", mean(pHinted), mean(pPlain))
 	}
 	if mean(eHinted) < mean(ePlain)+0.1 {

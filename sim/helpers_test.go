@@ -3,6 +3,7 @@ package sim
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -97,8 +98,8 @@ func turnModelFor(t testing.TB, m *Model, params Params, ctx []int) (*turnModel,
 		t.Fatal("context has no turn start")
 	}
 	k := len(starts) - 1
-	cands := buildCandidates(parseState(prefixes[k]), params, m.tk)
-	return newTurnModel(cands, m.eps, m.tk.VocabSize(), m.eos), ctx[starts[k]:]
+	parts := buildTurn(parseState(prefixes[k]), params, m.tk)
+	return newTurnModel(parts, m.eps, m.tk.VocabSize(), m.eos), ctx[starts[k]:]
 }
 
 // concat joins token slices into a new slice.
@@ -134,4 +135,65 @@ func mean(xs []float64) float64 {
 		s += x
 	}
 	return s / float64(len(xs))
+}
+
+// sampleTurn continues partial with the structured distribution of tm
+// (no floor) until the turn ends, and returns the whole turn without its
+// end-of-turn token.
+func sampleTurn(tm *turnModel, partial []int, rng *rand.Rand) []int {
+	turn := slices.Clone(partial)
+	for len(turn) < 400 {
+		d := tm.nextDist(turn)
+		u, x := rng.Float64(), -1
+		for _, id := range sortedKeys(d) {
+			if u -= d[id]; u < 0 {
+				x = id
+				break
+			}
+		}
+		if x < 0 {
+			ks := sortedKeys(d)
+			x = ks[len(ks)-1]
+		}
+		if x == tm.eos {
+			break
+		}
+		turn = append(turn, x)
+	}
+	return turn
+}
+
+// searchTurn samples a whole search turn of tm (its header forced).
+func searchTurn(t testing.TB, tm *turnModel, tk *Tokenizer, rng *rand.Rand) []int {
+	t.Helper()
+	if tm.search == nil {
+		t.Fatal("the turn has no search branch")
+	}
+	return sampleTurn(tm, tm.search.header, rng)
+}
+
+// searchIDs are the ids of the search turn for query, as the policy
+// writes it.
+func searchIDs(tk *Tokenizer, query string) []int {
+	return tk.Encode(thoughtSearch + "<search> " + query + " </search>" + searchTurnEnd)
+}
+
+// turnProb is the structured probability (no floor) of the whole turn ids
+// under tm: the product of the next-token conditionals, and of the end of
+// turn after an answer.
+func turnProb(tm *turnModel, ids []int) float64 {
+	p := 1.0
+	for i := range ids {
+		p *= tm.nextDist(ids[:i])[ids[i]]
+	}
+	return p
+}
+
+// queryOf is the query text of a search turn's ids ("" if none).
+func queryOf(tk *Tokenizer, ids []int) string {
+	s, _ := tk.Decode(ids)
+	if m := reSearch.FindStringSubmatch(s); m != nil {
+		return strings.TrimSpace(m[1])
+	}
+	return ""
 }

@@ -78,11 +78,11 @@ func (s *sequenceScorer) turn(k int) *turnModel {
 		return tm
 	}
 	st := parseState(s.prefixes[k])
-	var cands []candidate
+	var parts turnParts
 	if st.hasAssistant {
-		cands = buildCandidates(st, s.params, s.m.tk)
+		parts = buildTurn(st, s.params, s.m.tk)
 	}
-	tm := newTurnModel(cands, s.m.eps, s.m.tk.VocabSize(), s.m.eos)
+	tm := newTurnModel(parts, s.m.eps, s.m.tk.VocabSize(), s.m.eos)
 	s.models[k] = tm
 	return tm
 }
@@ -172,10 +172,10 @@ func (m *Model) Generate(params Params, prompt []int, sp Sampling, rng *rand.Ran
 	if len(starts) > 0 {
 		k := len(starts) - 1
 		st := parseState(prefixes[k])
-		tm = newTurnModel(buildCandidates(st, params, m.tk), m.eps, m.tk.VocabSize(), m.eos)
+		tm = newTurnModel(buildTurn(st, params, m.tk), m.eps, m.tk.VocabSize(), m.eos)
 		partial = append(partial, prompt[starts[k]:]...)
 	} else {
-		tm = newTurnModel(nil, m.eps, m.tk.VocabSize(), m.eos)
+		tm = newTurnModel(turnParts{}, m.eps, m.tk.VocabSize(), m.eos)
 	}
 	pen := newPenalties(sp, prompt)
 	var g Generation

@@ -343,21 +343,20 @@ func TestNextTokenDistributionNormalised(t *testing.T) {
 	tk, m := f.tk, f.model
 	decide, query, answer := samplingContexts(t, f)
 	params := InitialParams()
-	tm, partial := turnModelFor(t, m, params, query)
-	var search candidate
-	for _, c := range tm.cands {
-		if c.isSearch && hasPrefix(c.ids, partial) {
-			search = c
-			break
-		}
-	}
 	prompt := tk.Encode(promptText(f.hotpot[2].Q, ""))
+	tm, _ := turnModelFor(t, m, params, prompt)
+	search := searchTurn(t, tm, tk, rand.New(rand.NewPCG(2, 2)))
+	// Inside a query, after its first word: the word may go on, or the
+	// next word (or the end) may start.
+	q := tm.search
+	firstWord := concat(prompt, q.header, q.words[0].ids)
 	cases := map[string][]int{
 		"turn start":   prompt,
 		"decide":       decide,
 		"query":        query,
 		"answer":       answer,
-		"end of turn":  concat(prompt, search.ids),
+		"end of turn":  concat(prompt, search),
+		"first word":   firstWord,
 		"diverged":     concat(query, tk.Encode(" zzzz qqqq")),
 		"before turns": tk.Encode(format.UserPrompt("What is it?", "")),
 	}
@@ -423,25 +422,15 @@ func gradSequence(t *testing.T, f *fixture, params Params, qi, searchPick, answe
 	tk := f.tk
 	prompt := tk.Encode(promptText(f.hotpot[qi].Q, hint))
 	tm, _ := turnModelFor(t, f.model, params, prompt)
-	var searches, answers []candidate
-	for _, c := range tm.cands {
-		if c.isSearch {
-			searches = append(searches, c)
-		}
-	}
-	s := searches[searchPick%len(searches)]
+	s := searchTurn(t, tm, tk, rand.New(rand.NewPCG(uint64(qi), uint64(searchPick))))
 	info := tk.Encode(format.InfoBlock(f.corpus[10*qi : 10*qi+3]))
-	ctx := concat(prompt, s.ids, info)
+	ctx := concat(prompt, s, info)
 	tm2, _ := turnModelFor(t, f.model, params, ctx)
-	for _, c := range tm2.cands {
-		if !c.isSearch {
-			answers = append(answers, c)
-		}
-	}
+	answers := tm2.answers
 	a := answers[answerPick%len(answers)]
 	seq := concat(ctx, a.ids, []int{f.model.eos})
 	var pos []int
-	for i := len(prompt); i < len(prompt)+len(s.ids); i++ {
+	for i := len(prompt); i < len(prompt)+len(s); i++ {
 		pos = append(pos, i)
 	}
 	for i := len(ctx); i < len(seq); i++ {
