@@ -9,15 +9,15 @@ import (
 
 // The simulated policy is a small stochastic search agent. At the start of
 // each turn it reads its whole context (question, optional hint, earlier
-// searches and the passages the real retriever returned for them) and builds
-// a finite set of candidate turns: searches for phrases taken from the
-// question, the hint or retrieved passages, and answers that are spans of the
-// retrieved passages. A candidate's probability is a two-level softmax over
-// hand-made features with the learnable parameter vector Params. The
-// distribution over token sequences is the mixture over candidates, and the
-// logprob of every token is its exact conditional under that mixture, mixed
-// with a uniform floor epsilon over the vocabulary so that any sequence has
-// a finite score. Sampling, scoring and gradients all use this one model.
+// searches and the passages the real retriever returned for them). It then
+// searches or answers (a learnable sigmoid). An answer is one of a finite
+// set of candidate turns, spans of the retrieved passages, chosen by a
+// softmax over hand-made features. A search query is composed word by word
+// (query.go): each word a softmax over the words of the context, then an
+// end. The logprob of every token is its exact conditional under this
+// model, mixed with a uniform floor epsilon over the vocabulary so that any
+// sequence has a finite score. Sampling, scoring and gradients all use this
+// one model, with the learnable parameter vector Params.
 
 // Parameter indices of Params.
 const (
