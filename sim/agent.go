@@ -3,6 +3,7 @@ package sim
 import (
 	"math"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -661,6 +662,13 @@ type turnModel struct {
 	eps   float64
 	vocab int
 	eos   int
+	// memoPartial and memoPaths are the last paths computed: sampling
+	// asks for the next-token distribution, then for the drawn token's
+	// logprob, at the same partial turn. A turnModel is used by one
+	// goroutine (its search branch caches word distributions too).
+	memoPartial []int
+	memoPaths   []turnPath
+	memoOK      bool
 }
 
 func newTurnModel(parts turnParts, eps float64, vocab, eos int) *turnModel {
@@ -699,8 +707,12 @@ func (p *turnPath) addGrad(grad []float64, f float64) {
 	}
 }
 
-// paths lists the continuations alive after partial.
+// paths lists the continuations alive after partial. The slice is
+// shared with the next call for the same partial: do not modify it.
 func (m *turnModel) paths(partial []int) []turnPath {
+	if m.memoOK && slices.Equal(m.memoPartial, partial) {
+		return m.memoPaths
+	}
 	var ps []turnPath
 	for i := range m.answers {
 		c := &m.answers[i]
@@ -716,6 +728,8 @@ func (m *turnModel) paths(partial []int) []turnPath {
 	if m.search != nil {
 		ps = m.search.paths(partial, m.eos, ps)
 	}
+	m.memoPartial = append(m.memoPartial[:0], partial...)
+	m.memoPaths, m.memoOK = ps, true
 	return ps
 }
 

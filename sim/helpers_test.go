@@ -164,7 +164,7 @@ func sampleTurn(tm *turnModel, partial []int, rng *rand.Rand) []int {
 }
 
 // searchTurn samples a whole search turn of tm (its header forced).
-func searchTurn(t testing.TB, tm *turnModel, tk *Tokenizer, rng *rand.Rand) []int {
+func searchTurn(t testing.TB, tm *turnModel, rng *rand.Rand) []int {
 	t.Helper()
 	if tm.search == nil {
 		t.Fatal("the turn has no search branch")

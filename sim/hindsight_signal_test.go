@@ -37,7 +37,7 @@ func TestHindsightTermCarriesSignal(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(i), 77))
 			for k := 0; k < samples; k++ {
 				n++
-				query := queryOf(f.tk, searchTurn(t, tm, f.tk, rng))
+				query := queryOf(f.tk, searchTurn(t, tm, rng))
 				for _, d := range docs(query) {
 					if containsGold(d, q.Answers) {
 						hits++
@@ -56,7 +56,7 @@ func TestHindsightTermCarriesSignal(t *testing.T) {
 			for i, q := range train {
 				prompt := f.tk.Encode(promptText(q.Q, ""))
 				tm, _ := turnModelFor(t, f.model, params, prompt)
-				turn := searchTurn(t, tm, f.tk, rand.New(rand.NewPCG(uint64(i), uint64(it))))
+				turn := searchTurn(t, tm, rand.New(rand.NewPCG(uint64(i), uint64(it))))
 				text, _ := f.tk.Decode(turn)
 				response := text + format.InfoBlock(docs(queryOf(f.tk, turn)))
 				critique := judge.Critique(judgePrompt(q.Q, q.Answers, response))
@@ -125,7 +125,7 @@ func TestQueryIDsAreQwenEncodings(t *testing.T) {
 		}
 		tm, _ := turnModelFor(t, f.model, InitialParams(), ctx)
 		for k := 0; k < 8; k++ {
-			turn := searchTurn(t, tm, f.tk, rng)
+			turn := searchTurn(t, tm, rng)
 			text, _ := f.tk.Decode(turn)
 			n++
 			if !slices.Equal(f.tk.Encode(text), turn) {

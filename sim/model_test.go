@@ -345,7 +345,7 @@ func TestNextTokenDistributionNormalised(t *testing.T) {
 	params := InitialParams()
 	prompt := tk.Encode(promptText(f.hotpot[2].Q, ""))
 	tm, _ := turnModelFor(t, m, params, prompt)
-	search := searchTurn(t, tm, tk, rand.New(rand.NewPCG(2, 2)))
+	search := searchTurn(t, tm, rand.New(rand.NewPCG(2, 2)))
 	// Inside a query, after its first word: the word may go on, or the
 	// next word (or the end) may start.
 	q := tm.search
@@ -422,7 +422,7 @@ func gradSequence(t *testing.T, f *fixture, params Params, qi, searchPick, answe
 	tk := f.tk
 	prompt := tk.Encode(promptText(f.hotpot[qi].Q, hint))
 	tm, _ := turnModelFor(t, f.model, params, prompt)
-	s := searchTurn(t, tm, tk, rand.New(rand.NewPCG(uint64(qi), uint64(searchPick))))
+	s := searchTurn(t, tm, rand.New(rand.NewPCG(uint64(qi), uint64(searchPick))))
 	info := tk.Encode(format.InfoBlock(f.corpus[10*qi : 10*qi+3]))
 	ctx := concat(prompt, s, info)
 	tm2, _ := turnModelFor(t, f.model, params, ctx)

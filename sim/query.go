@@ -2,6 +2,7 @@ package sim
 
 import (
 	"math"
+	"slices"
 	"strings"
 )
 
@@ -266,21 +267,12 @@ func newQueryModel(st turnState, params Params, tk *Tokenizer) *queryModel {
 				}
 				ix = append(ix, i)
 			}
-			if len(ix) > 0 && !containsNeg(ix) {
+			if len(ix) > 0 && !slices.Contains(ix, -1) {
 				q.hints = append(q.hints, ix)
 			}
 		}
 	}
 	return q
-}
-
-func containsNeg(ix []int) bool {
-	for _, i := range ix {
-		if i < 0 {
-			return true
-		}
-	}
-	return false
 }
 
 // idsKey packs ids into a string map key.
@@ -337,12 +329,12 @@ func (q *queryModel) dist(hist []int) *wordDist {
 			if s == 0 && len(hist) > 0 {
 				continue
 			}
-			if s > len(hist) || !endsWith(hist, h[:s]) {
+			if !endsWith(hist, h[:s]) {
 				continue
 			}
 			hintNext[h[s]] = true
 		}
-		if len(hist) >= len(h) && endsWith(hist, h) {
+		if endsWith(hist, h) {
 			hintDone = true
 		}
 	}
@@ -395,16 +387,7 @@ func (q *queryModel) dist(hist []int) *wordDist {
 }
 
 func endsWith(s, suffix []int) bool {
-	if len(suffix) > len(s) {
-		return false
-	}
-	off := len(s) - len(suffix)
-	for i, v := range suffix {
-		if s[off+i] != v {
-			return false
-		}
-	}
-	return true
+	return len(suffix) <= len(s) && slices.Equal(s[len(s)-len(suffix):], suffix)
 }
 
 // paths appends to ps the search branch's continuations after partial.
