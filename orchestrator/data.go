@@ -4,9 +4,13 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+
+	"github.com/hindsearch/hindsearch/recipes"
 )
 
 // Question is one benchmark or training question.
@@ -125,6 +129,42 @@ func LoadCorpus(path string) ([]string, error) {
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("%s:%d: %w", path, line+1, err)
+	}
+	return out, nil
+}
+
+// SimAnswers collects the gold answers of the recipe's training
+// (train.data) and evaluation (eval.datasets) questions, question text to
+// gold answers (merged when a question is in several files), for the
+// embedded simulator's reading skill (sim.Config.Answers: the simulated
+// agent recognises a gold answer in a passage it has read). Errors name
+// the recipe key of the file.
+func SimAnswers(r *recipes.Recipe) (map[string][]string, error) {
+	out := map[string][]string{}
+	add := func(key, path string) error {
+		qs, err := LoadQuestions(path)
+		if err != nil {
+			return fmt.Errorf("%s: %w", key, err)
+		}
+		for _, q := range qs {
+			for _, g := range q.Golds {
+				if !slices.Contains(out[q.Question], g) {
+					out[q.Question] = append(out[q.Question], g)
+				}
+			}
+		}
+		return nil
+	}
+	for i, f := range r.Train.Data {
+		if err := add(fmt.Sprintf("train.data[%d]", i), f); err != nil {
+			return nil, err
+		}
+	}
+	names := slices.Sorted(maps.Keys(r.Eval.Datasets))
+	for _, name := range names {
+		if err := add("eval.datasets."+name, r.Eval.Datasets[name]); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }

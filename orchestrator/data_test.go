@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/hindsearch/hindsearch/recipes"
 )
 
 func writeDataFile(t *testing.T, name, body string) string {
@@ -126,5 +128,32 @@ func TestLoadCorpus(t *testing.T) {
 	}
 	if got, err := LoadCorpus(writeDataFile(t, "e.jsonl", "")); err != nil || len(got) != 0 {
 		t.Errorf("empty corpus = %v, %v", got, err)
+	}
+}
+
+func TestSimAnswers(t *testing.T) {
+	train := writeDataFile(t, "train.jsonl", `{"id": "1", "question": "who wrote hamlet", "golden_answers": ["Shakespeare"]}
+{"id": "2", "question": "capital of france?", "golden_answers": ["Paris"]}
+`)
+	ev := writeDataFile(t, "ev.jsonl", `{"id": "3", "question": "who wrote hamlet", "golden_answers": ["William Shakespeare", "Shakespeare"]}
+`)
+	r := &recipes.Recipe{}
+	r.Train.Data = []string{train}
+	r.Eval.Datasets = map[string]string{"ev": ev}
+	got, err := SimAnswers(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]string{"who wrote hamlet": {"Shakespeare", "William Shakespeare"}, "capital of france?": {"Paris"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("SimAnswers = %v, want %v", got, want)
+	}
+	r.Eval.Datasets["broken"] = filepath.Join(t.TempDir(), "missing.jsonl")
+	if _, err := SimAnswers(r); err == nil || !strings.HasPrefix(err.Error(), "eval.datasets.broken: ") {
+		t.Errorf("missing eval file: err %v, want it to name eval.datasets.broken", err)
+	}
+	r.Train.Data = append(r.Train.Data, "/nonexistent/train.jsonl")
+	if _, err := SimAnswers(r); err == nil || !strings.HasPrefix(err.Error(), "train.data[1]: ") {
+		t.Errorf("missing train file: err %v, want it to name train.data[1]", err)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/hindsearch/hindsearch/orchestrator/format"
 )
 
 // The simulated policy is a small stochastic search agent. At the start of
@@ -26,6 +28,7 @@ const (
 	PSearchBias = iota
 	PSearchFirst
 	PSearchMore
+	PSearchFound
 	// query composition features (query.go): a query is a sequence of
 	// words, each a softmax over the words of the context, then an end.
 	PQueryEnd
@@ -49,19 +52,26 @@ const (
 	PAnswerLatest
 	PAnswerLength
 	PAnswerFrequency
+	PAnswerQueryTitle
+	PAnswerSearched
+	PAnswerQuerySentence
+	PAnswerContext
+	PAnswerLead
+	PAnswerRecognised
 	// NumParams is the length of Params.
 	NumParams
 )
 
 // ParamNames names each parameter, for adapters and logs.
 var ParamNames = [NumParams]string{
-	"search_bias", "search_first", "search_more",
+	"search_bias", "search_first", "search_more", "search_found",
 	"query_end", "query_end_length", "query_end_phrase",
 	"word_question_entity", "word_question_content", "word_question_stop",
 	"word_title", "word_passage", "word_next", "word_used", "word_searched",
 	"answer_rank", "answer_title", "answer_in_question", "answer_type_match",
 	"answer_proximity", "answer_option", "answer_latest", "answer_length",
-	"answer_frequency",
+	"answer_frequency", "answer_query_title", "answer_searched", "answer_query_sentence",
+	"answer_context", "answer_lead", "answer_recognised",
 }
 
 // Fixed (not learnable) instruction-following strengths: how much a hint in
@@ -78,7 +88,7 @@ const (
 	hintNextBoost   = 2.0
 	hintEndBoost    = 3.0
 	unknownBoost    = 2.0
-	maxAnswerCands  = 40
+	maxAnswerCands  = 80
 )
 
 // Params is the simulated policy's learnable parameter vector.
@@ -100,7 +110,12 @@ func InitialParams() Params {
 	p[PWordNext] = 2.5
 	p[PWordUsed] = -3
 	p[PAnswerRank] = 0.5
-	p[PAnswerLength] = 0.5
+	p[PAnswerTypeMatch] = 2
+	p[PAnswerInQuestion] = -2
+	p[PAnswerProximity] = 1
+	p[PAnswerContext] = 1
+	p[PAnswerQueryTitle] = 1
+	p[PAnswerRecognised] = 0.7
 	return p
 }
 
@@ -133,11 +148,17 @@ type turnState struct {
 	invalid      int
 	hasAssistant bool
 	canSearch    bool
+	// golds are the question's gold answers, for the reading skill
+	// (Model.SetAnswers); nil when the model was not given them.
+	golds []string
 }
 
 var (
-	reSearch  = regexp.MustCompile(`(?s)<search>(.*?)</search>`)
-	reInfo    = regexp.MustCompile(`(?s)<information>(.*?)</information>`)
+	reSearch = regexp.MustCompile(`(?s)<search>(.*?)</search>`)
+	// An <information> block ends at its closing tag or, when the
+	// rollout cut it at rollout.max_obs_tokens as Search-R1 does (the
+	// closing tag is then lost), at the next turn's <think> or the end.
+	reInfo    = regexp.MustCompile(`(?s)<information>(.*?)(?:</information>|<think>|$)`)
 	reDocHead = regexp.MustCompile(`Doc (\d+)\(Title: `)
 	reQuoted  = regexp.MustCompile(`"([^"]{2,80})"`)
 )
@@ -254,6 +275,15 @@ func buildTurn(st turnState, params Params, tk *Tokenizer) turnParts {
 		phiT[PSearchFirst] = 1
 	}
 	phiT[PSearchMore] = math.Min(float64(len(st.searches)), 3) / 3
+	// The reading skill also tells the agent whether what it has read
+	// holds the answer (a recognised span): searching on after that is a
+	// choice it can learn to stop making.
+	for _, fc := range answers {
+		if fc.phi[PAnswerRecognised] != 0 {
+			phiT[PSearchFound] = 1
+			break
+		}
+	}
 	z := dot(params, phiT)
 	if st.hint != "" {
 		z += hintSearchBoost
@@ -431,8 +461,25 @@ func questionType(q string) string {
 	case strings.HasPrefix(lq, "who") || strings.Contains(lq, " who "):
 		return "person"
 	}
+	for i, w := range ws {
+		if w != "what" && w != "which" {
+			continue
+		}
+		for _, n := range ws[i+1 : min(i+3, len(ws))] {
+			if kindNouns[strings.Trim(n, "?,.")] {
+				return "kind"
+			}
+		}
+	}
 	return "entity"
 }
+
+// kindNouns, after "what" or "which", ask what kind of thing the answer
+// is: its answer is a common noun phrase ("journalist", "punk rock").
+var kindNouns = map[string]bool{"type": true, "kind": true, "genre": true, "sort": true, "class": true,
+	"form": true, "profession": true, "occupation": true, "occupations": true, "career": true, "job": true,
+	"role": true, "sport": true, "instrument": true, "color": true, "colour": true, "position": true,
+	"activity": true, "industry": true, "species": true, "breed": true, "field": true, "business": true}
 
 // options returns the two alternatives of an "A or B" question.
 func options(q string) []string {
@@ -459,15 +506,45 @@ func options(q string) []string {
 	return out
 }
 
+// occurrence is one place an answer candidate was found: its features
+// there (answerFeatures keeps the strongest over all places).
+type occurrence struct {
+	rank      int // the passage's rank, -1 outside passages
+	title     bool
+	latest    bool
+	typeMatch bool
+	option    bool
+	// read: the evidence to recognise the span as the answer has been
+	// read (a passage holds it; for an option or yes/no, passages name
+	// every option or question entity).
+	read bool
+	// prox, queryTitle, querySent, context and lead are the
+	// PAnswerProximity, PAnswerQueryTitle, PAnswerQuerySentence,
+	// PAnswerContext and PAnswerLead features at this place.
+	prox, queryTitle, querySent, context, lead float64
+}
+
+// answerFeatures lists a turn state's answer candidates with their
+// features: the spans of the passages read (latest block first), the
+// options of an "A or B" question and yes/no once passages about the
+// question were read, and, before any passage, the question's entities and
+// "unknown".
 func answerFeatures(st turnState) []featCand {
 	qType := questionType(st.question)
-	qWords := map[string]bool{}
+	qWords, qStems := map[string]bool{}, map[string]bool{}
 	for _, w := range contentWords(st.question) {
 		qWords[w] = true
+		qStems[stem(w)] = true
+	}
+	searched := map[string]bool{}
+	for _, s := range st.searches {
+		for _, w := range contentWords(s) {
+			searched[w] = true
+		}
 	}
 	byNorm := map[string]int{}
 	var fcs []featCand
-	addA := func(span string, rank int, isTitle, latest bool, prox float64, typeMatch bool, option bool) {
+	add := func(span string, o occurrence) {
 		span = sanitize(span)
 		n := normText(span)
 		if n == "" {
@@ -480,14 +557,20 @@ func answerFeatures(st turnState) []featCand {
 			}
 			phi := make([]float64, NumParams)
 			sw := contentWords(span)
-			in := 0
-			for _, w := range sw {
-				if qWords[w] {
-					in++
+			// An option is in the question by construction: the two
+			// features are about other spans.
+			if len(sw) > 0 && !o.option {
+				in, sr := 0, 0
+				for _, w := range sw {
+					if qWords[w] {
+						in++
+					}
+					if searched[w] {
+						sr++
+					}
 				}
-			}
-			if len(sw) > 0 {
 				phi[PAnswerInQuestion] = float64(in) / float64(len(sw))
+				phi[PAnswerSearched] = float64(sr) / float64(len(sw))
 			}
 			phi[PAnswerLength] = math.Min(float64(len(strings.Fields(span))), 8) / 4
 			fcs = append(fcs, featCand{content: span, phi: phi})
@@ -495,24 +578,27 @@ func answerFeatures(st turnState) []featCand {
 			byNorm[n] = i
 		}
 		phi := fcs[i].phi
-		if rank >= 0 {
+		if o.read && len(st.golds) > 0 && format.ExactMatch(span, st.golds) == 1 {
+			phi[PAnswerRecognised] = 1
+		}
+		if o.rank >= 0 {
 			phi[PAnswerFrequency] = math.Min(phi[PAnswerFrequency]+1.0/3, 1)
+			phi[PAnswerRank] = math.Max(phi[PAnswerRank], 1/float64(1+o.rank))
 		}
-		if rank >= 0 {
-			phi[PAnswerRank] = math.Max(phi[PAnswerRank], 1/float64(1+rank))
+		for _, f := range []struct {
+			on bool
+			j  int
+		}{{o.title, PAnswerTitle}, {o.latest, PAnswerLatest}, {o.typeMatch, PAnswerTypeMatch}, {o.option, PAnswerOption}} {
+			if f.on {
+				phi[f.j] = 1
+			}
 		}
-		if isTitle {
-			phi[PAnswerTitle] = 1
-		}
-		if latest {
-			phi[PAnswerLatest] = 1
-		}
-		phi[PAnswerProximity] = math.Max(phi[PAnswerProximity], prox)
-		if typeMatch {
-			phi[PAnswerTypeMatch] = 1
-		}
-		if option {
-			phi[PAnswerOption] = 1
+		for _, f := range []struct {
+			v float64
+			j int
+		}{{o.prox, PAnswerProximity}, {o.queryTitle, PAnswerQueryTitle}, {o.querySent, PAnswerQuerySentence},
+			{o.context, PAnswerContext}, {o.lead, PAnswerLead}} {
+			phi[f.j] = math.Max(phi[f.j], f.v)
 		}
 	}
 	opts := options(st.question)
@@ -525,32 +611,70 @@ func answerFeatures(st turnState) []featCand {
 	// know (below), so searching is what makes answers right. A yes/no
 	// answer needs passages about an entity of the question, an option
 	// passages that name it: passages about something else give no grounds
-	// to compare.
+	// to compare. Recognising which one is right needs passages about all
+	// of them.
 	if len(st.blocks) > 0 {
 		read := readText(st.blocks)
+		named := func(e string) bool {
+			n := looseNorm(e)
+			return n != "" && strings.Contains(read, " "+n+" ")
+		}
 		if qType == "yesno" {
+			// "Are A and B both ...": A and B each.
+			var es []string
 			for _, e := range entities(st.question, true) {
-				if strings.Contains(read, " "+looseNorm(e)+" ") {
-					addA("yes", -1, false, false, 0, true, false)
-					addA("no", -1, false, false, 0, true, false)
-					break
-				}
+				es = append(es, strings.Split(e, " and ")...)
+			}
+			if slices.ContainsFunc(es, named) {
+				all := !slices.ContainsFunc(es, func(e string) bool { return !named(e) })
+				add("yes", occurrence{rank: -1, typeMatch: true, read: all})
+				add("no", occurrence{rank: -1, typeMatch: true, read: all})
 			}
 		}
+		all := len(opts) > 0 && !slices.ContainsFunc(opts, func(o string) bool { return !named(o) })
 		for _, o := range opts {
-			if n := looseNorm(o); n != "" && strings.Contains(read, " "+n+" ") {
-				addA(o, -1, false, false, 0, qType == "option", true)
+			if named(o) {
+				add(o, occurrence{rank: -1, typeMatch: qType == "option", option: true, read: all})
 			}
 		}
 	}
+	rel := relatedPassages(st, qStems)
+	given := len(st.blocks) - len(st.searches)
 	for bi := len(st.blocks) - 1; bi >= 0; bi-- {
 		latest := bi == len(st.blocks)-1
-		for _, d := range st.blocks[bi] {
-			addA(d.title, d.rank, true, latest, 0, qType == "entity" || qType == "person" && len(strings.Fields(d.title)) >= 2, false)
-			for _, sent := range sentences(d.text) {
-				prox := proximity(sent, qWords)
-				for _, sp := range spans(sent) {
-					addA(sp.text, d.rank, normText(sp.text) == normText(d.title), latest, prox, typeMatches(qType, sp), false)
+		// The stems of the query that retrieved this block.
+		qStemsB := map[string]bool{}
+		if k := bi - given; k >= 0 && k < len(st.searches) {
+			for _, w := range contentWords(st.searches[k]) {
+				qStemsB[stem(w)] = true
+			}
+		}
+		for di, d := range st.blocks[bi] {
+			var qt float64
+			if tw := contentWords(d.title); len(tw) > 0 {
+				in := 0
+				for _, w := range tw {
+					if qStemsB[stem(w)] {
+						in++
+					}
+				}
+				qt = float64(in) / float64(len(tw))
+			}
+			add(d.title, occurrence{rank: d.rank, title: true, latest: latest, read: rel[bi][di], queryTitle: qt,
+				typeMatch: qType == "entity" || qType == "person" && len(strings.Fields(d.title)) >= 2})
+			for si, sent := range sentences(d.text) {
+				o := occurrence{rank: d.rank, latest: latest, read: rel[bi][di], queryTitle: qt,
+					prox: proximity(sent, qStems), querySent: proximity(sent, qStemsB)}
+				if si == 0 {
+					o.lead = 1
+				}
+				sws := words(sent)
+				for _, sp := range spans(sent, qType == "kind") {
+					o := o
+					o.title = normText(sp.text) == normText(d.title)
+					o.typeMatch = typeMatches(qType, sp)
+					o.context = contextOverlap(sws, words(sp.text), qStems)
+					add(sp.text, o)
 				}
 			}
 		}
@@ -558,13 +682,58 @@ func answerFeatures(st turnState) []featCand {
 	if len(st.blocks) == 0 || len(fcs) == 0 {
 		// Nothing retrieved yet: guess from the question itself.
 		for _, e := range entities(st.question, true) {
-			addA(e, -1, false, false, 0, false, false)
+			add(e, occurrence{rank: -1})
 		}
-		addA("unknown", -1, false, false, 0, false, false)
+		add("unknown", occurrence{rank: -1})
 		// Without evidence the agent is inclined to admit it does not know.
 		fcs[byNorm["unknown"]].fixed += unknownBoost
 	}
 	return fcs
+}
+
+// relatedPassages flags, for each passage read, whether the reader can
+// tell it is about the question: it names an entity of the question, or
+// shares two content words (by stem) with it, or its title is named by a
+// related passage read before it (the bridge of a multi-hop question).
+// Only a related passage's spans can be recognised as the answer: a gold
+// string in a passage about something else is not evidence.
+func relatedPassages(st turnState, qStems map[string]bool) [][]bool {
+	var ents []string
+	for _, e := range entities(st.question, true) {
+		for _, p := range strings.Split(e, " and ") {
+			if n := looseNorm(p); n != "" {
+				ents = append(ents, " "+n+" ")
+			}
+		}
+	}
+	var seen strings.Builder // related passages' texts so far
+	seen.WriteByte(' ')
+	out := make([][]bool, len(st.blocks))
+	for bi, ds := range st.blocks {
+		out[bi] = make([]bool, len(ds))
+		for di, d := range ds {
+			title := " " + looseNorm(d.title) + " "
+			text := " " + looseNorm(d.text) + " "
+			r := title != "  " && strings.Contains(seen.String(), title)
+			for _, e := range ents {
+				r = r || strings.Contains(title, e) || strings.Contains(text, e)
+			}
+			if !r {
+				shared := map[string]bool{}
+				for _, w := range contentWords(d.title + " " + d.text) {
+					if sw := stem(w); qStems[sw] {
+						shared[sw] = true
+					}
+				}
+				r = len(shared) >= 2
+			}
+			if r {
+				out[bi][di] = true
+				seen.WriteString(text)
+			}
+		}
+	}
+	return out
 }
 
 // readText is the loosely normalised text (looseNorm, padded with spaces)
@@ -598,18 +767,78 @@ func typeMatches(qType string, sp span) bool {
 		return sp.kind == "cap" && len(strings.Fields(sp.text)) >= 2
 	case "entity":
 		return sp.kind == "cap"
+	case "kind":
+		return sp.kind == "isa"
 	}
 	return false
 }
 
-var reSentence = regexp.MustCompile(`[^.!?]+[.!?]?`)
-
+// sentences splits a passage into at most 12 sentences: a sentence ends at
+// ".", "!" or "?" followed by a space (or the end), except after an
+// initial ("H. L. Mencken") or a common abbreviation ("St. Louis").
 func sentences(text string) []string {
-	out := reSentence.FindAllString(text, -1)
-	if len(out) > 12 {
-		out = out[:12]
+	var out []string
+	start := 0
+	for i := 0; i < len(text) && len(out) < 12; i++ {
+		c := text[i]
+		if c != '.' && c != '!' && c != '?' {
+			continue
+		}
+		if i+1 < len(text) && text[i+1] != ' ' && text[i+1] != '\n' {
+			continue
+		}
+		if c == '.' && isAbbrev(text[start:i]) {
+			continue
+		}
+		if sent := text[start : i+1]; strings.TrimSpace(sent) != "" {
+			out = append(out, sent)
+		}
+		start = i + 1
+	}
+	if len(out) < 12 && strings.TrimSpace(text[start:]) != "" {
+		out = append(out, text[start:])
 	}
 	return out
+}
+
+var abbrevs = map[string]bool{"mr": true, "mrs": true, "ms": true, "dr": true, "st": true, "jr": true,
+	"sr": true, "mt": true, "vs": true, "no": true, "inc": true, "co": true, "ltd": true, "gen": true,
+	"col": true, "lt": true, "adm": true, "rev": true, "sgt": true, "capt": true, "u.s": true, "ft": true}
+
+// isAbbrev reports whether the text before a "." ends with an initial or
+// an abbreviation, so that the "." does not end the sentence.
+func isAbbrev(before string) bool {
+	j := len(before)
+	for j > 0 && before[j-1] != ' ' && before[j-1] != '(' && before[j-1] != '\n' {
+		j--
+	}
+	w := before[j:]
+	if len(w) == 1 && w[0] >= 'A' && w[0] <= 'Z' {
+		return true
+	}
+	return abbrevs[strings.ToLower(w)]
+}
+
+// contextOverlap is the share of the question's content words (at most
+// 3 counted) found within 4 words either side of the first occurrence
+// of span sp in the sentence's words ws.
+func contextOverlap(ws, sp []string, qWords map[string]bool) float64 {
+	if len(sp) == 0 || len(qWords) == 0 {
+		return 0
+	}
+	for i := 0; i+len(sp) <= len(ws); i++ {
+		if !slices.Equal(ws[i:i+len(sp)], sp) {
+			continue
+		}
+		seen := map[string]bool{}
+		for _, w := range append(slices.Clone(ws[max(0, i-4):i]), ws[i+len(sp):min(len(ws), i+len(sp)+4)]...) {
+			if sw := stem(strings.ToLower(w)); qWords[sw] {
+				seen[sw] = true
+			}
+		}
+		return math.Min(float64(len(seen)), 3) / math.Min(float64(len(qWords)), 3)
+	}
+	return 0
 }
 
 func proximity(sent string, qWords map[string]bool) float64 {
@@ -618,16 +847,39 @@ func proximity(sent string, qWords map[string]bool) float64 {
 	}
 	seen := map[string]bool{}
 	for _, w := range contentWords(sent) {
-		if qWords[w] {
-			seen[w] = true
+		if sw := stem(w); qWords[sw] {
+			seen[sw] = true
 		}
 	}
 	return float64(len(seen)) / float64(len(qWords))
 }
 
+// stemSame maps words whose relation a reader sees but a five-letter stem
+// does not to one stem.
+var stemSame = map[string]string{"born": "birth", "wrote": "write", "written": "write", "writer": "write",
+	"wife": "marri", "husband": "marri", "spouse": "marri", "married": "marri", "starring": "star",
+	"starred": "star", "stars": "star", "died": "death", "dead": "death", "sang": "sing", "sung": "sing",
+	"singer": "sing", "made": "make", "built": "build", "founded": "found", "founder": "found"}
+
+// stem is a crude stem of a lower-case word: its first five letters
+// ("directed" and "director" give "direc"), or stemSame's.
+func stem(w string) string {
+	if s, ok := stemSame[w]; ok {
+		return s
+	}
+	if len(w) > 5 {
+		return w[:5]
+	}
+	return w
+}
+
 // spans extracts answer-like spans from a sentence: dates, years, numbers
-// and capitalised phrases.
-func spans(sent string) []span {
+// and capitalised phrases (and each side of a phrase joined by "and":
+// "World War I and World War II" gives both wars too). With kinds, it also
+// gives the noun phrases that say what something is ("is an American
+// journalist" gives "American journalist" and "journalist"), for questions
+// that ask what kind of thing an answer is.
+func spans(sent string, kinds bool) []span {
 	ws := words(sent)
 	var out []span
 	for i := 0; i < len(ws); i++ {
@@ -643,12 +895,82 @@ func spans(sent string) []span {
 			out = append(out, span{w, "number"})
 		}
 	}
-	for i, e := range entities(sent, false) {
-		if i == 0 && len(strings.Fields(e)) == 1 && strings.HasPrefix(strings.TrimSpace(sent), e) && stopWords[strings.ToLower(e)] {
+	// A name does not run across punctuation: "Frank Lowy, Ben Buckley".
+	for ci, clause := range clauses(sent) {
+		for i, e := range entities(clause, false) {
+			if ci == 0 && i == 0 && len(strings.Fields(e)) == 1 && strings.HasPrefix(strings.TrimSpace(sent), e) && stopWords[strings.ToLower(e)] {
+				continue
+			}
+			if months[strings.ToLower(e)] {
+				continue
+			}
+			out = append(out, span{e, "cap"})
+			if l, r, ok := strings.Cut(e, " and "); ok {
+				out = append(out, span{l, "cap"}, span{r, "cap"})
+			}
+			if t, rest, ok := strings.Cut(e, " "); ok && honorifics[strings.ToLower(t)] {
+				out = append(out, span{rest, "cap"})
+			}
+		}
+		if kinds {
+			out = append(out, isaSpans(words(clause))...)
+		}
+	}
+	return out
+}
+
+var honorifics = map[string]bool{"dr": true, "mr": true, "mrs": true, "ms": true, "sir": true, "dame": true,
+	"lord": true, "lady": true, "king": true, "queen": true, "prince": true, "princess": true, "saint": true}
+
+// clauses splits a sentence at commas, semicolons, colons, parentheses
+// and quotes.
+func clauses(sent string) []string {
+	return strings.FieldsFunc(sent, func(r rune) bool {
+		return r == ',' || r == ';' || r == ':' || r == '(' || r == ')' || r == '"'
+	})
+}
+
+// isaLinks introduce what something is; isaStops end the noun phrase.
+var (
+	isaLinks = map[string]bool{"is": true, "was": true, "are": true, "were": true, "as": true}
+	isaDets  = map[string]bool{"a": true, "an": true, "the": true}
+	isaStops = map[string]bool{"that": true, "who": true, "which": true, "from": true, "in": true, "of": true,
+		"by": true, "with": true, "for": true, "and": true, "based": true, "known": true, "best": true,
+		"on": true, "at": true, "to": true, "whose": true, "where": true, "founded": true, "born": true}
+)
+
+// isaSpans returns, for each "is a|an|the X" (or "was", "are", "were",
+// "as") in words ws, the noun phrase X (at most 4 words, up to a stop
+// word) and, when it starts with capitalised or numeric words, its
+// lower-case tail and its last word.
+func isaSpans(ws []string) []span {
+	var out []span
+	for i := 0; i+1 < len(ws); i++ {
+		if !isaLinks[strings.ToLower(ws[i])] {
 			continue
 		}
-		if !months[strings.ToLower(e)] {
-			out = append(out, span{e, "cap"})
+		j := i + 1
+		if isaDets[strings.ToLower(ws[j])] {
+			j++
+		}
+		k := j
+		for k < len(ws) && k-j < 4 && !isaStops[strings.ToLower(ws[k])] {
+			k++
+		}
+		if k == j {
+			continue
+		}
+		phrase := ws[j:k]
+		out = append(out, span{strings.Join(phrase, " "), "isa"})
+		t := 0
+		for t < len(phrase) && (isCap(phrase[t]) || isNumber(phrase[t])) {
+			t++
+		}
+		if t > 0 && t < len(phrase) {
+			out = append(out, span{strings.Join(phrase[t:], " "), "isa"})
+		}
+		if len(phrase)-t > 1 {
+			out = append(out, span{phrase[len(phrase)-1], "isa"})
 		}
 	}
 	return out

@@ -15,14 +15,14 @@ import (
 	"github.com/hindsearch/hindsearch/orchestrator/format"
 )
 
-// answerState returns the turn state after one search for query whose
+// answerState returns m's turn state after one search for query whose
 // information block holds docs (no search at all when docs is nil).
-func answerState(question, query string, docs []string) turnState {
+func answerState(m *Model, question, query string, docs []string) turnState {
 	text := promptText(question, "")
 	if docs != nil {
 		text += thoughtSearch + "<search> " + query + " </search>" + format.InfoBlock(docs)
 	}
-	return parseState(text)
+	return m.state(text)
 }
 
 // goldMass is the probability of answering a gold answer (summed over the
@@ -66,7 +66,7 @@ func TestAnswerDependsOnRetrieval(t *testing.T) {
 	rate := func(name string, query func(i int) string, docs func(i int) []string) (float64, float64) {
 		hits, mass := 0, 0.0
 		for i, q := range qs {
-			cands := buildTurn(answerState(q.Q, query(i), docs(i)), params, f.tk).answers
+			cands := buildTurn(answerState(f.model, q.Q, query(i), docs(i)), params, f.tk).answers
 			p, found := goldMass(cands, q.Answers)
 			if found {
 				hits++
@@ -105,7 +105,7 @@ func TestAnswerDependsOnRetrieval(t *testing.T) {
 	// has only the floor's probability, and "unknown" dominates.
 	unknownWins, pUnknown := 0, 0.0
 	for _, q := range qs {
-		st := answerState(q.Q, "", nil)
+		st := answerState(f.model, q.Q, "", nil)
 		cands := buildTurn(st, params, f.tk).answers
 		if p, found := goldMass(cands, q.Answers); found || p != 0 {
 			t.Errorf("%q: gold answer %v is a candidate without retrieval", q.Q, q.Answers)
@@ -237,7 +237,7 @@ func TestJudgeCritiqueHelps(t *testing.T) {
 			if hinted {
 				hint = "Hint: " + critGold + "\n"
 			}
-			st := parseState(promptText(q.Q, hint))
+			st := f.model.state(promptText(q.Q, hint))
 			if hinted && st.hint == "" {
 				t.Fatalf("the policy did not read the hint from %q", promptText(q.Q, hint))
 			}

@@ -83,8 +83,8 @@ func readJSONL(path string, each func(line []byte) error) error {
 }
 
 // getFixture loads the sample corpus and questions and builds the tokenizer
-// and model the way the orchestrator does (corpus plus every question and
-// gold answer in the vocabulary).
+// and model the way the orchestrator does (the model knows every question
+// file's gold answers, for its reading skill).
 func getFixture(t testing.TB) *fixture {
 	t.Helper()
 	fxOnce.Do(func() {
@@ -111,12 +111,14 @@ func getFixture(t testing.TB) *fixture {
 			}
 			return
 		}
+		answers := map[string][]string{}
 		for _, path := range files {
 			fxErr = readJSONL(path, func(line []byte) error {
 				var q qaItem
 				if err := json.Unmarshal(line, &q); err != nil {
 					return err
 				}
+				answers[q.Q] = append(answers[q.Q], q.Answers...)
 				if strings.HasSuffix(path, "hotpotqa.jsonl") {
 					f.hotpot = append(f.hotpot, q)
 				}
@@ -129,7 +131,10 @@ func getFixture(t testing.TB) *fixture {
 		if f.tk, fxErr = NewTokenizer(); fxErr != nil {
 			return
 		}
+		// As the orchestrator starts it (orchestrator.SimAnswers): with
+		// the gold answers of every question file.
 		f.model = NewModel(f.tk, 1e-6)
+		f.model.SetAnswers(answers)
 		fx = f
 	})
 	if fxErr != nil {

@@ -98,7 +98,7 @@ func turnModelFor(t testing.TB, m *Model, params Params, ctx []int) (*turnModel,
 		t.Fatal("context has no turn start")
 	}
 	k := len(starts) - 1
-	parts := buildTurn(parseState(prefixes[k]), params, m.tk)
+	parts := buildTurn(m.state(prefixes[k]), params, m.tk)
 	return newTurnModel(parts, m.eps, m.tk.VocabSize(), m.eos), ctx[starts[k]:]
 }
 

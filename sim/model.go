@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strings"
 	"unicode/utf8"
@@ -23,12 +24,42 @@ type Model struct {
 	tk  *Tokenizer
 	eps float64
 	eos int
+	// answers are the gold answers of the questions the agent may be
+	// asked, by answerKey (SetAnswers): what its reading skill
+	// recognises in passages it has read.
+	answers map[string][]string
 }
 
 // NewModel returns the model over tokenizer tk with uniform floor eps.
 func NewModel(tk *Tokenizer, eps float64) *Model {
 	eos, _ := tk.ID(TokIMEnd)
 	return &Model{tk: tk, eps: eps, eos: eos}
+}
+
+// SetAnswers gives the model the gold answers of the questions it may be
+// asked (question text -> gold answers), for its reading skill: a span of
+// a passage the agent has read that exact-matches a gold answer of the
+// question gets the learnable feature answer_recognised (agent.go). The
+// agent cannot answer from them without reading the passage: nothing else
+// reads them. Questions not given have no recognised spans. SetAnswers
+// must be called before the model serves; it keeps no reference to qa.
+func (m *Model) SetAnswers(qa map[string][]string) {
+	m.answers = make(map[string][]string, len(qa))
+	for q, golds := range qa {
+		m.answers[answerKey(q)] = slices.Clone(golds)
+	}
+}
+
+// answerKey is the key of a question in Model.answers: its words, lower
+// case, without the "?" the prompt adds (format.NormalizeQuestion).
+func answerKey(q string) string { return normText(q) }
+
+// state reads the turn state of a context text, with the gold answers of
+// its question.
+func (m *Model) state(text string) turnState {
+	st := parseState(text)
+	st.golds = m.answers[answerKey(st.question)]
+	return st
 }
 
 // Tokenizer returns the model's tokenizer.
@@ -77,7 +108,7 @@ func (s *sequenceScorer) turn(k int) *turnModel {
 	if tm, ok := s.models[k]; ok {
 		return tm
 	}
-	st := parseState(s.prefixes[k])
+	st := s.m.state(s.prefixes[k])
 	var parts turnParts
 	if st.hasAssistant {
 		parts = buildTurn(st, s.params, s.m.tk)
@@ -171,7 +202,7 @@ func (m *Model) Generate(params Params, prompt []int, sp Sampling, rng *rand.Ran
 	var partial []int
 	if len(starts) > 0 {
 		k := len(starts) - 1
-		st := parseState(prefixes[k])
+		st := m.state(prefixes[k])
 		tm = newTurnModel(buildTurn(st, params, m.tk), m.eps, m.tk.VocabSize(), m.eos)
 		partial = append(partial, prompt[starts[k]:]...)
 	} else {

@@ -256,8 +256,14 @@ func newQueryModel(st turnState, params Params, tk *Tokenizer) *queryModel {
 	if st.hint != "" {
 		limit = 4 * maxQueryWords
 		for _, m := range reQuoted.FindAllStringSubmatch(st.hint, 2) {
+			// A phrase an earlier search already wrote whole is done:
+			// the teacher follows a suggestion once.
+			pw := queryWords(m[1])
+			if !slices.ContainsFunc(pw, func(w string) bool { return !searched[strings.ToLower(w)] }) {
+				continue
+			}
 			var ix []int
-			for _, w := range queryWords(m[1]) {
+			for _, w := range pw {
 				i := add(w, -1, &limit)
 				if i >= 0 {
 					q.words[i].hint = true
@@ -320,10 +326,13 @@ func (q *queryModel) dist(hist []int) *wordDist {
 		used[w] = true
 	}
 	// The hint phrases the query continues: word -> boost, and whether
-	// the query ends with a whole phrase.
+	// the query holds every word of a phrase (the teacher then ends it).
 	hintNext := map[int]bool{}
 	hintDone := false
 	for _, h := range q.hints {
+		if endsWith(hist, h) {
+			hintDone = true
+		}
 		for s := 0; s < len(h); s++ {
 			// h[:s] matches the end of hist (s == 0: the query starts).
 			if s == 0 && len(hist) > 0 {
@@ -333,9 +342,6 @@ func (q *queryModel) dist(hist []int) *wordDist {
 				continue
 			}
 			hintNext[h[s]] = true
-		}
-		if endsWith(hist, h) {
-			hintDone = true
 		}
 	}
 	logits := make([]float64, n+1)
@@ -349,11 +355,12 @@ func (q *queryModel) dist(hist []int) *wordDist {
 			phi[PWordUsed] = 1
 		}
 		l := dot(q.params, phi)
-		if w.hint {
+		// The teacher writes each word of a suggested phrase once.
+		if w.hint && !used[i] {
 			l += hintWordBoost
-		}
-		if hintNext[i] {
-			l += hintNextBoost
+			if hintNext[i] {
+				l += hintNextBoost
+			}
 		}
 		d.phi[i], logits[i] = phi, l
 	}

@@ -36,6 +36,10 @@ type Config struct {
 	TrainerArchive ArchiveLayout
 	// Corpus holds the wiki-18 contents strings (the judge reads them).
 	Corpus []string
+	// Answers are the gold answers of the questions the policy may be
+	// asked (question text -> gold answers), for its reading skill
+	// (Model.SetAnswers); nil: it recognises no answer.
+	Answers map[string][]string
 	// Epsilon is the policy's uniform floor (default 1e-6).
 	Epsilon float64
 	// PolicyReplicas is the number of policy servers to start (0: none).
@@ -87,6 +91,7 @@ func Start(cfg Config) (*Servers, error) {
 		return nil, err
 	}
 	s := &Servers{Model: NewModel(tk, cfg.Epsilon)}
+	s.Model.SetAnswers(cfg.Answers)
 	serve := func(h http.Handler) (string, error) {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
