@@ -801,6 +801,7 @@ func sentences(text string) []string {
 	return out
 }
 
+// abbrevs are the abbreviations whose "." does not end a sentence.
 var abbrevs = map[string]bool{"mr": true, "mrs": true, "ms": true, "dr": true, "st": true, "jr": true,
 	"sr": true, "mt": true, "vs": true, "no": true, "inc": true, "co": true, "ltd": true, "gen": true,
 	"col": true, "lt": true, "adm": true, "rev": true, "sgt": true, "capt": true, "u.s": true, "ft": true}
@@ -875,7 +876,7 @@ func stem(w string) string {
 
 // spans extracts answer-like spans from a sentence: dates, years, numbers
 // and capitalised phrases (and each side of a phrase joined by "and":
-// "World War I and World War II" gives both wars too). With kinds, it also
+// "Mark Neveldine and Brian Taylor" gives both names too). With kinds, it also
 // gives the noun phrases that say what something is ("is an American
 // journalist" gives "American journalist" and "journalist"), for questions
 // that ask what kind of thing an answer is.
@@ -919,6 +920,8 @@ func spans(sent string, kinds bool) []span {
 	return out
 }
 
+// honorifics may open a name; the name without one is a span too
+// ("Dr Ulf Merbold" gives "Ulf Merbold").
 var honorifics = map[string]bool{"dr": true, "mr": true, "mrs": true, "ms": true, "sir": true, "dame": true,
 	"lord": true, "lady": true, "king": true, "queen": true, "prince": true, "princess": true, "saint": true}
 

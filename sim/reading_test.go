@@ -2,6 +2,7 @@ package sim
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -152,5 +153,47 @@ func TestTruncatedInformationBlockIsRead(t *testing.T) {
 		if got, want := len(st.searches), 1+strings.Count(next, "<search>"); got != want {
 			t.Errorf("next %q: %d searches read, want %d", next, got, want)
 		}
+	}
+}
+
+// TestAnswerSpans checks the span extraction the answer candidates come
+// from: sentences do not end at initials or abbreviations, names do not
+// run across punctuation, "A and B" gives each side, an honorific is
+// dropped, and "what kind" questions get the noun phrase after "is a".
+func TestAnswerSpans(t *testing.T) {
+	sents := sentences("H. L. Mencken was born in Baltimore. He moved to St. Louis later! Was it? Yes")
+	if want := []string{"H. L. Mencken was born in Baltimore.", " He moved to St. Louis later!", " Was it?", " Yes"}; !slices.Equal(sents, want) {
+		t.Errorf("sentences = %q, want %q", sents, want)
+	}
+	texts := func(sent string, kinds bool) []string {
+		var out []string
+		for _, sp := range spans(sent, kinds) {
+			out = append(out, sp.text+"/"+sp.kind)
+		}
+		return out
+	}
+	for _, c := range []struct {
+		sent  string
+		kinds bool
+		want  []string
+	}{
+		{"The bid was presented by Frank Lowy, Ben Buckley and Elle Macpherson.", false,
+			[]string{"Frank Lowy/cap", "Ben Buckley and Elle Macpherson/cap", "Ben Buckley/cap", "Elle Macpherson/cap"}},
+		{"It was directed by Mark Neveldine and Brian Taylor in 2009.", false,
+			[]string{"2009/year", "Mark Neveldine and Brian Taylor/cap", "Mark Neveldine/cap", "Brian Taylor/cap"}},
+		{"Dr Ulf Merbold is a German physicist.", true,
+			[]string{"Dr Ulf Merbold/cap", "Ulf Merbold/cap", "German/cap", "German physicist/isa", "physicist/isa"}},
+		{"Opry Mills is a super-regional shopping mall in Nashville.", true,
+			[]string{"Opry Mills/cap", "Nashville/cap", "super-regional shopping mall/isa", "mall/isa"}},
+	} {
+		if got := texts(c.sent, c.kinds); !slices.Equal(got, c.want) {
+			t.Errorf("spans(%q, %v) = %q, want %q", c.sent, c.kinds, got, c.want)
+		}
+	}
+	if got := questionType("What profession does H. L. Mencken and Albert Camus have in common?"); got != "kind" {
+		t.Errorf("questionType of a profession question = %q, want kind", got)
+	}
+	if stem("directed") != stem("director") || stem("born") != stem("birth") || stem("wife") != stem("married") {
+		t.Error("stem: directed/director, born/birth, wife/married should share a stem")
 	}
 }
