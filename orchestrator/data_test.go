@@ -157,3 +157,18 @@ func TestSimAnswers(t *testing.T) {
 		t.Errorf("missing train file: err %v, want it to name train.data[1]", err)
 	}
 }
+
+func TestLoadEvalSetsSizes(t *testing.T) {
+	r := testRecipe(t, "", "eval.sizes.nq=0")
+	sets, err := loadEvalSets(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := LoadQuestions(r.Eval.Datasets["nq"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sets["hotpotqa"]) != 4 || len(sets["nq"]) != len(all) {
+		t.Errorf("eval sets: hotpotqa %d (want eval.per_dataset 4), nq %d (want the whole file, %d)", len(sets["hotpotqa"]), len(sets["nq"]), len(all))
+	}
+}

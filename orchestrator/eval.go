@@ -254,7 +254,8 @@ func Evaluate(ctx context.Context, r *recipes.Recipe, deps Deps, opt EvalOptions
 	return recs, results.EvalTable(opt.Out, recs, caption)
 }
 
-// loadEvalSets loads eval.datasets, each cut to eval.per_dataset questions.
+// loadEvalSets loads eval.datasets, each cut to its eval.sizes entry or
+// eval.per_dataset questions.
 func loadEvalSets(r *recipes.Recipe) (map[string][]Question, error) {
 	sets := map[string][]Question{}
 	for name, f := range r.Eval.Datasets {
@@ -262,8 +263,8 @@ func loadEvalSets(r *recipes.Recipe) (map[string][]Question, error) {
 		if err != nil {
 			return nil, fmt.Errorf("eval.datasets.%s: %w", name, err)
 		}
-		if r.Eval.PerDataset > 0 && len(qs) > r.Eval.PerDataset {
-			qs = qs[:r.Eval.PerDataset]
+		if n := r.Eval.EvalSize(name); n > 0 && len(qs) > n {
+			qs = qs[:n]
 		}
 		for i := range qs {
 			qs[i].Dataset = name

@@ -291,6 +291,18 @@ type Eval struct {
 	Datasets map[string]string `mapstructure:"datasets" yaml:"datasets"`
 	// PerDataset is the number of questions per dataset (0: whole file).
 	PerDataset int `mapstructure:"per_dataset" yaml:"per_dataset"`
+	// Sizes overrides PerDataset for the datasets it names (a name of
+	// Datasets to its number of questions, the first N; 0: whole file).
+	Sizes map[string]int `mapstructure:"sizes" yaml:"sizes,omitempty"`
+}
+
+// EvalSize is the number of questions evaluated from dataset name: its
+// eval.sizes entry if any, else eval.per_dataset (0: the whole file).
+func (e Eval) EvalSize(name string) int {
+	if n, ok := e.Sizes[name]; ok {
+		return n
+	}
+	return e.PerDataset
 }
 
 // Output configures the run directory.

@@ -301,6 +301,14 @@ func (r *Recipe) Validate() error {
 		file(key, r.Eval.Datasets[name])
 	}
 	atLeast("eval.per_dataset", r.Eval.PerDataset, 0)
+	for _, name := range slices.Sorted(maps.Keys(r.Eval.Sizes)) {
+		key := "eval.sizes." + name
+		if _, ok := r.Eval.Datasets[name]; !ok {
+			bad(key, "names no eval.datasets entry (have %s)", strings.Join(slices.Sorted(maps.Keys(r.Eval.Datasets)), ", "))
+			continue
+		}
+		atLeast(key, r.Eval.Sizes[name], 0)
+	}
 
 	nonEmpty("output.dir", r.Output.Dir)
 	atLeast("output.trajectories", r.Output.Trajectories, 0)

@@ -408,3 +408,21 @@ func TestValidateStudy(t *testing.T) {
 	_, err = Load(f.write(t, minimal+"study:\n  seedz: [1]\n"), nil, nil)
 	wantErr(t, err, "study.seedz")
 }
+
+func TestValidateEvalSizes(t *testing.T) {
+	r := valid(t)
+	r.Eval.PerDataset = 50
+	r.Eval.Sizes = map[string]int{"hotpotqa": 0}
+	if err := r.Validate(); err != nil {
+		t.Fatalf("eval.sizes.hotpotqa=0: %v", err)
+	}
+	if got := r.Eval.EvalSize("hotpotqa"); got != 0 {
+		t.Errorf("EvalSize(hotpotqa) = %d, want its eval.sizes entry 0", got)
+	}
+	if got := r.Eval.EvalSize("nq"); got != 50 {
+		t.Errorf("EvalSize(nq) = %d, want eval.per_dataset 50", got)
+	}
+	r.Eval.Sizes = map[string]int{"hotpotqa": -1, "musique": 10}
+	wantErr(t, r.Validate(), "eval.sizes.hotpotqa: must be at least 0, got -1",
+		"eval.sizes.musique: names no eval.datasets entry (have hotpotqa)")
+}
