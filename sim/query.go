@@ -256,8 +256,8 @@ func newQueryModel(st turnState, params Params, tk *Tokenizer) *queryModel {
 	if st.hint != "" {
 		limit = 4 * maxQueryWords
 		for _, m := range reQuoted.FindAllStringSubmatch(st.hint, 2) {
-			// A phrase an earlier search already wrote whole is done:
-			// the teacher follows a suggestion once.
+			// A phrase every word of which earlier searches wrote is
+			// done: the teacher follows a suggestion once.
 			pw := queryWords(m[1])
 			if !slices.ContainsFunc(pw, func(w string) bool { return !searched[strings.ToLower(w)] }) {
 				continue
@@ -326,7 +326,7 @@ func (q *queryModel) dist(hist []int) *wordDist {
 		used[w] = true
 	}
 	// The hint phrases the query continues: word -> boost, and whether
-	// the query holds every word of a phrase (the teacher then ends it).
+	// the query ends with a whole phrase (the teacher then ends it).
 	hintNext := map[int]bool{}
 	hintDone := false
 	for _, h := range q.hints {
