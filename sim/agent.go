@@ -363,9 +363,13 @@ func isWordStart(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 }
 
-func contentWords(s string) []string {
+// contentWords are the lower-case words of s that are not stop words.
+func contentWords(s string) []string { return contentOf(words(s)) }
+
+// contentOf is contentWords of words already split.
+func contentOf(ws []string) []string {
 	var out []string
-	for _, w := range words(s) {
+	for _, w := range ws {
 		lw := strings.ToLower(w)
 		if lw != "" && !stopWords[lw] {
 			out = append(out, lw)
@@ -544,6 +548,7 @@ func answerFeatures(st turnState) []featCand {
 	}
 	byNorm := map[string]int{}
 	var fcs []featCand
+	var gold []bool // gold[i]: candidate i exact-matches a gold answer
 	add := func(span string, o occurrence) {
 		span = sanitize(span)
 		n := normText(span)
@@ -574,32 +579,37 @@ func answerFeatures(st turnState) []featCand {
 			}
 			phi[PAnswerLength] = math.Min(float64(len(strings.Fields(span))), 8) / 4
 			fcs = append(fcs, featCand{content: span, phi: phi})
+			// Spans equal under normText are equal under the reward's
+			// normalisation too: one test per candidate.
+			gold = append(gold, len(st.golds) > 0 && format.ExactMatch(span, st.golds) == 1)
 			i = len(fcs) - 1
 			byNorm[n] = i
 		}
 		phi := fcs[i].phi
-		if o.read && len(st.golds) > 0 && format.ExactMatch(span, st.golds) == 1 {
+		if o.read && gold[i] {
 			phi[PAnswerRecognised] = 1
 		}
 		if o.rank >= 0 {
 			phi[PAnswerFrequency] = math.Min(phi[PAnswerFrequency]+1.0/3, 1)
 			phi[PAnswerRank] = math.Max(phi[PAnswerRank], 1/float64(1+o.rank))
 		}
-		for _, f := range []struct {
-			on bool
-			j  int
-		}{{o.title, PAnswerTitle}, {o.latest, PAnswerLatest}, {o.typeMatch, PAnswerTypeMatch}, {o.option, PAnswerOption}} {
-			if f.on {
-				phi[f.j] = 1
-			}
+		if o.title {
+			phi[PAnswerTitle] = 1
 		}
-		for _, f := range []struct {
-			v float64
-			j int
-		}{{o.prox, PAnswerProximity}, {o.queryTitle, PAnswerQueryTitle}, {o.querySent, PAnswerQuerySentence},
-			{o.context, PAnswerContext}, {o.lead, PAnswerLead}} {
-			phi[f.j] = math.Max(phi[f.j], f.v)
+		if o.latest {
+			phi[PAnswerLatest] = 1
 		}
+		if o.typeMatch {
+			phi[PAnswerTypeMatch] = 1
+		}
+		if o.option {
+			phi[PAnswerOption] = 1
+		}
+		phi[PAnswerProximity] = math.Max(phi[PAnswerProximity], o.prox)
+		phi[PAnswerQueryTitle] = math.Max(phi[PAnswerQueryTitle], o.queryTitle)
+		phi[PAnswerQuerySentence] = math.Max(phi[PAnswerQuerySentence], o.querySent)
+		phi[PAnswerContext] = math.Max(phi[PAnswerContext], o.context)
+		phi[PAnswerLead] = math.Max(phi[PAnswerLead], o.lead)
 	}
 	opts := options(st.question)
 	if len(opts) == 2 && qType != "yesno" {
@@ -613,20 +623,17 @@ func answerFeatures(st turnState) []featCand {
 	// passages that name it: passages about something else give no grounds
 	// to compare. Recognising which one is right needs passages about all
 	// of them.
+	qEnts := questionEntityParts(st.question)
+	norms := passageNorms(st.blocks)
 	if len(st.blocks) > 0 {
-		read := readText(st.blocks)
+		read := readText(norms)
 		named := func(e string) bool {
 			n := looseNorm(e)
 			return n != "" && strings.Contains(read, " "+n+" ")
 		}
 		if qType == "yesno" {
-			// "Are A and B both ...": A and B each.
-			var es []string
-			for _, e := range entities(st.question, true) {
-				es = append(es, strings.Split(e, " and ")...)
-			}
-			if slices.ContainsFunc(es, named) {
-				all := !slices.ContainsFunc(es, func(e string) bool { return !named(e) })
+			if slices.ContainsFunc(qEnts, named) {
+				all := !slices.ContainsFunc(qEnts, func(e string) bool { return !named(e) })
 				add("yes", occurrence{rank: -1, typeMatch: true, read: all})
 				add("no", occurrence{rank: -1, typeMatch: true, read: all})
 			}
@@ -638,7 +645,7 @@ func answerFeatures(st turnState) []featCand {
 			}
 		}
 	}
-	rel := relatedPassages(st, qStems)
+	rel := relatedPassages(st.blocks, norms, qEnts, qStems)
 	given := len(st.blocks) - len(st.searches)
 	for bi := len(st.blocks) - 1; bi >= 0; bi-- {
 		latest := bi == len(st.blocks)-1
@@ -663,12 +670,13 @@ func answerFeatures(st turnState) []featCand {
 			add(d.title, occurrence{rank: d.rank, title: true, latest: latest, read: rel[bi][di], queryTitle: qt,
 				typeMatch: qType == "entity" || qType == "person" && len(strings.Fields(d.title)) >= 2})
 			for si, sent := range sentences(d.text) {
+				sws := words(sent)
+				cw := contentOf(sws)
 				o := occurrence{rank: d.rank, latest: latest, read: rel[bi][di], queryTitle: qt,
-					prox: proximity(sent, qStems), querySent: proximity(sent, qStemsB)}
+					prox: proximity(cw, qStems), querySent: proximity(cw, qStemsB)}
 				if si == 0 {
 					o.lead = 1
 				}
-				sws := words(sent)
 				for _, sp := range spans(sent, qType == "kind") {
 					o := o
 					o.title = normText(sp.text) == normText(d.title)
@@ -691,42 +699,59 @@ func answerFeatures(st turnState) []featCand {
 	return fcs
 }
 
+// questionEntityParts are the entities of question q, each side of an
+// "A and B" entity apart ("Are A and B both ...": A and B each).
+func questionEntityParts(q string) []string {
+	var es []string
+	for _, e := range entities(q, true) {
+		es = append(es, strings.Split(e, " and ")...)
+	}
+	return es
+}
+
+// docNorm is a passage's title and text loosely normalised (looseNorm).
+type docNorm struct{ title, text string }
+
+// passageNorms normalises every passage read once, for readText and
+// relatedPassages.
+func passageNorms(blocks [][]doc) [][]docNorm {
+	out := make([][]docNorm, len(blocks))
+	for bi, ds := range blocks {
+		out[bi] = make([]docNorm, len(ds))
+		for di, d := range ds {
+			out[bi][di] = docNorm{looseNorm(d.title), looseNorm(d.text)}
+		}
+	}
+	return out
+}
+
 // relatedPassages flags, for each passage read, whether the reader can
-// tell it is about the question: it names an entity of the question, or
-// shares two content words (by stem) with it, or its title is named by a
-// related passage read before it (the bridge of a multi-hop question).
-// Only a related passage's spans can be recognised as the answer: a gold
-// string in a passage about something else is not evidence.
-func relatedPassages(st turnState, qStems map[string]bool) [][]bool {
-	var ents []string
-	for _, e := range entities(st.question, true) {
-		for _, p := range strings.Split(e, " and ") {
-			if n := looseNorm(p); n != "" {
-				ents = append(ents, " "+n+" ")
-			}
+// tell it is about the question: it names one of the question's entity
+// parts ents, or shares two content words (by stem) with it, or its title
+// is named by a related passage read before it (the bridge of a multi-hop
+// question). Only a related passage's spans can be recognised as the
+// answer: a gold string in a passage about something else is not
+// evidence. norms are passageNorms(blocks).
+func relatedPassages(blocks [][]doc, norms [][]docNorm, ents []string, qStems map[string]bool) [][]bool {
+	var padded []string
+	for _, e := range ents {
+		if n := looseNorm(e); n != "" {
+			padded = append(padded, " "+n+" ")
 		}
 	}
 	var seen strings.Builder // related passages' texts so far
 	seen.WriteByte(' ')
-	out := make([][]bool, len(st.blocks))
-	for bi, ds := range st.blocks {
+	out := make([][]bool, len(blocks))
+	for bi, ds := range blocks {
 		out[bi] = make([]bool, len(ds))
 		for di, d := range ds {
-			title := " " + looseNorm(d.title) + " "
-			text := " " + looseNorm(d.text) + " "
-			r := title != "  " && strings.Contains(seen.String(), title)
-			for _, e := range ents {
+			title := " " + norms[bi][di].title + " "
+			text := " " + norms[bi][di].text + " "
+			r := norms[bi][di].title != "" && strings.Contains(seen.String(), title)
+			for _, e := range padded {
 				r = r || strings.Contains(title, e) || strings.Contains(text, e)
 			}
-			if !r {
-				shared := map[string]bool{}
-				for _, w := range contentWords(d.title + " " + d.text) {
-					if sw := stem(w); qStems[sw] {
-						shared[sw] = true
-					}
-				}
-				r = len(shared) >= 2
-			}
+			r = r || sharedStems(contentWords(d.title+" "+d.text), qStems) >= 2
 			if r {
 				out[bi][di] = true
 				seen.WriteString(text)
@@ -736,16 +761,16 @@ func relatedPassages(st turnState, qStems map[string]bool) [][]bool {
 	return out
 }
 
-// readText is the loosely normalised text (looseNorm, padded with spaces)
-// of every passage read: titles and texts.
-func readText(blocks [][]doc) string {
+// readText is the loosely normalised text (padded with spaces) of every
+// passage read, titles and texts, from passageNorms.
+func readText(norms [][]docNorm) string {
 	var b strings.Builder
 	b.WriteByte(' ')
-	for _, ds := range blocks {
+	for _, ds := range norms {
 		for _, d := range ds {
-			b.WriteString(looseNorm(d.title))
+			b.WriteString(d.title)
 			b.WriteByte(' ')
-			b.WriteString(looseNorm(d.text))
+			b.WriteString(d.text)
 			b.WriteByte(' ')
 		}
 	}
@@ -842,17 +867,24 @@ func contextOverlap(ws, sp []string, qWords map[string]bool) float64 {
 	return 0
 }
 
-func proximity(sent string, qWords map[string]bool) float64 {
-	if len(qWords) == 0 {
+// proximity is the share of the stems in stems that content words cw
+// (contentOf a sentence) have.
+func proximity(cw []string, stems map[string]bool) float64 {
+	if len(stems) == 0 {
 		return 0
 	}
+	return float64(sharedStems(cw, stems)) / float64(len(stems))
+}
+
+// sharedStems counts the distinct stems of content words cw in stems.
+func sharedStems(cw []string, stems map[string]bool) int {
 	seen := map[string]bool{}
-	for _, w := range contentWords(sent) {
-		if sw := stem(w); qWords[sw] {
+	for _, w := range cw {
+		if sw := stem(w); stems[sw] {
 			seen[sw] = true
 		}
 	}
-	return float64(len(seen)) / float64(len(qWords))
+	return len(seen)
 }
 
 // stemSame maps words whose relation a reader sees but a five-letter stem
