@@ -63,17 +63,23 @@ func BootstrapAverageCI(byDataset map[string][]float64, iters int, seed uint64) 
 	for it := range stats {
 		var avg float64
 		for _, g := range groups {
-			var sum float64
-			for range g {
-				sum += g[rng.IntN(len(g))]
-			}
-			avg += sum / float64(len(g))
+			avg += resampledMean(rng, g)
 		}
 		stats[it] = avg / float64(len(groups))
 	}
 	slices.Sort(stats)
 	alpha := (1 - bootstrapLevel) / 2
 	return quantile(stats, alpha), quantile(stats, 1-alpha)
+}
+
+// resampledMean is the mean of len(xs) draws with replacement from the
+// non-empty xs.
+func resampledMean(rng *rand.Rand, xs []float64) float64 {
+	var sum float64
+	for range xs {
+		sum += xs[rng.IntN(len(xs))]
+	}
+	return sum / float64(len(xs))
 }
 
 // quantile returns the q-quantile of the sorted, non-empty xs, linearly

@@ -77,12 +77,7 @@ func PairedBootstrapDiff(runs []PairedRun, iters int, seed uint64) (diff, lo, hi
 	for it := range stats {
 		var s float64
 		for range diffs {
-			d := diffs[rng.IntN(len(diffs))]
-			var sum float64
-			for range d {
-				sum += d[rng.IntN(len(d))]
-			}
-			s += sum / float64(len(d))
+			s += resampledMean(rng, diffs[rng.IntN(len(diffs))])
 		}
 		stats[it] = s / float64(len(diffs))
 	}
