@@ -155,14 +155,7 @@ func PlotAverageEM(path string, runs map[string][]RunSummary) error {
 			p.Add(bars)
 		}
 	}
-	// EM from zero, with head room for the legend.
-	p.Y.Min = 0
-	p.Y.Max = math.Max(10, math.Ceil(yMax*1.15/5)*5)
-	p.X.Min, p.X.Max = xMin, xMax
-	if p.X.Min == p.X.Max {
-		p.X.Min--
-		p.X.Max++
-	}
+	emAxes(p, xMin, xMax, yMax, 1.15)
 	p.X.Min -= 0.03 * (p.X.Max - p.X.Min)
 	p.X.Max += 0.03 * (p.X.Max - p.X.Min)
 
@@ -242,4 +235,17 @@ func (t niceTicks) Ticks(lo, hi float64) []plot.Tick {
 		ticks = append(ticks, plot.Tick{Value: first - step/2})
 	}
 	return ticks
+}
+
+// emAxes sets an EM plot's axes: y from zero to yMax with head room (a
+// factor, for the legend), rounded up to a multiple of 5 and at least 10;
+// x over [xMin, xMax], widened by one either side when it is a point.
+func emAxes(p *plot.Plot, xMin, xMax, yMax, head float64) {
+	p.Y.Min = 0
+	p.Y.Max = math.Max(10, math.Ceil(yMax*head/5)*5)
+	p.X.Min, p.X.Max = xMin, xMax
+	if p.X.Min == p.X.Max {
+		p.X.Min--
+		p.X.Max++
+	}
 }

@@ -66,12 +66,6 @@ func PlotStudyCurves(path, title string, curves []StudyCurve) error {
 	if n == 0 {
 		return errors.New("plot: no evaluations to plot")
 	}
-	p.Y.Min = 0
-	p.Y.Max = math.Max(10, math.Ceil(yMax*1.25/5)*5)
-	p.X.Min, p.X.Max = xMin, xMax
-	if p.X.Min == p.X.Max {
-		p.X.Min--
-		p.X.Max++
-	}
+	emAxes(p, xMin, xMax, yMax, 1.25)
 	return savePNG(p, path)
 }
