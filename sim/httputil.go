@@ -114,6 +114,14 @@ type ignoredFields struct {
 	counts map[string]int
 }
 
+// decode is decodeLenient of r's body into v, noting the fields it ignored
+// under route (the "METHOD /path" of the handler).
+func (f *ignoredFields) decode(w http.ResponseWriter, r *http.Request, route string, v any) error {
+	ignored, err := decodeLenient(r, v)
+	f.note(w, route, ignored)
+	return err
+}
+
 // note records fields ignored on route and names them in the answer's
 // IgnoredFieldsHeader.
 func (f *ignoredFields) note(w http.ResponseWriter, route string, fields []string) {

@@ -131,8 +131,7 @@ func (s *JudgeServer) chat(w http.ResponseWriter, r *http.Request) {
 		samplingFields
 		Seed *int64 `json:"seed"`
 	}
-	ignored, err := decodeLenient(r, &req)
-	s.ignored.note(w, "POST /v1/chat/completions", ignored)
+	err := s.ignored.decode(w, r, "POST /v1/chat/completions", &req)
 	if err != nil {
 		openAIError(w, http.StatusBadRequest, "BadRequestError", err.Error())
 		return

@@ -267,8 +267,7 @@ func (s *PolicyServer) completions(w http.ResponseWriter, r *http.Request) {
 	s.requests.Add(1)
 	defer s.running.Add(-1)
 	var req completionRequest
-	ignored, err := decodeLenient(r, &req)
-	s.ignored.note(w, "POST /v1/completions", ignored)
+	err := s.ignored.decode(w, r, "POST /v1/completions", &req)
 	if err != nil {
 		openAIError(w, http.StatusBadRequest, "BadRequestError", err.Error())
 		return
@@ -533,8 +532,7 @@ const maxModelLen = 32768
 
 func (s *PolicyServer) tokenize(w http.ResponseWriter, r *http.Request) {
 	var req tokenizeRequest
-	ignored, err := decodeLenient(r, &req)
-	s.ignored.note(w, "POST /tokenize", ignored)
+	err := s.ignored.decode(w, r, "POST /tokenize", &req)
 	if err != nil {
 		openAIError(w, http.StatusBadRequest, "BadRequestError", err.Error())
 		return
@@ -574,8 +572,7 @@ func (s *PolicyServer) detokenize(w http.ResponseWriter, r *http.Request) {
 		Model  string `json:"model"`
 		Tokens []int  `json:"tokens"`
 	}
-	ignored, err := decodeLenient(r, &req)
-	s.ignored.note(w, "POST /detokenize", ignored)
+	err := s.ignored.decode(w, r, "POST /detokenize", &req)
 	if err != nil {
 		openAIError(w, http.StatusBadRequest, "BadRequestError", err.Error())
 		return
@@ -596,8 +593,7 @@ func (s *PolicyServer) loadLoRA(w http.ResponseWriter, r *http.Request) {
 		LoRAName string `json:"lora_name"`
 		LoRAPath string `json:"lora_path"`
 	}
-	ignored, err := decodeLenient(r, &req)
-	s.ignored.note(w, "POST /v1/load_lora_adapter", ignored)
+	err := s.ignored.decode(w, r, "POST /v1/load_lora_adapter", &req)
 	if err != nil {
 		openAIError(w, http.StatusBadRequest, "BadRequestError", err.Error())
 		return
@@ -646,8 +642,7 @@ func (s *PolicyServer) unloadLoRA(w http.ResponseWriter, r *http.Request) {
 		LoRAName  string `json:"lora_name"`
 		LoRAIntID *int   `json:"lora_int_id"`
 	}
-	ignored, err := decodeLenient(r, &req)
-	s.ignored.note(w, "POST /v1/unload_lora_adapter", ignored)
+	err := s.ignored.decode(w, r, "POST /v1/unload_lora_adapter", &req)
 	if err != nil {
 		openAIError(w, http.StatusBadRequest, "BadRequestError", err.Error())
 		return

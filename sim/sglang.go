@@ -222,8 +222,7 @@ func (s *PolicyServer) generate(w http.ResponseWriter, r *http.Request) {
 	s.requests.Add(1)
 	defer s.running.Add(-1)
 	var req generateRequest
-	ignored, err := decodeLenient(r, &req)
-	s.ignored.note(w, "POST /generate", ignored)
+	err := s.ignored.decode(w, r, "POST /generate", &req)
 	if err != nil {
 		// FastAPI's validation error.
 		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"detail": err.Error()})
@@ -453,8 +452,7 @@ func (s *PolicyServer) sglangLoadLoRA(w http.ResponseWriter, r *http.Request) {
 		LoRAPath string `json:"lora_path"`
 		Pinned   bool   `json:"pinned"`
 	}
-	ignored, err := decodeLenient(r, &req)
-	s.ignored.note(w, "POST /load_lora_adapter", ignored)
+	err := s.ignored.decode(w, r, "POST /load_lora_adapter", &req)
 	if err != nil {
 		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"detail": err.Error()})
 		return
@@ -490,8 +488,7 @@ func (s *PolicyServer) sglangUnloadLoRA(w http.ResponseWriter, r *http.Request) 
 	var req struct {
 		LoRAName string `json:"lora_name"`
 	}
-	ignored, err := decodeLenient(r, &req)
-	s.ignored.note(w, "POST /unload_lora_adapter", ignored)
+	err := s.ignored.decode(w, r, "POST /unload_lora_adapter", &req)
 	if err != nil {
 		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"detail": err.Error()})
 		return
