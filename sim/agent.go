@@ -42,6 +42,7 @@ const (
 	PWordNext
 	PWordUsed
 	PWordSearched
+	PWordBridge
 	// answer choice features
 	PAnswerRank
 	PAnswerTitle
@@ -67,7 +68,7 @@ var ParamNames = [NumParams]string{
 	"search_bias", "search_first", "search_more", "search_found",
 	"query_end", "query_end_length", "query_end_phrase",
 	"word_question_entity", "word_question_content", "word_question_stop",
-	"word_title", "word_passage", "word_next", "word_used", "word_searched",
+	"word_title", "word_passage", "word_next", "word_used", "word_searched", "word_bridge",
 	"answer_rank", "answer_title", "answer_in_question", "answer_type_match",
 	"answer_proximity", "answer_option", "answer_latest", "answer_length",
 	"answer_frequency", "answer_query_title", "answer_searched", "answer_query_sentence",

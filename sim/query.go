@@ -41,8 +41,79 @@ const (
 	maxQuestionWords = 24
 	maxTitleWords    = 16
 	maxPassageWords  = 24
+	maxBridgeWords   = 8
 	passageEntities  = 4
 )
+
+// bridgeEntities are the entities a multi-hop question's next search may
+// need: in the passages just read that are about the question
+// (relatedPassages), the named entities that stand within four words of a
+// relation word of the question (a content word of it outside its
+// entities: "director" in "Where was the director of Beatrice born?"
+// finds "Bertrand Tavernier" in "... a 1987 film directed by Bertrand
+// Tavernier"), those not in the question and not a lone stop word
+// ("She"), in passage order, each once.
+// Nothing here reads the gold answers or a hint: it is what a reader sees
+// in the text.
+func bridgeEntities(st turnState) []string {
+	n := len(st.blocks)
+	if n == 0 {
+		return nil
+	}
+	qEnts := questionEntityParts(st.question)
+	entWords := map[string]bool{}
+	for _, e := range qEnts {
+		for _, w := range contentWords(e) {
+			entWords[w] = true
+		}
+	}
+	qStems, rel := map[string]bool{}, map[string]bool{}
+	for _, w := range contentWords(st.question) {
+		qStems[stem(w)] = true
+		if !entWords[w] {
+			rel[stem(w)] = true
+		}
+	}
+	qNorm := " " + looseNorm(st.question) + " "
+	related := relatedPassages(st.blocks, passageNorms(st.blocks), qEnts, qStems)[n-1]
+	var out []string
+	seen := map[string]bool{}
+	for di, d := range st.blocks[n-1] {
+		if !related[di] {
+			continue
+		}
+		for _, sent := range sentences(d.text) {
+			sws := words(sent)
+			var at []int // positions of the question's relation words
+			for i, w := range sws {
+				if lw := strings.ToLower(w); !stopWords[lw] && rel[stem(lw)] {
+					at = append(at, i)
+				}
+			}
+			if len(at) == 0 {
+				continue
+			}
+			for _, e := range entities(sent, false) {
+				ne := looseNorm(e)
+				if ne == "" || seen[ne] || len(contentWords(e)) == 0 || strings.Contains(qNorm, " "+ne+" ") {
+					continue
+				}
+				ew := words(e)
+				for i := 0; i+len(ew) <= len(sws); i++ {
+					if !slices.Equal(sws[i:i+len(ew)], ew) {
+						continue
+					}
+					if slices.ContainsFunc(at, func(a int) bool { return a >= i-4 && a < i+len(ew)+4 }) {
+						seen[ne] = true
+						out = append(out, e)
+					}
+					break
+				}
+			}
+		}
+	}
+	return out
+}
 
 // qword is one word of a turn's query vocabulary.
 type qword struct {
@@ -188,8 +259,10 @@ func newQueryModel(st turnState, params Params, tk *Tokenizer) *queryModel {
 	}
 	limit := maxQuestionWords
 	var qix []int
+	inQuestion, bridge := map[string]bool{}, map[string]bool{}
 	for _, w := range queryWords(strings.TrimSuffix(st.question, "?")) {
 		lw := strings.ToLower(w)
+		inQuestion[lw] = true
 		feat := PWordQContent
 		switch {
 		case stopWords[lw] || questionWords[lw]:
@@ -224,6 +297,20 @@ func newQueryModel(st turnState, params Params, tk *Tokenizer) *queryModel {
 			}
 			link(ix, true)
 		}
+		// The bridge entities first (their own cap), so the query can
+		// always name them.
+		limit = maxBridgeWords
+		for _, e := range bridgeEntities(st) {
+			var ix []int
+			for _, w := range queryWords(e) {
+				lw := strings.ToLower(w)
+				if !inQuestion[lw] {
+					bridge[lw] = true
+				}
+				ix = append(ix, add(w, PWordPassage, &limit))
+			}
+			link(ix, true)
+		}
 		limit = maxPassageWords
 		for _, d := range st.blocks[n-1] {
 			es := entities(d.text, false)
@@ -247,8 +334,12 @@ func newQueryModel(st turnState, params Params, tk *Tokenizer) *queryModel {
 		}
 	}
 	for i := range q.words {
-		if searched[strings.ToLower(q.words[i].text)] {
+		lw := strings.ToLower(q.words[i].text)
+		if searched[lw] {
 			q.words[i].phi[PWordSearched] = 1
+		}
+		if bridge[lw] {
+			q.words[i].phi[PWordBridge] = 1
 		}
 	}
 	// The hint's quoted phrases: the teacher may copy their words (a word

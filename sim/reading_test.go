@@ -197,3 +197,46 @@ func TestAnswerSpans(t *testing.T) {
 		t.Error("stem: directed/director, born/birth, wife/married should share a stem")
 	}
 }
+
+// TestBridgeEntities checks the word_bridge feature's source: in a
+// passage about the question, the entities next to a relation word of the
+// question (the bridge of a multi-hop question) are found, and nothing
+// from passages about something else, from sentences without a relation
+// word, or the question's own entities; the query vocabulary then holds
+// the bridge's words with word_bridge on, and has none before any passage.
+func TestBridgeEntities(t *testing.T) {
+	f := getFixture(t)
+	st := turnState{
+		question: "Where was the director of the film Beatrice born?",
+		searches: []string{"director of the film Beatrice"},
+		blocks: [][]doc{{
+			{title: "Beatrice (1987 film)", text: "Beatrice is a 1987 French film directed by Bertrand Tavernier. It stars Julie Delpy and Bernard Pierre Donnadieu.", rank: 1},
+			{title: "Paris Opera", text: "The Paris Opera is directed by Alexander Neef.", rank: 2},
+		}},
+	}
+	got := bridgeEntities(st)
+	if !slices.Contains(got, "Bertrand Tavernier") {
+		t.Errorf("bridge entities %q lack the director the passage names", got)
+	}
+	for _, bad := range []string{"Beatrice", "Julie Delpy", "Bernard Pierre Donnadieu", "Alexander Neef", "Paris Opera"} {
+		if slices.Contains(got, bad) {
+			t.Errorf("bridge entities %q hold %q", got, bad)
+		}
+	}
+	qm := newQueryModel(st, InitialParams(), f.tk)
+	bridge := map[string]bool{}
+	for _, w := range qm.words {
+		if w.phi[PWordBridge] != 0 {
+			bridge[w.text] = true
+		}
+	}
+	if !bridge["Bertrand"] || !bridge["Tavernier"] || bridge["Beatrice"] || bridge["director"] {
+		t.Errorf("query words with word_bridge: %v, want Bertrand and Tavernier, not the question's words", bridge)
+	}
+	st.blocks, st.searches = nil, nil
+	for _, w := range newQueryModel(st, InitialParams(), f.tk).words {
+		if w.phi[PWordBridge] != 0 {
+			t.Errorf("word %q has word_bridge before any passage was read", w.text)
+		}
+	}
+}
