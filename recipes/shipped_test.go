@@ -221,6 +221,15 @@ func TestShippedSimStudy(t *testing.T) {
 	if got := slices.Sorted(maps.Keys(r.Eval.Datasets)); !slices.Equal(got, []string{"2wikimultihopqa", "hotpotqa", "musique"}) {
 		t.Errorf("eval.datasets %v", got)
 	}
+	// Trained on the two multi-hop sets the shipped corpus has passages
+	// for, with the held-out questions left out of training.
+	var data []string
+	for _, d := range r.Train.Data {
+		data = append(data, filepath.Base(d))
+	}
+	if !slices.Equal(data, []string{"hotpotqa.jsonl", "2wikimultihopqa.jsonl"}) || !r.Train.ExcludeEval {
+		t.Errorf("train.data %v exclude_eval %v, want HotpotQA and 2Wiki without the held-out questions", data, r.Train.ExcludeEval)
+	}
 	if r.Study.Base != "grpo" || !slices.Equal(r.Study.Seeds, []int64{1, 2, 3, 4, 5}) {
 		t.Errorf("study %+v", r.Study)
 	}
