@@ -853,19 +853,31 @@ func contextOverlap(ws, sp []string, qWords map[string]bool) float64 {
 	if len(sp) == 0 || len(qWords) == 0 {
 		return 0
 	}
-	for i := 0; i+len(sp) <= len(ws); i++ {
-		if !slices.Equal(ws[i:i+len(sp)], sp) {
-			continue
-		}
-		seen := map[string]bool{}
-		for _, w := range append(slices.Clone(ws[max(0, i-4):i]), ws[i+len(sp):min(len(ws), i+len(sp)+4)]...) {
-			if sw := stem(strings.ToLower(w)); qWords[sw] {
-				seen[sw] = true
-			}
-		}
-		return math.Min(float64(len(seen)), 3) / math.Min(float64(len(qWords)), 3)
+	i := indexWords(ws, sp)
+	if i < 0 {
+		return 0
 	}
-	return 0
+	seen := map[string]bool{}
+	for _, w := range append(slices.Clone(ws[max(0, i-4):i]), ws[i+len(sp):min(len(ws), i+len(sp)+4)]...) {
+		if sw := stem(strings.ToLower(w)); qWords[sw] {
+			seen[sw] = true
+		}
+	}
+	return math.Min(float64(len(seen)), 3) / math.Min(float64(len(qWords)), 3)
+}
+
+// indexWords returns the index of the first occurrence of the word
+// sequence sp in ws, or -1 (also for an empty sp).
+func indexWords(ws, sp []string) int {
+	if len(sp) == 0 {
+		return -1
+	}
+	for i := 0; i+len(sp) <= len(ws); i++ {
+		if slices.Equal(ws[i:i+len(sp)], sp) {
+			return i
+		}
+	}
+	return -1
 }
 
 // proximity is the share of the stems in stems that content words cw

@@ -99,15 +99,9 @@ func bridgeEntities(st turnState) []string {
 					continue
 				}
 				ew := words(e)
-				for i := 0; i+len(ew) <= len(sws); i++ {
-					if !slices.Equal(sws[i:i+len(ew)], ew) {
-						continue
-					}
-					if slices.ContainsFunc(at, func(a int) bool { return a >= i-4 && a < i+len(ew)+4 }) {
-						seen[ne] = true
-						out = append(out, e)
-					}
-					break
+				if i := indexWords(sws, ew); i >= 0 && slices.ContainsFunc(at, func(a int) bool { return a >= i-4 && a < i+len(ew)+4 }) {
+					seen[ne] = true
+					out = append(out, e)
 				}
 			}
 		}
@@ -289,40 +283,36 @@ func newQueryModel(st turnState, params Params, tk *Tokenizer) *queryModel {
 	}
 	// The passages just read: their titles, then their named entities.
 	if n := len(st.blocks); n > 0 {
-		limit = maxTitleWords
-		for _, d := range st.blocks[n-1] {
+		// A phrase of the passages: its words, linked, ending a phrase.
+		addPhrase := func(p string, feat int, limit *int) {
 			var ix []int
-			for _, w := range queryWords(d.title) {
-				ix = append(ix, add(w, PWordTitle, &limit))
+			for _, w := range queryWords(p) {
+				ix = append(ix, add(w, feat, limit))
 			}
 			link(ix, true)
+		}
+		limit = maxTitleWords
+		for _, d := range st.blocks[n-1] {
+			addPhrase(d.title, PWordTitle, &limit)
 		}
 		// The bridge entities first (their own cap), so the query can
 		// always name them.
 		limit = maxBridgeWords
 		for _, e := range bridgeEntities(st) {
-			var ix []int
 			for _, w := range queryWords(e) {
-				lw := strings.ToLower(w)
-				if !inQuestion[lw] {
+				if lw := strings.ToLower(w); !inQuestion[lw] {
 					bridge[lw] = true
 				}
-				ix = append(ix, add(w, PWordPassage, &limit))
 			}
-			link(ix, true)
+			addPhrase(e, PWordPassage, &limit)
 		}
 		limit = maxPassageWords
 		for _, d := range st.blocks[n-1] {
-			es := entities(d.text, false)
-			for k, e := range es {
+			for k, e := range entities(d.text, false) {
 				if k >= passageEntities {
 					break
 				}
-				var ix []int
-				for _, w := range queryWords(e) {
-					ix = append(ix, add(w, PWordPassage, &limit))
-				}
-				link(ix, true)
+				addPhrase(e, PWordPassage, &limit)
 			}
 		}
 	}
