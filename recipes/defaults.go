@@ -62,6 +62,17 @@ const (
 	// backends' archives: an uncompressed tar, still named .tar.gz, of
 	// entries under "./".
 	SimArchiveFSDP = "fsdp"
+
+	// SimBackendJAX is sim.trainer.backend for SkyRL's JAX backend: the
+	// loss of each datum is its mean over its weighted tokens, several
+	// LoRA models share a server, full weights (rank 0) are refused (the
+	// default).
+	SimBackendJAX = "jax"
+	// SimBackendFSDP is sim.trainer.backend for SkyRL's FSDP (and
+	// Megatron) backend, the one both paper recipes run on:
+	// the loss is a token sum over the whole step, the gradient norm is
+	// clipped at 1.0, and one server holds one policy model at a time.
+	SimBackendFSDP = "fsdp"
 )
 
 // Allowed values of judge.api and judge.max_tokens_field.
@@ -225,7 +236,7 @@ func Defaults() Recipe {
 			ThinkSigma:       1.0,
 			PrefixCaching:    true,
 			RetrieverStyle:   RetrieverStyleDense,
-			Trainer:          SimTrainer{Archive: SimArchiveJAX},
+			Trainer:          SimTrainer{Archive: SimArchiveJAX, Backend: SimBackendJAX},
 			Faults: SimFaults{
 				Policy:    FaultSpec{Kinds: []string{}, HangMS: 5000, SlowMS: 200},
 				Judge:     FaultSpec{Kinds: []string{}, HangMS: 5000, SlowMS: 200},

@@ -413,6 +413,15 @@ type SimTrainer struct {
 	// SimArchiveFSDP): which of SkyRL's backends it packs like. The
 	// content is the simulator's adapter either way.
 	Archive string `mapstructure:"archive" yaml:"archive"`
+	// Backend is which of SkyRL's training backends the simulated trainer
+	// behaves like (SimBackendJAX or SimBackendFSDP): how forward_backward
+	// normalises the loss (JAX: each sequence's mean over its weighted
+	// tokens; FSDP: one token sum over the whole step, and the gradient
+	// norm clipped at 1.0 before every optim_step), and how many models
+	// one server holds (FSDP: a single policy model, LoRA or full weights,
+	// until it is unloaded; JAX: LoRA adapters side by side, rank 0
+	// refused).
+	Backend string `mapstructure:"backend" yaml:"backend"`
 }
 
 // SimGenerationConfig is the sampling part of a simulated model's

@@ -357,6 +357,7 @@ func (r *Recipe) Validate() error {
 	nonNeg("sim.retriever_query_ms", r.Sim.RetrieverQueryMS)
 	oneOf("sim.retriever_style", r.Sim.RetrieverStyle, RetrieverStyleDense, RetrieverStyleBM25)
 	oneOf("sim.trainer.archive", r.Sim.Trainer.Archive, SimArchiveJAX, SimArchiveFSDP)
+	oneOf("sim.trainer.backend", r.Sim.Trainer.Backend, SimBackendJAX, SimBackendFSDP)
 
 	for _, rf := range []struct {
 		role string

@@ -34,6 +34,9 @@ type Config struct {
 	// TrainerArchive is the layout of the simulated trainer's archives
 	// (TrainerServer.Archive; "": ArchiveJAX).
 	TrainerArchive ArchiveLayout
+	// TrainerBackend is the SkyRL training backend the simulated trainer
+	// behaves like (TrainerServer.Backend; "": BackendJAX).
+	TrainerBackend TrainerBackend
 	// Corpus holds the wiki-18 contents strings (the judge reads them).
 	Corpus []string
 	// Answers are the gold answers of the questions the policy may be
@@ -85,6 +88,9 @@ func Start(cfg Config) (*Servers, error) {
 	}
 	if cfg.TrainerArchive != "" && !slices.Contains(ArchiveLayouts, cfg.TrainerArchive) {
 		return nil, fmt.Errorf("sim: trainer archive layout %q: want %s or %s", cfg.TrainerArchive, ArchiveJAX, ArchiveFSDP)
+	}
+	if cfg.TrainerBackend != "" && !slices.Contains(TrainerBackends, cfg.TrainerBackend) {
+		return nil, fmt.Errorf("sim: trainer backend %q: want %s or %s", cfg.TrainerBackend, BackendJAX, BackendFSDP)
 	}
 	tk, err := NewTokenizer()
 	if err != nil {
@@ -138,6 +144,7 @@ func Start(cfg Config) (*Servers, error) {
 		s.Trainer.DatumDelay = cfg.Latency.TrainerPerDatum
 		s.Trainer.StepDelay = cfg.Latency.TrainerStep
 		s.Trainer.Archive = cfg.TrainerArchive
+		s.Trainer.Backend = cfg.TrainerBackend
 		u, err := serve(s.faulty(s.Trainer.Handler(), cfg.Faults.Trainer, 0))
 		if err != nil {
 			s.Close()

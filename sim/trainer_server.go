@@ -56,6 +56,10 @@ type TrainerServer struct {
 	// FSDP backend's (sim.trainer.archive; "": ArchiveJAX). Set it before
 	// the server takes requests.
 	Archive ArchiveLayout
+	// Backend is the SkyRL training backend it behaves like
+	// (sim.trainer.backend; "": BackendJAX). Set it before the server
+	// takes requests.
+	Backend TrainerBackend
 
 	mu       sync.Mutex
 	nextID   int
