@@ -19,9 +19,14 @@ demo:
 bench:
 	$(GO) run ./cmd/orchestrate bench --json bench.json
 
-## chaos: the sim recipe under heavy faults with kill -9 and --resume, compared with a clean run
+## chaos: the sim recipe under heavy faults with kill -9 and --resume, compared with a clean run;
+## then against one serve sim that outlives every kill, through vLLM's LoRA route and through
+## SGLang with full weights on the FSDP-like trainer (one model per server)
 chaos: build
 	$(BIN) chaos $(RECIPE) --kills 4 --set train.steps=8 --set eval.every=4
+	$(BIN) chaos $(RECIPE) --servers --kills 3 --set train.steps=6 --set eval.every=3 --set sim.trainer.backend=fsdp
+	$(BIN) chaos $(RECIPE) --servers --kills 3 --set train.steps=6 --set eval.every=3 --set sim.trainer.backend=fsdp \
+		--set trainer.lora_rank=0 --set sync.kind=sglang_disk --set policy.server=sglang --set policy.tokenize=local
 
 ## test: the README's test command
 test:

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hindsearch/hindsearch/recipes"
 	"github.com/hindsearch/hindsearch/results"
 )
 
@@ -26,6 +28,7 @@ func newChaosCmd(e *env) *cobra.Command {
 	var rf recipeFlags
 	kills := 3
 	seed := uint64(1)
+	servers := false
 	cmd := &cobra.Command{
 		Use:   "chaos RECIPE",
 		Short: "Run a recipe cleanly, then again under heavy faults with kill -9 and --resume, and compare",
@@ -34,7 +37,13 @@ separate orchestrate process, with faults injected into every simulated role
 (` + chaosFaults + `) and http.timeout_seconds=1, killing the
 process with SIGKILL at random moments (--kills times) and resuming it with
 --resume until it finishes. The batch digests of every step, the step count
-and the evaluation records must equal the clean run's.`,
+and the evaluation records must equal the clean run's.
+
+With --servers the faulty run drives one "orchestrate serve sim" of the
+recipe, started once with the faults and kept running across every kill and
+resume, as real servers outlive a run: each resumed run meets the trainer
+still holding the killed run's model and policy replicas still serving the
+weights it last synced.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			exe, err := os.Executable()
@@ -75,8 +84,20 @@ and the evaluation records must equal the clean run's.`,
 				faultSets = append(faultSets, "--set", "sim.faults."+role+".rate="+spec[1], "--set", "sim.faults."+role+".kinds="+spec[0],
 					"--set", "sim.faults."+role+".hang_ms=1500")
 			}
-			faultSets = append(faultSets, "--set", "http.timeout_seconds=1", "--set", "http.retries=10",
-				"--set", "http.retry_wait_min_ms=1", "--set", "http.retry_wait_max_ms=50")
+			httpSets := []string{"--set", "http.timeout_seconds=1", "--set", "http.retries=10",
+				"--set", "http.retry_wait_min_ms=1", "--set", "http.retry_wait_max_ms=50"}
+			if servers {
+				// The faults go to the servers, which outlive every run;
+				// the run keeps the short timeouts and many retries.
+				sets, stop, err := startChaosServers(ctx, exe, common, faultSets, filepath.Join(base, "servers"))
+				if err != nil {
+					return err
+				}
+				defer stop()
+				faultSets = sets
+				fmt.Fprintf(e.stdout, "chaos: faulty run against one serve sim that outlives it\n")
+			}
+			faultSets = append(faultSets, httpSets...)
 			chaos := filepath.Join(base, "chaos")
 			rng := rand.New(rand.NewPCG(seed, 7))
 			killed, resumed := 0, 0
@@ -159,6 +180,7 @@ and the evaluation records must equal the clean run's.`,
 	rf.register(cmd.Flags())
 	cmd.Flags().IntVar(&kills, "kills", kills, "how many times to kill the run")
 	cmd.Flags().Uint64Var(&seed, "seed", seed, "seed of the kill times")
+	cmd.Flags().BoolVar(&servers, "servers", servers, "run the faulty run against one orchestrate serve sim (with the faults) that outlives every kill")
 	return cmd
 }
 
@@ -193,6 +215,65 @@ func killAfter(ctx context.Context, dir string, target int, delay time.Duration,
 		}
 	}()
 	return fire
+}
+
+// startChaosServers starts "orchestrate serve sim" of the recipe with
+// faults (the recipe and its sets, then the sim.faults.* sets), reads its
+// address line and returns the sets that point a run at those servers, and
+// a stop function that ends the servers.
+func startChaosServers(ctx context.Context, exe string, common, faultSets []string, dir string) ([]string, func(), error) {
+	argv := append(append(append([]string{"serve", "sim"}, common...), faultSets...), "--set", "output.dir="+dir, "--json")
+	sctx, cancel := context.WithCancel(ctx)
+	c := exec.CommandContext(sctx, exe, argv...)
+	stdin, err := c.StdinPipe()
+	if err != nil {
+		cancel()
+		return nil, nil, err
+	}
+	stdout, err := c.StdoutPipe()
+	if err != nil {
+		cancel()
+		return nil, nil, err
+	}
+	var stderr bytes.Buffer
+	c.Stderr = &stderr
+	if err := c.Start(); err != nil {
+		cancel()
+		return nil, nil, fmt.Errorf("serve sim: %w", err)
+	}
+	stop := func() {
+		_ = stdin.Close() // serve sim ends when its stdin closes
+		done := make(chan struct{})
+		go func() { _ = c.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			cancel()
+			<-done
+		}
+		cancel()
+	}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		stop()
+		return nil, nil, fmt.Errorf("serve sim: no address line (%v)\n%s", err, stderr.String())
+	}
+	var a simAddrs
+	if err := json.Unmarshal([]byte(line), &a); err != nil {
+		stop()
+		return nil, nil, fmt.Errorf("serve sim: address line %q: %w", line, err)
+	}
+	var sets []string
+	if len(a.Policy) > 0 {
+		// The simulated replicas speak the simulator's tokenizer.
+		sets = append(sets, "--set", "policy.urls="+strings.Join(a.Policy, ","), "--set", "policy.tokenizer="+recipes.TokenizerSim)
+	}
+	for _, kv := range [][2]string{{"judge.url", a.Judge}, {"trainer.url", a.Trainer}, {"retriever.url", a.Retriever}, {"trainer.checkpoints_dir", a.CheckpointsDir}} {
+		if kv[1] != "" {
+			sets = append(sets, "--set", kv[0]+"="+kv[1])
+		}
+	}
+	return sets, stop, nil
 }
 
 // doneOut reads the run's result without consuming it for killAfter's
