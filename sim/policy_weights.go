@@ -81,6 +81,17 @@ func (s *PolicyServer) updateWeightsFromDisk(w http.ResponseWriter, r *http.Requ
 		weightsFromDiskAnswer(w, false, fmt.Sprintf("Failed to get weights iterator: load_format %q is not supported by the simulator (auto, safetensors).", *f))
 		return
 	}
+	if req.ModelPath == s.baseModel {
+		// The model the server was started with, a Hugging Face repo id
+		// its loader finds in the local cache (model_loader/weight_utils.py):
+		// the initial weights, served under their own name again.
+		s.mu.Lock()
+		s.adapters[s.baseModel] = InitialParams()
+		s.weightsPath = ""
+		s.mu.Unlock()
+		weightsFromDiskAnswer(w, true, "Succeeded to update model weights.")
+		return
+	}
 	dir := filepath.Clean(req.ModelPath)
 	file, err := weightsFile(dir)
 	if err != nil {

@@ -125,15 +125,15 @@ func (s *PolicyServer) sglangVersion() string {
 // SamplingParams takes sampling_seed (0.5.3 and later; an unparsable
 // version is taken as current).
 func (s *PolicyServer) sglangHasSamplingSeed() bool {
-	v, ok := ParseSGLangVersion(s.sglang.Version)
+	v, ok := parseSGLangVersion(s.sglang.Version)
 	return !ok || !v.Less([3]int{0, 5, 3})
 }
 
-// SGLangVersion is a release number: major, minor, patch.
-type SGLangVersion [3]int
+// sglangVersionNum is a release number: major, minor, patch.
+type sglangVersionNum [3]int
 
 // Less reports whether v is below w.
-func (v SGLangVersion) Less(w [3]int) bool {
+func (v sglangVersionNum) Less(w [3]int) bool {
 	for i := range v {
 		if v[i] != w[i] {
 			return v[i] < w[i]
@@ -142,11 +142,11 @@ func (v SGLangVersion) Less(w [3]int) bool {
 	return false
 }
 
-// ParseSGLangVersion reads the release number at the start of an SGLang
+// parseSGLangVersion reads the release number at the start of an SGLang
 // version string ("0.5.2", "0.5.3.post2", "0.5.6rc1"); ok is false when
 // there is none.
-func ParseSGLangVersion(s string) (SGLangVersion, bool) {
-	var v SGLangVersion
+func parseSGLangVersion(s string) (sglangVersionNum, bool) {
+	var v sglangVersionNum
 	parts := strings.SplitN(strings.TrimPrefix(s, "v"), ".", 4)
 	if len(parts) < 2 {
 		return v, false
