@@ -787,7 +787,7 @@ func (c *checker) logprobsMode(ctx context.Context, p policy.Policy, ids []int) 
 	lps, err := p.Score(cctx, c.r.Policy.Model, append(slices.Clone(ids), comp.TokenIDs...))
 	cancel()
 	if err != nil {
-		ch.Status, ch.Detail = CheckSkip, "scoring the sampled tokens: " + reason(err)
+		ch.Status, ch.Detail = CheckSkip, "scoring the sampled tokens: "+reason(err)
 		return ch
 	}
 	used, differ := 0, 0
