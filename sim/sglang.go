@@ -109,23 +109,34 @@ type SGLangOptions struct {
 	NondeterministicInference bool
 }
 
-// SetSGLang sets what the simulated SGLang emulates (see SGLangOptions).
-// Call it before the server takes requests.
-func (s *PolicyServer) SetSGLang(o SGLangOptions) { s.sglang = o }
+// SetSGLang sets what the simulated SGLang emulates (see SGLangOptions);
+// it may be called while the server runs.
+func (s *PolicyServer) SetSGLang(o SGLangOptions) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sglang = o
+}
+
+// sglangOpts returns what the simulated SGLang emulates.
+func (s *PolicyServer) sglangOpts() SGLangOptions {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.sglang
+}
 
 // sglangVersion is the version /get_server_info reports.
 func (s *PolicyServer) sglangVersion() string {
-	if s.sglang.Version == "" {
-		return "hindsearch-simulator"
+	if v := s.sglangOpts().Version; v != "" {
+		return v
 	}
-	return s.sglang.Version
+	return "hindsearch-simulator"
 }
 
 // sglangHasSamplingSeed reports whether the emulated version's
 // SamplingParams takes sampling_seed (0.5.3 and later; an unparsable
 // version is taken as current).
 func (s *PolicyServer) sglangHasSamplingSeed() bool {
-	v, ok := parseSGLangVersion(s.sglang.Version)
+	v, ok := parseSGLangVersion(s.sglangOpts().Version)
 	return !ok || !v.Less([3]int{0, 5, 3})
 }
 
@@ -407,7 +418,7 @@ func (s *PolicyServer) generate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var rng *rand.Rand
-	if seed := f.SamplingSeed; !s.sglang.NondeterministicInference {
+	if seed := f.SamplingSeed; !s.sglangOpts().NondeterministicInference {
 		if seed == nil {
 			seed = &sglangDefaultSeed
 		}
@@ -541,14 +552,15 @@ func (s *PolicyServer) getServerInfo(w http.ResponseWriter, r *http.Request) {
 	s.mu.RUnlock()
 	// SGLang answers its server arguments at the top level
 	// (dataclasses.asdict(server_args)), model_path renamed by a disk load.
+	opts := s.sglangOpts()
 	backend := "pytorch"
-	if s.sglang.NondeterministicInference {
+	if opts.NondeterministicInference {
 		backend = "flashinfer"
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
 		"simulated": Fingerprint, "model_path": s.servedName(), "tokenizer_path": s.baseModel,
 		"served_model_name": s.servedName(), "context_length": maxModelLen, "enable_lora": true, "lora_paths": loras,
-		"preferred_sampling_params": nil, "enable_deterministic_inference": !s.sglang.NondeterministicInference,
+		"preferred_sampling_params": nil, "enable_deterministic_inference": !opts.NondeterministicInference,
 		"sampling_backend": backend, "version": s.sglangVersion(),
 	})
 }
