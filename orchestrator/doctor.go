@@ -352,7 +352,24 @@ func (c *checker) policy(ctx context.Context, p policy.Policy) replicaChecks {
 		}
 		rc.unserved = !slices.Contains(models, c.r.Policy.Model)
 		rc.teacherUnserved = len(want) > 1 && !slices.Contains(models, want[1])
-		if len(missing) > 0 {
+		// A renamed SGLang serves a path (a directory it loaded).
+		renamed := c.sglang() && rc.unserved && len(models) > 0 && filepath.IsAbs(models[0])
+		switch {
+		case renamed && c.r.Sync.Kind == recipes.SyncSGLangDisk && c.underSyncDir(models[0]):
+			// Weights a run of this program loaded (SGLang renames the
+			// model to the path): the run reloads the weights it needs
+			// before it samples.
+			rc.unserved = false
+			add("models", CheckOK, fmt.Sprintf("serves weights loaded from %s (SGLang renames the model after /update_weights_from_disk); the run reloads the weights its state names (--resume), or policy.model %s before step 1 (a fresh run)", models[0], c.r.Policy.Model), "")
+		case renamed:
+			why := "a path outside sync.dir " + c.r.Sync.Dir
+			if c.r.Sync.Kind != recipes.SyncSGLangDisk {
+				why = fmt.Sprintf("and sync.kind %s does not reload full weights", c.r.Sync.Kind)
+			}
+			add("models", CheckFail,
+				fmt.Sprintf("serves weights loaded from %s, not %q (SGLang renames the model after /update_weights_from_disk; %s)", models[0], c.r.Policy.Model, why),
+				fmt.Sprintf("restart SGLang there, or load the base weights again: POST %s/update_weights_from_disk {\"model_path\": %q}", rc.url, c.r.Policy.Model))
+		case len(missing) > 0:
 			server := "vLLM"
 			if c.sglang() {
 				server = "SGLang"
@@ -360,7 +377,7 @@ func (c *checker) policy(ctx context.Context, p policy.Policy) replicaChecks {
 			add("models", CheckFail,
 				fmt.Sprintf("does not serve model %q (it serves %s)", missing[0], listOrNone(models)),
 				fmt.Sprintf("start %s with --served-model-name %s, or set policy.model (or hindsight.teacher) to a served name", server, missing[0]))
-		} else {
+		default:
 			add("models", CheckOK, "serves "+strings.Join(want, ", "), "")
 		}
 	}
@@ -369,8 +386,14 @@ func (c *checker) policy(ctx context.Context, p policy.Policy) replicaChecks {
 	if ch, ok := c.syncRoute(ctx, p); ok {
 		rc.checks = append(rc.checks, ch)
 	}
+	if c.sglang() {
+		rc.checks = append(rc.checks, c.generateProbe(ctx, p))
+	}
 	if !c.full {
 		return rc
+	}
+	if c.sglang() {
+		rc.checks = append(rc.checks, c.deterministic(ctx, p))
 	}
 
 	// Tokenizer probe (compared across replicas later) and chat template.
@@ -637,7 +660,13 @@ func (c *checker) policyCheckNames() []string {
 	case recipes.SyncSGLangDisk:
 		names = append(names, "weights route")
 	}
+	if c.sglang() {
+		names = append(names, "generate")
+	}
 	if c.full {
+		if c.sglang() {
+			names = append(names, "deterministic")
+		}
 		names = append(names, "chat template", "logprobs")
 		if c.sglang() {
 			names = append(names, "logprobs mode")
@@ -725,27 +754,29 @@ func (c *checker) sglangLoRARoute(ch Check, err error, other CheckStatus) Check 
 	return ch
 }
 
-// logprobsMode finds which logprobs SGLang reports (its sampler scales the
-// logits by the temperature before the log-softmax it reports, unless
-// SGLANG_RETURN_ORIGINAL_LOGPROB is set): it samples one token of the probe
-// at temperature 0.5 and scores the same token at temperature 1 (greedy
-// scoring runs at temperature 1). Equal logprobs are raw, as vLLM reports
-// them; different ones are the temperature-scaled distribution's, which
-// coincide with raw ones only at train.temperature 1.
+// logprobsMode finds which logprobs SGLang reports (its sampler reports
+// log_softmax(logits / T), after penalties, unless the environment
+// variable that returns the original logprobs is set): it samples a few
+// tokens after the probe at temperature 0.5 and scores them at
+// temperature 1 (greedy scoring runs at temperature 1). Equal logprobs are
+// raw, as vLLM reports them; different ones are the temperature-scaled
+// distribution's, which coincide with raw ones only at train.temperature
+// 1. Only positions whose scored logprob is at least minModeLogprob away
+// from 0 are compared: for a near-certain token both modes give about 0.
 func (c *checker) logprobsMode(ctx context.Context, p policy.Policy, ids []int) Check {
 	ch := Check{Role: "policy", Server: p.URL(), Name: "logprobs mode"}
 	if len(ids) < 2 {
 		ch.Status, ch.Detail = CheckSkip, fmt.Sprintf("the probe has %d tokens", len(ids))
 		return ch
 	}
-	const probeTemp = 0.5
+	const probeTemp, probeTokens = 0.5, 8
 	seed := int64(1)
 	s := policy.Neutral()
 	s.Temperature = probeTemp
 	cctx, cancel := c.bounded(ctx)
-	comp, err := p.Complete(cctx, policy.CompletionRequest{Model: c.r.Policy.Model, Prompt: ids, MaxTokens: 1, Sampling: s, Seed: &seed})
+	comp, err := p.Complete(cctx, policy.CompletionRequest{Model: c.r.Policy.Model, Prompt: ids, MaxTokens: probeTokens, Sampling: s, Seed: &seed})
 	cancel()
-	if err != nil || len(comp.TokenIDs) != 1 {
+	if err != nil || len(comp.TokenIDs) == 0 || len(comp.TokenIDs) != len(comp.Logprobs) {
 		ch.Status, ch.Detail = CheckSkip, "the temperature 0.5 probe returned no token"
 		if err != nil {
 			ch.Detail = "POST /generate at temperature 0.5: " + reason(err)
@@ -753,16 +784,36 @@ func (c *checker) logprobsMode(ctx context.Context, p policy.Policy, ids []int) 
 		return ch
 	}
 	cctx, cancel = c.bounded(ctx)
-	lps, err := p.Score(cctx, c.r.Policy.Model, append(slices.Clone(ids), comp.TokenIDs[0]))
+	lps, err := p.Score(cctx, c.r.Policy.Model, append(slices.Clone(ids), comp.TokenIDs...))
 	cancel()
 	if err != nil {
-		ch.Status, ch.Detail = CheckSkip, "scoring the sampled token: "+reason(err)
+		ch.Status, ch.Detail = CheckSkip, "scoring the sampled tokens: "+reason(err)
 		return ch
 	}
-	at05, at1 := comp.Logprobs[0], lps[len(lps)-1]
-	detail := fmt.Sprintf("token %d: logprob %.4f sampled at temperature %.1f, %.4f at temperature 1", comp.TokenIDs[0], at05, probeTemp, at1)
-	if math.Abs(at05-at1) <= 1e-3+1e-3*math.Abs(at1) {
-		ch.Status, ch.Detail = CheckOK, detail+": raw logprobs, as vLLM reports them (SGLANG_RETURN_ORIGINAL_LOGPROB is on)"
+	used, differ := 0, 0
+	var detail string
+	for k, id := range comp.TokenIDs {
+		at05, at1 := comp.Logprobs[k], lps[len(ids)+k]
+		if math.Abs(at1) < minModeLogprob {
+			continue
+		}
+		used++
+		d := math.Abs(at05-at1) > 1e-3+1e-3*math.Abs(at1)
+		if d {
+			differ++
+		}
+		if detail == "" || d && differ == 1 {
+			detail = fmt.Sprintf("token %d: logprob %.4f sampled at temperature %.1f, %.4f at temperature 1", id, at05, probeTemp, at1)
+		}
+	}
+	if used == 0 {
+		ch.Status = CheckSkip
+		ch.Detail = fmt.Sprintf("all %d tokens sampled at temperature %.1f are near-certain (|logprob| below %g at temperature 1), where raw and temperature-scaled logprobs agree: the mode cannot be told", len(comp.TokenIDs), probeTemp, minModeLogprob)
+		return ch
+	}
+	detail = fmt.Sprintf("%s (%d of %d sampled positions compared)", detail, used, len(comp.TokenIDs))
+	if differ == 0 {
+		ch.Status, ch.Detail = CheckOK, detail+": raw logprobs, as vLLM reports them ("+originalLogprobVars+" is on)"
 		return ch
 	}
 	ch.Detail = detail + ": processed logprobs (after temperature scaling, SGLang's default)"
@@ -771,8 +822,109 @@ func (c *checker) logprobsMode(ctx context.Context, p policy.Policy, ids []int) 
 		return ch
 	}
 	ch.Status = CheckWarn
-	ch.Fix = fmt.Sprintf("at train.temperature %g SGLang reports the temperature-scaled distribution's logprobs, vLLM the raw model's: start SGLang with the environment variable SGLANG_RETURN_ORIGINAL_LOGPROB=True for raw logprobs like vLLM (check against your version)", c.r.Train.Temperature)
+	ch.Fix = fmt.Sprintf("at train.temperature %g SGLang reports the temperature-scaled distribution's logprobs, vLLM the raw model's: start SGLang with the environment variable %s for the logprobs before the temperature (still after repetition, presence and frequency penalties, unlike vLLM's raw logprobs; check against your version)", c.r.Train.Temperature, originalLogprobVarsFix)
 	return ch
+}
+
+// minModeLogprob is the smallest |logprob| at temperature 1 at which
+// logprobsMode compares a sampled token: nearer 0, the temperature-scaled
+// logprob of a near-certain token is as near, and the modes look alike.
+const minModeLogprob = 0.05
+
+// originalLogprobVars names SGLang's variable for the original logprobs.
+const originalLogprobVars = "SGLANG_RETURN_ORIGINAL_LOGPROB or RETURN_ORIGINAL_LOGPROB"
+
+// originalLogprobVarsFix names it by version (layers/sampler.py, per the
+// source audit of 2026-12: added 2025-08-29, renamed 2025-10-15).
+const originalLogprobVarsFix = "SGLANG_RETURN_ORIGINAL_LOGPROB=True (after 0.5.3.x; RETURN_ORIGINAL_LOGPROB=True in 0.5.2 to 0.5.3.x; none before)"
+
+// generateProbe sends POST /generate with exactly the fields a rollout
+// turn sends (the recipe's sampling settings, a seed, the stop strings;
+// one new token): SGLang before 0.5.3 has no sampling_seed and answers
+// every seeded request with a bare 500, which it names with the version
+// /get_server_info reports.
+func (c *checker) generateProbe(ctx context.Context, p policy.Policy) Check {
+	ch := Check{Role: "policy", Server: p.URL(), Name: "generate"}
+	seed := seedFor(c.r.Seed, 0)
+	cctx, cancel := c.bounded(ctx)
+	comp, err := p.Complete(cctx, policy.CompletionRequest{Model: c.r.Policy.Model, Prompt: generateProbeIDs, MaxTokens: 1,
+		Sampling: trainSampling(c.r), Seed: &seed, Stop: format.StopStrings})
+	cancel()
+	if err == nil && len(comp.TokenIDs) == 1 && len(comp.Logprobs) == 1 {
+		ch.Status, ch.Detail = CheckOK, "POST /generate with a rollout's fields (sampling_seed included) sampled a token"
+		return ch
+	}
+	ch.Status = CheckFail
+	ch.Detail = "POST /generate with a rollout's fields (the recipe's sampling, sampling_seed, the stop strings): " + reason(err)
+	if err == nil {
+		ch.Detail = fmt.Sprintf("POST /generate with one new token returned %d tokens and %d logprobs", len(comp.TokenIDs), len(comp.Logprobs))
+	}
+	ch.Fix = "check the SGLang server's log; rollouts send these fields on every turn"
+	si, ok := p.(interface {
+		ServerInfo(context.Context) (sglang.ServerInfo, error)
+	})
+	if !ok {
+		return ch
+	}
+	cctx, cancel = c.bounded(ctx)
+	info, ierr := si.ServerInfo(cctx)
+	cancel()
+	if ierr != nil {
+		return ch
+	}
+	if v, ok := sglang.ParseVersion(info.Version); ok && v.Before(sglang.MinSamplingSeed) {
+		ch.Detail += fmt.Sprintf(" (GET /get_server_info: version %s)", info.Version)
+		ch.Fix = fmt.Sprintf("upgrade SGLang to 0.5.3 or later (this server is %s): sampling_params.sampling_seed, which every rollout sends, was added in 0.5.3, and older versions answer it with a plain 500", info.Version)
+	} else if info.Version != "" {
+		ch.Detail += fmt.Sprintf(" (GET /get_server_info: version %s)", info.Version)
+	}
+	return ch
+}
+
+// generateProbeIDs is generateProbe's prompt: a few small token ids,
+// valid in any vocabulary.
+var generateProbeIDs = []int{9707, 11, 1879, 0}
+
+// deterministic reads server_args.enable_deterministic_inference: without
+// it SGLang ignores sampling_seed (sampling/sampling_batch_info.py builds
+// the seed tensor only with the flag), so samples are not reproducible and
+// a resumed step draws other samples.
+func (c *checker) deterministic(ctx context.Context, p policy.Policy) Check {
+	ch := Check{Role: "policy", Server: p.URL(), Name: "deterministic"}
+	si, ok := p.(interface {
+		ServerInfo(context.Context) (sglang.ServerInfo, error)
+	})
+	if !ok {
+		ch.Status, ch.Detail = CheckSkip, "the client reads no /get_server_info"
+		return ch
+	}
+	cctx, cancel := c.bounded(ctx)
+	info, err := si.ServerInfo(cctx)
+	cancel()
+	switch {
+	case err != nil:
+		ch.Status, ch.Detail = CheckSkip, "GET /get_server_info: "+reason(err)
+	case info.DeterministicInference == nil:
+		ch.Status, ch.Detail = CheckSkip, "GET /get_server_info has no enable_deterministic_inference (a version without the flag)"
+	case *info.DeterministicInference:
+		ch.Status, ch.Detail = CheckOK, "enable_deterministic_inference is on: sampling_seed makes each sample reproducible"
+	default:
+		ch.Status = CheckWarn
+		ch.Detail = "enable_deterministic_inference is off: SGLang ignores sampling_seed, so samples are not reproducible and a resumed step draws other samples than the run it resumes"
+		ch.Fix = "start SGLang with --enable-deterministic-inference (it also forces the pytorch sampling backend and batch-invariant kernels: slower decoding; check against your version)"
+	}
+	return ch
+}
+
+// underSyncDir reports whether path lies under sync.dir: weights a run of
+// this program unpacked there and loaded.
+func (c *checker) underSyncDir(path string) bool {
+	dir, err := filepath.Abs(c.r.Sync.Dir)
+	if err != nil || c.r.Sync.Dir == "" || !filepath.IsAbs(path) {
+		return false
+	}
+	rel, err := filepath.Rel(dir, filepath.Clean(path))
+	return err == nil && rel != "." && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
 // probeMissingPath is a model path that does not exist, for the weights

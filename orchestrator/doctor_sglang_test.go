@@ -15,6 +15,7 @@ import (
 	"github.com/hindsearch/hindsearch/clients/policy/sglang"
 	"github.com/hindsearch/hindsearch/clients/transport"
 	"github.com/hindsearch/hindsearch/recipes"
+	"github.com/hindsearch/hindsearch/sim"
 )
 
 // sgFake is an SGLang server for doctor's policy rows: /health,
@@ -26,8 +27,21 @@ type sgFake struct {
 	model     string
 	processed bool // logprobs after temperature scaling
 	noLoRA    bool // LoRA off: the LoRA routes refuse naming --enable-lora
+	certain   bool // the sampled token is near-certain (raw logprob -0.0005)
 	mu        sync.Mutex
 	paths     []string
+	generates []string // /generate bodies
+}
+
+// lastGenerate is the last /generate body f received.
+func lastGenerate(t *testing.T, f *sgFake) string {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.generates) == 0 {
+		t.Fatal("no /generate request")
+	}
+	return f.generates[len(f.generates)-1]
 }
 
 func newSGFake(t *testing.T, model string) *sgFake {
@@ -44,6 +58,9 @@ func (f *sgFake) serve(w http.ResponseWriter, r *http.Request) {
 	raw, _ := io.ReadAll(r.Body)
 	f.mu.Lock()
 	f.paths = append(f.paths, r.URL.Path)
+	if r.URL.Path == "/generate" {
+		f.generates = append(f.generates, string(raw))
+	}
 	f.mu.Unlock()
 	js := func(status int, v any) {
 		w.Header().Set("Content-Type", "application/json")
@@ -83,12 +100,24 @@ func (f *sgFake) serve(w http.ResponseWriter, r *http.Request) {
 		if f.processed {
 			lp = rawLogprob(out)/temp - math.Log(2) // another distribution
 		}
+		if f.certain {
+			// p near 1: at temperature T the processed logprob is about
+			// raw/T, as near 0 (exactly so here).
+			lp = -0.0005
+			if f.processed {
+				lp = -0.0005 / temp
+			}
+		}
 		meta := map[string]any{"finish_reason": map[string]any{"type": "length", "length": 1},
 			"output_token_logprobs": [][]any{{lp, out, nil}}}
 		if b.LogprobStartLen == 0 {
 			in := [][]any{{nil, b.InputIDs[0], nil}}
 			for _, id := range b.InputIDs[1:] {
-				in = append(in, []any{rawLogprob(id), id, nil})
+				l := rawLogprob(id)
+				if f.certain && id == out {
+					l = -0.0005
+				}
+				in = append(in, []any{l, id, nil})
 			}
 			meta["input_token_logprobs"] = in
 		}
@@ -189,5 +218,66 @@ func TestDoctorSGLangLogprobsMode(t *testing.T) {
 	c.r.Train.Temperature = 1
 	if ch := c.logprobsMode(context.Background(), p, []int{1, 2, 3}); ch.Status != CheckOK {
 		t.Fatalf("processed at temperature 1: %+v", ch)
+	}
+}
+
+// SGLang before 0.5.3 has no sampling_seed: the rollout-shaped /generate
+// probe fails in preflight and doctor, naming the version and the fix; a
+// server without --enable-deterministic-inference gets a warning.
+func TestSGLangPreflightNamesAnOldVersionAndDoctorWarnsWithoutDeterminism(t *testing.T) {
+	r := testRecipe(t, "", "policy.server=sglang", "policy.tokenize=local")
+	ctx := context.Background()
+	deps, emb, err := Connect(ctx, r, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emb.Close()
+	if err := Preflight(ctx, r, deps); err != nil {
+		t.Fatalf("current version: %v", err)
+	}
+	srv := emb.Sim().Policies[0]
+	srv.SetSGLang(sim.SGLangOptions{Version: "0.5.2"})
+	err = Preflight(ctx, r, deps)
+	if err == nil || !strings.Contains(err.Error(), "POST /generate with a rollout's fields") || !strings.Contains(err.Error(), "status 500") ||
+		!strings.Contains(err.Error(), "version 0.5.2") || !strings.Contains(err.Error(), "upgrade SGLang to 0.5.3 or later") {
+		t.Fatalf("old version: %v", err)
+	}
+	rep := Doctor(ctx, r, deps, DoctorOptions{})
+	if ch := rowOf(t, rep.Checks, "generate"); ch.Status != CheckFail || !strings.Contains(ch.Fix, "this server is 0.5.2") {
+		t.Errorf("doctor generate row: %+v", ch)
+	}
+	if ch := rowOf(t, rep.Checks, "deterministic"); ch.Status != CheckOK {
+		t.Errorf("deterministic row with the flag on: %+v", ch)
+	}
+	srv.SetSGLang(sim.SGLangOptions{NondeterministicInference: true})
+	rep = Doctor(ctx, r, deps, DoctorOptions{})
+	ch := rowOf(t, rep.Checks, "deterministic")
+	if ch.Status != CheckWarn || !strings.Contains(ch.Detail, "ignores sampling_seed") || !strings.Contains(ch.Fix, "--enable-deterministic-inference") {
+		t.Errorf("deterministic row with the flag off: %+v", ch)
+	}
+	if ch := rowOf(t, rep.Checks, "generate"); ch.Status != CheckOK {
+		t.Errorf("generate row: %+v", ch)
+	}
+}
+
+// A near-certain sampled token tells raw from temperature-scaled logprobs
+// apart by less than the tolerance: logprobs mode must not read it as raw.
+func TestDoctorSGLangLogprobsModeSkipsNearCertainTokens(t *testing.T) {
+	f := newSGFake(t, "Qwen/Qwen2.5-3B-Instruct")
+	f.certain = true
+	f.processed = true
+	c, p := sgChecker(t, f, func(r *recipes.Recipe) { r.Train.Temperature = 0.8 })
+	ch := c.logprobsMode(context.Background(), p, []int{1, 2, 3})
+	if ch.Status != CheckSkip || !strings.Contains(ch.Detail, "near-certain") {
+		t.Fatalf("near-certain processed token: %+v", ch)
+	}
+	f.mu.Lock()
+	sampled := f.generates[len(f.generates)-2]
+	f.mu.Unlock()
+	if !strings.Contains(sampled, `"max_new_tokens":8,"temperature":0.5,`) || !strings.Contains(sampled, `"sampling_seed":1`) {
+		t.Errorf("probe body %s: want several positions sampled at temperature 0.5", sampled)
+	}
+	if !strings.Contains(lastGenerate(t, f), `"input_ids":[1,2,3,5],`) || !strings.Contains(lastGenerate(t, f), `"logprob_start_len":0`) {
+		t.Errorf("scoring body %s", lastGenerate(t, f))
 	}
 }

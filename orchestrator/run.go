@@ -370,7 +370,10 @@ func (ru *run) loop(ctx context.Context) (*Summary, error) {
 			return nil, err
 		}
 		first = ru.resumed.Step + 1
-	} else if len(ru.evalSet) > 0 {
+	} else if err := ru.sync.begin(ctx); err != nil {
+		return nil, err
+	}
+	if ru.resumed == nil && len(ru.evalSet) > 0 {
 		recs, err := ru.evaluate(ctx, 0, format.StrategySearch)
 		if err != nil {
 			return nil, err

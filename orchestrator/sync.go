@@ -288,6 +288,10 @@ type weightSync interface {
 	// resume serves a resumed run's weights again: names oldest first,
 	// with their sampler paths; the last is the weights in use.
 	resume(ctx context.Context, names []string, samplers map[string]string) error
+	// begin makes the replicas that are up serve the base weights before a
+	// fresh run's first request (a replica another run loaded weights
+	// into may serve those).
+	begin(ctx context.Context) error
 }
 
 // newWeightSync builds the sync of r.Sync.Kind over reps and gives reps
@@ -337,6 +341,8 @@ func (noneSync) apply(_ context.Context, _, name string) error {
 }
 
 func (noneSync) ensure(context.Context, string) error { return nil }
+
+func (noneSync) begin(context.Context) error { return nil }
 
 func (noneSync) restore(context.Context, policy.Policy) error { return nil }
 

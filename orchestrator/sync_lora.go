@@ -82,6 +82,10 @@ func (s *loraSync) apply(ctx context.Context, tinkerPath, name string) error {
 	return nil
 }
 
+// begin needs nothing: adapters are served under their own names, beside
+// the base weights.
+func (s *loraSync) begin(context.Context) error { return nil }
+
 // ensure loads adapter model on every replica up that lacks it.
 func (s *loraSync) ensure(ctx context.Context, model string) error {
 	return s.ensureWith(ctx, model, s.loadOn)

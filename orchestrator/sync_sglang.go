@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/hindsearch/hindsearch/clients/policy"
 )
@@ -14,8 +15,21 @@ import (
 // weights with SGLang's /update_weights_from_disk; requests go on naming
 // the base model, and the book tracks which version each replica holds.
 // Only the sync.keep newest model directories stay on disk, and never one
-// a replica was last loaded from (SGLang rolls a failed load back by
-// reading it again).
+// a replica was last loaded from successfully. SGLang does not read that
+// one again: its weight updater sets the new path before it loads, so a
+// load that fails part way is rolled back by reading the failed path
+// (model_runner_components/weight_updater.py), and the replica then holds
+// weights nobody knows; the book counts it as holding none until a load
+// succeeds.
+//
+// A successful load renames the model SGLang serves to the path loaded
+// (tokenizer_manager.py _update_model_path_info): /v1/models and
+// /get_model_info report it, and SGLang serves its base weights again only
+// after a load of the base model's own path (policy.model, an HF repo id or
+// directory its loader resolves). So a fresh run reloads policy.model on a
+// replica that serves another name before it samples (begin), and a
+// resumed run reloads the weights its state names whatever a replica
+// reports (resume).
 type sglangSync struct {
 	syncState
 	// current[i] is the weights replica i last loaded ("": its initial
@@ -29,6 +43,8 @@ func (s *sglangSync) loadOn(ctx context.Context, i int, name string) error {
 	p := s.reps.ps[i]
 	path := s.paths[name]
 	if err := p.UpdateWeightsFromDisk(ctx, path); err != nil {
+		// Whatever it held before, it now holds unknown weights (see
+		// above): the book drains it from every tracked version.
 		err = fmt.Errorf("load weights %s on %s: %w%s", name, p.URL(), err, peftHint(path))
 		s.book.failed(i, name, err)
 		return err
@@ -126,7 +142,7 @@ func (s *sglangSync) restore(ctx context.Context, p policy.Policy) error {
 // replica up; older ones are not needed (no off-policy sampling).
 func (s *sglangSync) resume(ctx context.Context, names []string, samplers map[string]string) error {
 	if len(names) == 0 {
-		return nil
+		return s.begin(ctx)
 	}
 	name := names[len(names)-1]
 	if _, err := s.unpack(samplers[name], name, UnpackModel); err != nil {
@@ -138,5 +154,35 @@ func (s *sglangSync) resume(ctx context.Context, names []string, samplers map[st
 		return fmt.Errorf("sync: %w", s.reps.missing(name))
 	}
 	s.order = []string{name}
+	return nil
+}
+
+// begin reloads the base weights (policy.model as the model path) on every
+// replica up that does not serve policy.model: one renamed by an earlier
+// run's loads. A replica that cannot load them holds no known weights; when
+// none holds the base weights after, it fails naming each replica, what it
+// serves and what to do.
+func (s *sglangSync) begin(ctx context.Context) error {
+	base := s.book.base
+	onEach(s.reps.upIndices(), func(i int) {
+		p := s.reps.ps[i]
+		models, err := p.Models(ctx)
+		if err == nil && slices.Contains(models, base) {
+			return
+		}
+		serves := "an unknown model"
+		if len(models) > 0 {
+			serves = models[0]
+		}
+		if err := p.UpdateWeightsFromDisk(ctx, base); err != nil {
+			s.book.failed(i, base, fmt.Errorf("it serves %s (SGLang renames the model after /update_weights_from_disk), and reloading policy.model %s there failed: %w; restart SGLang on %s, or set policy.model to the model path it was started with", serves, base, err, p.URL()))
+			return
+		}
+		s.current[i] = ""
+		s.book.loaded(i, base)
+	})
+	if !s.reps.holder(base) {
+		return fmt.Errorf("sync: %w", s.reps.missing(base))
+	}
 	return nil
 }

@@ -273,6 +273,11 @@ func (r *Recipe) Validate() error {
 	}
 	minP("train.min_p", r.Train.MinP)
 	repetition("train.repetition_penalty", r.Train.RepetitionPenalty)
+	if r.Policy.Server == ServerSGLang && !(r.Train.RepetitionPenalty > 0 && r.Train.RepetitionPenalty <= 2) {
+		// SamplingParams.verify (sampling/sampling_params.py) refuses it
+		// with 400 on every request.
+		bad("train.repetition_penalty", "must be in (0, 2] with policy.server %q (SGLang refuses other values), got %g", ServerSGLang, r.Train.RepetitionPenalty)
+	}
 	penalty("train.presence_penalty", r.Train.PresencePenalty)
 	penalty("train.frequency_penalty", r.Train.FrequencyPenalty)
 

@@ -426,3 +426,29 @@ func TestValidateEvalSizes(t *testing.T) {
 	wantErr(t, r.Validate(), "eval.sizes.hotpotqa: must be at least 0, got -1",
 		"eval.sizes.musique: names no eval.datasets entry (have hotpotqa)")
 }
+
+// SGLang's SamplingParams.verify takes repetition_penalty in (0, 2] only;
+// vLLM any positive value.
+func TestValidateSGLangRepetitionPenalty(t *testing.T) {
+	for _, c := range []struct {
+		server string
+		v      float64
+		want   string
+	}{
+		{ServerVLLM, 2.5, ""},
+		{ServerSGLang, 2, ""},
+		{ServerSGLang, 1.05, ""},
+		{ServerSGLang, 2.5, `train.repetition_penalty: must be in (0, 2] with policy.server "sglang" (SGLang refuses other values), got 2.5`},
+	} {
+		r := valid(t)
+		r.Policy.Server, r.Policy.Tokenize = c.server, TokenizeLocal
+		r.Train.RepetitionPenalty = c.v
+		err := r.Validate()
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s %g: %v", c.server, c.v, err)
+		case c.want != "" && (err == nil || err.Error() != c.want):
+			t.Errorf("%s %g: %v\nwant %s", c.server, c.v, err, c.want)
+		}
+	}
+}

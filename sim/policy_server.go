@@ -46,6 +46,13 @@ type PolicyServer struct {
 	// originalLogprob: /generate reports raw logprobs (SGLang's
 	// SGLANG_RETURN_ORIGINAL_LOGPROB), else temperature-scaled ones.
 	originalLogprob bool
+	// loraCache is SGLang's lora_ref_cache: every adapter name loaded
+	// through /load_lora_adapter, with its path, in loraCacheOrder.
+	loraCache      map[string]string
+	loraCacheOrder []string
+	// sglang is the simulated SGLang's version and server arguments (see
+	// SGLangOptions).
+	sglang SGLangOptions
 }
 
 // NewPolicyServer returns a simulated policy serving baseModel, whose
@@ -598,11 +605,13 @@ func (s *PolicyServer) loadLoRA(w http.ResponseWriter, r *http.Request) {
 		openAIError(w, http.StatusBadRequest, "BadRequestError", err.Error())
 		return
 	}
-	// vLLM's order (entrypoints/openai/models/serving.py): both fields
-	// are checked first, then the name (400 InvalidUserInput), then the
-	// engine loads the adapter: a directory without an adapter is 404
-	// NotFoundError, any other failure 500 InternalServerError (which a
-	// client's retry layer retries).
+	// vLLM's order (entrypoints/openai/models/serving.py @4fe45004):
+	// both fields are checked first, then the name (400 InvalidUserInput),
+	// then the engine loads the adapter: a failure whose text says "No
+	// adapter found" is 404 NotFoundError, any other 400 BadRequestError
+	// with the engine's text (older versions, e.g. @00153c8b, answered
+	// 500 InternalServerError there, which a client's retry layer
+	// retries).
 	if req.LoRAName == "" || req.LoRAPath == "" {
 		openAIError(w, http.StatusBadRequest, "InvalidUserInput", "Both 'lora_name' and 'lora_path' must be provided.")
 		return
@@ -620,7 +629,7 @@ func (s *PolicyServer) loadLoRA(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
-		openAIError(w, http.StatusInternalServerError, "InternalServerError", fmt.Sprintf("failed to load LoRA adapter '%s': %v", req.LoRAName, err))
+		openAIError(w, http.StatusBadRequest, "BadRequestError", fmt.Sprintf("failed to load LoRA adapter '%s': %v", req.LoRAName, err))
 		return
 	}
 	s.mu.Lock()
@@ -666,8 +675,9 @@ func (s *PolicyServer) unloadLoRA(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *PolicyServer) models(w http.ResponseWriter, r *http.Request) {
+	served := s.servedName()
 	s.mu.RLock()
-	names := append([]string{s.baseModel}, s.order...)
+	names := append([]string{served}, s.order...)
 	paths := make(map[string]string, len(s.paths))
 	for n, p := range s.paths {
 		paths[n] = p
@@ -680,7 +690,7 @@ func (s *PolicyServer) models(w http.ResponseWriter, r *http.Request) {
 		// the base model as parent.
 		m := map[string]any{"id": n, "object": "model", "owned_by": Fingerprint, "root": n, "parent": nil, "max_model_len": maxModelLen}
 		if i > 0 {
-			m["parent"] = s.baseModel
+			m["parent"] = served
 			m["root"] = paths[n]
 			delete(m, "max_model_len")
 		}

@@ -475,7 +475,7 @@ func TestSimPolicyLoadLoRAFailsLikeVLLM(t *testing.T) {
 	}{
 		{"no path", map[string]any{"lora_name": "a"}, 400, "InvalidUserInput", "Both 'lora_name' and 'lora_path' must be provided."},
 		{"no adapter", map[string]any{"lora_name": "a", "lora_path": t.TempDir()}, 404, "NotFoundError", "No adapter found for"},
-		{"broken adapter", map[string]any{"lora_name": "a", "lora_path": broken}, 500, "InternalServerError", "failed to load LoRA adapter 'a'"},
+		{"broken adapter", map[string]any{"lora_name": "a", "lora_path": broken}, 400, "BadRequestError", "failed to load LoRA adapter 'a'"},
 		{"loaded", map[string]any{"lora_name": "a", "lora_path": good}, 200, "", ""},
 		{"loaded twice", map[string]any{"lora_name": "a", "lora_path": good}, 400, "InvalidUserInput", "has already been loaded"},
 	} {

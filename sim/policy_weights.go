@@ -1,9 +1,9 @@
 package sim
 
 import (
-	"errors"
+	"encoding/binary"
 	"fmt"
-	"io/fs"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -22,8 +22,27 @@ import (
 // reads that vector from model.safetensors when the directory has one, else
 // from adapter_model.safetensors; config.json is not read. It swaps the parameters between requests:
 // requests in flight finish with the parameters they started with, none is
-// paused (num_paused_requests is always 0). On failure it keeps the weights
-// it served, as SGLang rolls back to its original weights.
+// paused (num_paused_requests is always 0).
+//
+// A successful load renames the served model, as SGLang's
+// _update_model_path_info (managers/tokenizer_manager.py) does: /v1/models
+// lists model_path as the model's id and /get_model_info and
+// /get_server_info report it as model_path. Requests on the simulator's
+// vLLM routes keep naming the base model.
+//
+// A failed load follows SGLang's weight updater
+// (model_executor/model_runner_components/weight_updater.py): when the
+// weights cannot be found (no directory, no weights file) the answer is 400
+// "Failed to get weights iterator: ..." and nothing was loaded; when they
+// are found but fail while loading (a file that does not decode, a shape
+// that does not fit) the answer is 400 "Failed to update weights: ...
+// Rolling back to original weights.", and the rollback re-reads the same
+// failed path (the updater set it before loading), not the weights served
+// before. SIMULATED: the served parameters are then a mix, the first half
+// from what the failed file held (zeros where it held nothing) and the
+// rest as before: neither the old weights nor the new. The reported
+// model_path stays that of the last successful load (the tokenizer manager
+// renames only on success).
 
 // WeightFiles are the files, in order of preference, that the simulated
 // policy's /update_weights_from_disk reads parameters from.
@@ -62,9 +81,29 @@ func (s *PolicyServer) updateWeightsFromDisk(w http.ResponseWriter, r *http.Requ
 		weightsFromDiskAnswer(w, false, fmt.Sprintf("Failed to get weights iterator: load_format %q is not supported by the simulator (auto, safetensors).", *f))
 		return
 	}
-	params, err := ReadWeights(filepath.Clean(req.ModelPath))
+	if req.ModelPath == s.baseModel {
+		// The model the server was started with, a Hugging Face repo id
+		// its loader finds in the local cache (model_loader/weight_utils.py):
+		// the initial weights, served under their own name again.
+		s.mu.Lock()
+		s.adapters[s.baseModel] = InitialParams()
+		s.weightsPath = ""
+		s.mu.Unlock()
+		weightsFromDiskAnswer(w, true, "Succeeded to update model weights.")
+		return
+	}
+	dir := filepath.Clean(req.ModelPath)
+	file, err := weightsFile(dir)
 	if err != nil {
 		weightsFromDiskAnswer(w, false, fmt.Sprintf("Failed to get weights iterator: %v.", err))
+		return
+	}
+	params, err := readWeightsFile(file)
+	if err != nil {
+		s.mu.Lock()
+		s.adapters[s.baseModel] = mixedWeights(s.adapters[s.baseModel], file)
+		s.mu.Unlock()
+		weightsFromDiskAnswer(w, false, fmt.Sprintf("Failed to update weights: %v.\nRolling back to original weights.", err))
 		return
 	}
 	s.mu.Lock()
@@ -74,31 +113,69 @@ func (s *PolicyServer) updateWeightsFromDisk(w http.ResponseWriter, r *http.Requ
 	weightsFromDiskAnswer(w, true, "Succeeded to update model weights.")
 }
 
-// ReadWeights loads the simulator parameters of a full-weights directory:
-// the first of WeightFiles it holds.
-func ReadWeights(dir string) (Params, error) {
+// mixedWeights is what a replica serves after a load of file failed part
+// way and its rollback read file again (see above): the first half of the
+// parameters from file's raw float32 data, where it has them, else zero;
+// the rest from old.
+func mixedWeights(old Params, file string) Params {
+	out := append(Params(nil), old...)
+	b, _ := os.ReadFile(file)
+	var data []byte
+	if len(b) >= 8 {
+		n := int(binary.LittleEndian.Uint64(b[:8]))
+		if n >= 0 && n <= len(b)-8 {
+			data = b[8+n:]
+		}
+	}
+	for i := range len(out) / 2 {
+		out[i] = 0
+		if 4*i+4 <= len(data) {
+			out[i] = float64(math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:])))
+		}
+	}
+	return out
+}
+
+// weightsFile is the first of WeightFiles in dir: what SGLang's loader
+// finds before it reads any tensor.
+func weightsFile(dir string) (string, error) {
 	info, err := os.Stat(dir)
+	if err != nil {
+		return "", err
+	}
+	if !info.IsDir() {
+		return "", fmt.Errorf("%s is not a directory", dir)
+	}
+	for _, name := range WeightFiles {
+		f := filepath.Join(dir, name)
+		if _, err := os.Stat(f); err == nil {
+			return f, nil
+		}
+	}
+	return "", fmt.Errorf("%s holds none of %v", dir, WeightFiles)
+}
+
+// readWeightsFile decodes the parameters of one weights file.
+func readWeightsFile(file string) (Params, error) {
+	b, err := os.ReadFile(file)
 	if err != nil {
 		return nil, err
 	}
-	if !info.IsDir() {
-		return nil, fmt.Errorf("%s is not a directory", dir)
+	p, err := DecodeSafetensors(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
 	}
-	for _, name := range WeightFiles {
-		b, err := os.ReadFile(filepath.Join(dir, name))
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		p, err := DecodeSafetensors(b)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", filepath.Join(dir, name), err)
-		}
-		return p, nil
+	return p, nil
+}
+
+// ReadWeights loads the simulator parameters of a full-weights directory:
+// the first of WeightFiles it holds.
+func ReadWeights(dir string) (Params, error) {
+	file, err := weightsFile(dir)
+	if err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("%s holds none of %v", dir, WeightFiles)
+	return readWeightsFile(file)
 }
 
 // WeightsPath is the model_path of the last successful

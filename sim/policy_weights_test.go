@@ -84,9 +84,18 @@ func TestPolicyUpdateWeightsFromDisk(t *testing.T) {
 	if exp, initial := f.model.Score(got, prompt)[last], f.model.Score(InitialParams(), prompt)[last]; served != exp || served == initial {
 		t.Errorf("prompt logprob %v: new weights give %v, initial %v", served, exp, initial)
 	}
+	// SGLang renames the served model after a successful load
+	// (_update_model_path_info): /v1/models, /get_model_info and
+	// /get_server_info report the loaded path.
 	status, listed := c.get("/v1/models")
-	if data := listed["data"].([]any); status != http.StatusOK || len(data) != 1 || data[0].(map[string]any)["id"] != testBase {
-		t.Errorf("/v1/models after the update: %v", listed)
+	if data := listed["data"].([]any); status != http.StatusOK || len(data) != 1 || data[0].(map[string]any)["id"] != dir {
+		t.Errorf("/v1/models after the update: %v, want the id %s", listed, dir)
+	}
+	if _, info := c.get("/get_model_info"); info["model_path"] != dir {
+		t.Errorf("/get_model_info after the update: %v", info)
+	}
+	if _, info := c.get("/get_server_info"); info["model_path"] != dir || info["served_model_name"] != dir {
+		t.Errorf("/get_server_info after the update: %v", info)
 	}
 
 	// A merged-model directory's model.safetensors wins over an adapter file.
@@ -124,7 +133,6 @@ func TestPolicyUpdateWeightsFromDiskRefused(t *testing.T) {
 	}{
 		{"missing dir", map[string]any{"model_path": filepath.Join(root, "none")}, "Failed to get weights iterator: "},
 		{"no weights", map[string]any{"model_path": root}, "holds none of"},
-		{"broken file", map[string]any{"model_path": broken}, "safetensors"},
 		{"no path", map[string]any{}, "model_path is required"},
 		{"load format", map[string]any{"model_path": broken, "load_format": "gguf"}, "load_format"},
 	} {
@@ -134,8 +142,38 @@ func TestPolicyUpdateWeightsFromDiskRefused(t *testing.T) {
 			t.Errorf("%s: %d %v, want 400 success false with a message saying %q", tc.name, status, ans, tc.want)
 		}
 	}
-	// Refused loads keep the weights served (SGLang rolls back).
+	// Nothing was loaded: the weights served are unchanged.
 	if after, _ := ps.Params(testBase); !reflect.DeepEqual(after, before) || ps.WeightsPath() != "" {
-		t.Error("a refused update changed the weights")
+		t.Error("an update refused before loading changed the weights")
+	}
+}
+
+// A load that fails part way is rolled back by reading the failed path
+// again (SGLang's weight updater sets model_path before it loads): the
+// replica serves neither its old weights nor the new ones, and still
+// reports the name of its last successful load.
+func TestPolicyFailedLoadRollsBackToTheFailedPath(t *testing.T) {
+	f := getFixture(t)
+	ps, c := newPolicy(t, f)
+	root := t.TempDir()
+	broken := filepath.Join(root, "broken")
+	if err := os.MkdirAll(broken, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(broken, "adapter_model.safetensors"), []byte("garbage!"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := ps.Params(testBase)
+	status, ans := c.post("/update_weights_from_disk", map[string]any{"model_path": broken, "load_format": "auto", "abort_all_requests": false})
+	msg, _ := ans["message"].(string)
+	if status != http.StatusBadRequest || ans["success"] != false || !strings.Contains(msg, "Failed to update weights: ") ||
+		!strings.Contains(msg, "safetensors") || !strings.HasSuffix(msg, "\nRolling back to original weights.") {
+		t.Errorf("broken file: %d %v", status, ans)
+	}
+	if after, _ := ps.Params(testBase); reflect.DeepEqual(after, before) {
+		t.Error("after a load that failed part way the replica serves its old weights; SGLang's rollback re-reads the failed path")
+	}
+	if _, info := c.get("/get_model_info"); info["model_path"] != testBase || ps.WeightsPath() != "" {
+		t.Errorf("the failed load renamed the model: %v", info)
 	}
 }

@@ -87,6 +87,100 @@ func sglangError(w http.ResponseWriter, status int, msg string) {
 	writeJSON(w, status, map[string]any{"error": map[string]any{"message": msg}})
 }
 
+// SGLangOptions are what the simulated SGLang emulates of a given server:
+// its version and the server arguments that change what /generate does.
+// The zero value is a current SGLang started with
+// --enable-deterministic-inference, whose sampling_seed makes a draw
+// reproducible, as the simulator's draws are.
+type SGLangOptions struct {
+	// Version is /get_server_info's "version" ("": hindsearch-simulator,
+	// a current version). Below 0.5.3 SamplingParams has no sampling_seed
+	// (added by upstream PR #10678, first released in 0.5.3): a request
+	// carrying the key, even as null, is SamplingParams(**kwargs)'s
+	// TypeError, which /generate does not catch: a plain 500.
+	Version string
+	// NondeterministicInference emulates a server started without
+	// --enable-deterministic-inference: sampling_seed is accepted and
+	// ignored (sampling/sampling_batch_info.py builds the seed tensor only
+	// with the flag), so every draw is random, and /get_server_info
+	// reports enable_deterministic_inference false and the sampling
+	// backend flashinfer. With the flag a request without a seed draws
+	// with seed 42, and the backend is pytorch (server_args.py forces it).
+	NondeterministicInference bool
+}
+
+// SetSGLang sets what the simulated SGLang emulates (see SGLangOptions);
+// it may be called while the server runs.
+func (s *PolicyServer) SetSGLang(o SGLangOptions) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sglang = o
+}
+
+// sglangOpts returns what the simulated SGLang emulates.
+func (s *PolicyServer) sglangOpts() SGLangOptions {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.sglang
+}
+
+// sglangVersion is the version /get_server_info reports.
+func (s *PolicyServer) sglangVersion() string {
+	if v := s.sglangOpts().Version; v != "" {
+		return v
+	}
+	return "hindsearch-simulator"
+}
+
+// sglangHasSamplingSeed reports whether the emulated version's
+// SamplingParams takes sampling_seed (0.5.3 and later; an unparsable
+// version is taken as current).
+func (s *PolicyServer) sglangHasSamplingSeed() bool {
+	v, ok := parseSGLangVersion(s.sglangOpts().Version)
+	return !ok || !v.Less([3]int{0, 5, 3})
+}
+
+// sglangVersionNum is a release number: major, minor, patch.
+type sglangVersionNum [3]int
+
+// Less reports whether v is below w.
+func (v sglangVersionNum) Less(w [3]int) bool {
+	for i := range v {
+		if v[i] != w[i] {
+			return v[i] < w[i]
+		}
+	}
+	return false
+}
+
+// parseSGLangVersion reads the release number at the start of an SGLang
+// version string ("0.5.2", "0.5.3.post2", "0.5.6rc1"); ok is false when
+// there is none.
+func parseSGLangVersion(s string) (sglangVersionNum, bool) {
+	var v sglangVersionNum
+	parts := strings.SplitN(strings.TrimPrefix(s, "v"), ".", 4)
+	if len(parts) < 2 {
+		return v, false
+	}
+	for i := 0; i < 3 && i < len(parts); i++ {
+		n, digits := 0, 0
+		for _, c := range parts[i] {
+			if c < '0' || c > '9' {
+				break
+			}
+			n, digits = n*10+int(c-'0'), digits+1
+		}
+		if digits == 0 {
+			if i < 2 {
+				return v, false
+			}
+			break
+		}
+		v[i] = n
+	}
+	return v, true
+}
+
 func (s *PolicyServer) sglangRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /generate", s.generate)
 	mux.HandleFunc("GET /get_model_info", s.getModelInfo)
@@ -98,7 +192,7 @@ func (s *PolicyServer) sglangRoutes(mux *http.ServeMux) {
 
 // parseSGLangSampling reads sampling_params: an unknown key is SGLang's
 // uncaught TypeError (500), a field not simulated is refused (400).
-func parseSGLangSampling(raw json.RawMessage) (sglangSampling, int, error) {
+func parseSGLangSampling(raw json.RawMessage, hasSeed bool) (sglangSampling, int, error) {
 	var sp sglangSampling
 	if len(raw) == 0 || string(raw) == "null" {
 		return sp, 0, nil
@@ -116,6 +210,8 @@ func parseSGLangSampling(raw json.RawMessage) (sglangSampling, int, error) {
 	sort.Strings(names)
 	for _, k := range names {
 		switch {
+		case k == "sampling_seed" && !hasSeed:
+			return sp, http.StatusInternalServerError, fmt.Errorf("SamplingParams.__init__() got an unexpected keyword argument '%s'", k)
 		case known[k]:
 		case slices.Contains(sglangOther, k):
 			if string(keys[k]) != "null" {
@@ -228,7 +324,7 @@ func (s *PolicyServer) generate(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"detail": err.Error()})
 		return
 	}
-	f, status, err := parseSGLangSampling(req.SamplingParams)
+	f, status, err := parseSGLangSampling(req.SamplingParams, s.sglangHasSamplingSeed())
 	if err != nil {
 		if status == http.StatusInternalServerError {
 			// An exception the route does not catch: Starlette's plain 500.
@@ -298,9 +394,19 @@ func (s *PolicyServer) generate(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	params, ok := s.params(name)
-	if !ok {
-		sglangError(w, http.StatusBadRequest, fmt.Sprintf("The following requested LoRA adapters are not loaded: {'%s'}", *req.LoRAPath))
+	switch {
+	case ok:
+	case name == "":
+		sglangError(w, http.StatusBadRequest, fmt.Sprintf("Got LoRA adapter that has never been loaded: %s\nAll loaded adapters: %s.", *req.LoRAPath, s.loraCacheKeys()))
 		return
+	default:
+		// SGLang's _resolve_lora_path (managers/tokenizer_manager.py): an
+		// adapter loaded once and unloaded since is loaded again from its
+		// path (lora_ref_cache); a name never loaded is a ValueError, 400.
+		if params, err = s.reloadEvicted(name); err != nil {
+			sglangError(w, http.StatusBadRequest, err.Error())
+			return
+		}
 	}
 	returnLogprob := req.ReturnLogprob != nil && *req.ReturnLogprob
 	start := -1
@@ -312,8 +418,11 @@ func (s *PolicyServer) generate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var rng *rand.Rand
-	if f.SamplingSeed != nil {
-		rng = rand.New(rand.NewPCG(uint64(*f.SamplingSeed), 0x9e3779b97f4a7c15))
+	if seed := f.SamplingSeed; !s.sglangOpts().NondeterministicInference {
+		if seed == nil {
+			seed = &sglangDefaultSeed
+		}
+		rng = rand.New(rand.NewPCG(uint64(*seed), 0x9e3779b97f4a7c15))
 	} else {
 		rng = rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(s.requests.Load())))
 	}
@@ -403,13 +512,31 @@ func (s *PolicyServer) generate(w http.ResponseWriter, r *http.Request) {
 // requests.
 func (s *PolicyServer) SetOriginalLogprob(on bool) { s.originalLogprob = on }
 
-func (s *PolicyServer) getModelInfo(w http.ResponseWriter, r *http.Request) {
+// sglangDefaultSeed is the seed SGLang's deterministic sampling gives a
+// request without sampling_seed.
+var sglangDefaultSeed int64 = 42
+
+// servedName is the name SGLang serves its model under: the base model
+// until a disk load succeeds, then the path it loaded (SGLang's
+// _update_model_path_info sets served_model_name and model_path to it).
+func (s *PolicyServer) servedName() string {
 	s.mu.RLock()
-	path := s.weightsPath
-	s.mu.RUnlock()
-	if path == "" {
-		path = s.baseModel
+	defer s.mu.RUnlock()
+	if s.weightsPath != "" {
+		return s.weightsPath
 	}
+	return s.baseModel
+}
+
+// loraCacheKeys is SGLang's lora_ref_cache.keys() as Python prints it.
+func (s *PolicyServer) loraCacheKeys() string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return pyDictKeys(s.loraCacheOrder)
+}
+
+func (s *PolicyServer) getModelInfo(w http.ResponseWriter, r *http.Request) {
+	path := s.servedName()
 	writeJSON(w, http.StatusOK, map[string]any{
 		"model_path": path, "tokenizer_path": s.baseModel, "is_generation": true,
 		"preferred_sampling_params": nil, "weight_version": "default",
@@ -423,10 +550,18 @@ func (s *PolicyServer) getServerInfo(w http.ResponseWriter, r *http.Request) {
 		loras[n] = p
 	}
 	s.mu.RUnlock()
+	// SGLang answers its server arguments at the top level
+	// (dataclasses.asdict(server_args)), model_path renamed by a disk load.
+	opts := s.sglangOpts()
+	backend := "pytorch"
+	if opts.NondeterministicInference {
+		backend = "flashinfer"
+	}
 	writeJSON(w, http.StatusOK, map[string]any{
-		"simulated": Fingerprint, "model_path": s.baseModel, "tokenizer_path": s.baseModel,
-		"context_length": maxModelLen, "enable_lora": true, "lora_paths": loras,
-		"preferred_sampling_params": nil, "version": "hindsearch-simulator",
+		"simulated": Fingerprint, "model_path": s.servedName(), "tokenizer_path": s.baseModel,
+		"served_model_name": s.servedName(), "context_length": maxModelLen, "enable_lora": true, "lora_paths": loras,
+		"preferred_sampling_params": nil, "enable_deterministic_inference": !opts.NondeterministicInference,
+		"sampling_backend": backend, "version": s.sglangVersion(),
 	})
 }
 
@@ -475,12 +610,13 @@ func (s *PolicyServer) sglangLoadLoRA(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, dup := s.adapters[req.LoRAName]; dup {
-		loraAnswer(w, false, fmt.Sprintf("The LoRA adapter with the name %s has already been loaded.", req.LoRAName), s.loadedPaths())
+		loraAnswer(w, false, fmt.Sprintf("Failed to load LoRA adapter %s because it is already loaded", req.LoRAName), s.loadedPaths())
 		return
 	}
 	s.adapters[req.LoRAName] = params
 	s.paths[req.LoRAName] = req.LoRAPath
 	s.order = append(s.order, req.LoRAName)
+	s.rememberLoRA(req.LoRAName, req.LoRAPath)
 	loraAnswer(w, true, "", s.loadedPaths())
 }
 
@@ -496,7 +632,8 @@ func (s *PolicyServer) sglangUnloadLoRA(w http.ResponseWriter, r *http.Request) 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.paths[req.LoRAName]; !ok {
-		loraAnswer(w, false, fmt.Sprintf("LoRA adapter %s is not loaded.", strings.TrimSpace(req.LoRAName)), s.loadedPaths())
+		// lora_registry.unregister's ValueError.
+		loraAnswer(w, false, fmt.Sprintf("LoRA with name %s does not exist. Loaded LoRAs: %s", strings.TrimSpace(req.LoRAName), pyDictKeys(s.order)), s.loadedPaths())
 		return
 	}
 	delete(s.adapters, req.LoRAName)
@@ -505,4 +642,50 @@ func (s *PolicyServer) sglangUnloadLoRA(w http.ResponseWriter, r *http.Request) 
 		s.order = slices.Delete(s.order, i, i+1)
 	}
 	loraAnswer(w, true, "", s.loadedPaths())
+}
+
+// rememberLoRA records an adapter loaded through /load_lora_adapter in
+// the lora_ref_cache, which SGLang never empties (an unload keeps it).
+// Called with s.mu held.
+func (s *PolicyServer) rememberLoRA(name, path string) {
+	if s.loraCache == nil {
+		s.loraCache = map[string]string{}
+	}
+	if _, ok := s.loraCache[name]; !ok {
+		s.loraCacheOrder = append(s.loraCacheOrder, name)
+	}
+	s.loraCache[name] = path
+}
+
+// reloadEvicted is SGLang's implicit reload of an adapter a /generate
+// request names that is not loaded: one loaded before is read again from
+// its path; a name never loaded is refused with SGLang's text.
+func (s *PolicyServer) reloadEvicted(name string) (Params, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p, ok := s.adapters[name]; ok {
+		return p, nil
+	}
+	path, ok := s.loraCache[name]
+	if !ok {
+		return nil, fmt.Errorf("Got LoRA adapter that has never been loaded: %s\nAll loaded adapters: %s.", name, pyDictKeys(s.loraCacheOrder))
+	}
+	params, err := ReadAdapter(filepath.Clean(path))
+	if err != nil {
+		return nil, fmt.Errorf("Failed to load LoRA adapter %s: %v", name, err)
+	}
+	s.adapters[name] = params
+	s.paths[name] = path
+	s.order = append(s.order, name)
+	return params, nil
+}
+
+// pyDictKeys writes names as Python prints a dict's keys():
+// dict_keys(['a', 'b']).
+func pyDictKeys(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = "'" + n + "'"
+	}
+	return "dict_keys([" + strings.Join(q, ", ") + "])"
 }

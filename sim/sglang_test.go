@@ -348,7 +348,7 @@ func TestSimGenerateErrorsLikeSGLang(t *testing.T) {
 		{"repetition_penalty 3", sp("repetition_penalty", 3.0), 400, "repetition_penalty must be in (0, 2]"},
 		{"top_p 0", sp("top_p", 0.0), 400, "top_p must be in (0, 1], got 0."},
 		{"negative temperature", sp("temperature", -1.0), 400, "temperature must be a non-negative finite number"},
-		{"unknown lora", map[string]any{"input_ids": ids, "lora_path": "nope"}, 400, "not loaded"},
+		{"unknown lora", map[string]any{"input_ids": ids, "lora_path": "nope"}, 400, `Got LoRA adapter that has never been loaded: nope\nAll loaded adapters: dict_keys([]).`},
 		{"unknown sampling key", sp("max_tokens", 4), 500, "Internal Server Error"},
 	} {
 		st, b, _ := rawGenerate(t, c.base, tc.body)
@@ -416,7 +416,9 @@ func TestSimGenerateLoRAPathPicksLoadedAdapter(t *testing.T) {
 	if code != 200 || out["success"] != true || out["loaded_adapters"].(map[string]any)["a"] != dir {
 		t.Fatalf("load: %d %v", code, out)
 	}
-	if code, out := c.post("/load_lora_adapter", map[string]any{"lora_name": "a", "lora_path": dir}); code != 400 || out["success"] != false {
+	// SGLang's refusal of a name already loaded (lora/lora_manager.py).
+	if code, out := c.post("/load_lora_adapter", map[string]any{"lora_name": "a", "lora_path": dir}); code != 400 || out["success"] != false ||
+		out["error_message"] != "Failed to load LoRA adapter a because it is already loaded" {
 		t.Errorf("loaded twice: %d %v", code, out)
 	}
 	if _, ok := ps.Params("a"); !ok {
@@ -434,8 +436,18 @@ func TestSimGenerateLoRAPathPicksLoadedAdapter(t *testing.T) {
 	if code, out := c.post("/unload_lora_adapter", map[string]any{"lora_name": "a"}); code != 200 || out["success"] != true {
 		t.Errorf("unload: %d %v", code, out)
 	}
-	if st, b, _ := rawGenerate(t, c.base, sb); st != 400 {
-		t.Errorf("after unload: %d %s", st, b)
+	if code, out := c.post("/unload_lora_adapter", map[string]any{"lora_name": "a"}); code != 400 ||
+		out["error_message"] != "LoRA with name a does not exist. Loaded LoRAs: dict_keys([])" {
+		t.Errorf("unload twice: %d %v", code, out)
+	}
+	// An adapter loaded once is loaded again from its path when a request
+	// names it (lora_ref_cache keeps it); a name never loaded is refused.
+	if g := generate(t, c, sb); !slices.Equal(g.OutputIDs, v.TokenIDs) {
+		t.Errorf("after unload: %v, want the adapter reloaded", g.OutputIDs)
+	}
+	sb["lora_path"] = "b"
+	if st, b, _ := rawGenerate(t, c.base, sb); st != 400 || !strings.Contains(string(b), `"Got LoRA adapter that has never been loaded: b\nAll loaded adapters: dict_keys(['a'])."`) {
+		t.Errorf("never loaded: %d %s", st, b)
 	}
 }
 

@@ -565,22 +565,30 @@ func (b completionBody) encodeWith(pc *PromptCache) (json.RawMessage, error) {
 }
 
 // AlreadyLoaded reports an error of LoadLoRA saying the adapter is already
-// loaded (vLLM answers 400 "... has already been loaded"), which a retried
-// load may meet when the first attempt did take.
+// loaded, which a retried load may meet when the first attempt did take:
+// vLLM answers 400 "... has already been loaded ..." (models/serving.py
+// _check_load_lora_adapter_request), SGLang 400 {"success": false,
+// "error_message": "Failed to load LoRA adapter N because it is already
+// loaded"} (lora/lora_manager.py).
 func AlreadyLoaded(err error) bool {
 	var se *transport.StatusError
-	return errors.As(err, &se) && se.Status == http.StatusBadRequest && strings.Contains(se.Body, "already been loaded")
+	return errors.As(err, &se) && se.Status == http.StatusBadRequest &&
+		(strings.Contains(se.Body, "already been loaded") || strings.Contains(se.Body, "because it is already loaded"))
 }
 
 // ReplicaDown reports an error meaning the replica cannot serve now: it
 // could not be reached (after the transport's retries), answered 503 (a dead
 // engine), or does not serve the model asked for (a restarted replica that
-// lost its adapters). The caller should use another replica.
+// lost its adapters: vLLM's 404 "... does not exist", SGLang's 400 "Got LoRA
+// adapter that has never been loaded: N" from /generate,
+// managers/tokenizer_manager.py _resolve_lora_path). The caller should use
+// another replica.
 func ReplicaDown(err error) bool {
 	var se *transport.StatusError
 	if errors.As(err, &se) {
 		return se.Status == http.StatusServiceUnavailable ||
-			se.Status == http.StatusNotFound && strings.Contains(se.Body, "does not exist")
+			se.Status == http.StatusNotFound && strings.Contains(se.Body, "does not exist") ||
+			se.Status == http.StatusBadRequest && strings.Contains(se.Body, "has never been loaded")
 	}
 	var op *net.OpError
 	return errors.As(err, &op) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET)

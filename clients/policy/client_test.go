@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -245,5 +246,40 @@ func TestHealthAndModels(t *testing.T) {
 	}
 	if c.URL() != s.URL {
 		t.Fatalf("url %q", c.URL())
+	}
+}
+
+// vLLM's answers to an add_lora that fails in the engine, in both versions
+// (entrypoints/openai/models/serving.py): 400 BadRequestError with the
+// engine's text @4fe45004, 500 InternalServerError @00153c8b; "No adapter
+// found" is 404 in both. None is a load that took or a missing route; the
+// 400 and 404 are sent once, the 500 is retried by the transport.
+func TestLoadLoRAEngineFailuresOfBothVLLMVersions(t *testing.T) {
+	for _, tc := range []struct {
+		status int
+		body   string
+		sends  int
+	}{
+		{400, `{"error":{"message":"Invalid LoRA adapter: rank 64 is greater than max_lora_rank 32.","type":"BadRequestError","code":400}}`, 1},
+		{404, `{"error":{"message":"Loading lora a failed: No adapter found for /w/a","type":"NotFoundError","code":404}}`, 1},
+		{500, `{"error":{"message":"Invalid LoRA adapter: rank 64 is greater than max_lora_rank 32.","type":"InternalServerError","code":500}}`, 0},
+	} {
+		s, c := newTest(t)
+		s.Handle("/v1/load_lora_adapter", func(w http.ResponseWriter, _ *http.Request, _ []byte) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(tc.status)
+			_, _ = w.Write([]byte(tc.body))
+		})
+		err := c.LoadLoRA(context.Background(), "a", "/w/a")
+		if err == nil || AlreadyLoaded(err) || errors.Is(err, ErrLoRADisabled) || ReplicaDown(err) || !strings.Contains(err.Error(), strconv.Itoa(tc.status)) {
+			t.Errorf("status %d: %v, want a failed load", tc.status, err)
+		}
+		n := len(s.Requests("/v1/load_lora_adapter"))
+		if tc.sends > 0 && n != tc.sends || tc.sends == 0 && n < 2 {
+			t.Errorf("status %d: sent %d times", tc.status, n)
+		}
+		if got := string(lastBody(t, s, "/v1/load_lora_adapter")); got != `{"lora_name":"a","lora_path":"/w/a"}` {
+			t.Errorf("body %s", got)
+		}
 	}
 }

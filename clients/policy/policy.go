@@ -27,9 +27,10 @@ type Policy interface {
 	// UnloadLoRA removes a loaded adapter.
 	UnloadLoRA(ctx context.Context, name string) error
 	// UpdateWeightsFromDisk replaces the weights the server serves, in
-	// place and under the same model name, with the full model (a merged
-	// Hugging Face directory) at path, which the server must be able to
-	// read (SGLang's POST /update_weights_from_disk). It returns nil only
+	// place, with the full model (a merged Hugging Face directory, or the
+	// model the server was started with) at path, which the server must be
+	// able to read (SGLang's POST /update_weights_from_disk; on success
+	// SGLang then serves the model under the name path). It returns nil only
 	// when the server reports success; a refusal is an error carrying the
 	// server's message.
 	UpdateWeightsFromDisk(ctx context.Context, path string) error

@@ -455,3 +455,76 @@ func (c *Client) Models(ctx context.Context) ([]string, error) {
 	}
 	return ids, nil
 }
+
+// ServerInfo is what GET /get_server_info says of a server: its server
+// arguments at the top level (dataclasses.asdict(server_args)), then
+// "version" (entrypoints/http_server.py server_info).
+type ServerInfo struct {
+	// Version is SGLang's version string ("" when the answer has none).
+	Version string
+	// ModelPath is server_args.model_path, the path of the last successful
+	// /update_weights_from_disk once there was one.
+	ModelPath string
+	// DeterministicInference is server_args.enable_deterministic_inference
+	// (nil in versions without the flag): without it sampling_seed is
+	// ignored.
+	DeterministicInference *bool
+}
+
+// ServerInfo reads GET /get_server_info.
+func (c *Client) ServerInfo(ctx context.Context) (ServerInfo, error) {
+	var a struct {
+		Version                      string `json:"version"`
+		ModelPath                    string `json:"model_path"`
+		EnableDeterministicInference *bool  `json:"enable_deterministic_inference"`
+	}
+	if err := c.do(ctx, http.MethodGet, "/get_server_info", nil, &a); err != nil {
+		return ServerInfo{}, fmt.Errorf("policy server info: %w", err)
+	}
+	return ServerInfo{Version: a.Version, ModelPath: a.ModelPath, DeterministicInference: a.EnableDeterministicInference}, nil
+}
+
+// Version is an SGLang release number: major, minor, patch.
+type Version [3]int
+
+// ParseVersion reads the release number at the start of an SGLang version
+// string ("0.5.2", "0.5.3.post2", "0.5.6rc1"); ok is false when there is
+// none (a development build, the simulator's "hindsearch-simulator").
+func ParseVersion(s string) (v Version, ok bool) {
+	parts := strings.SplitN(strings.TrimPrefix(s, "v"), ".", 4)
+	if len(parts) < 2 {
+		return v, false
+	}
+	for i := 0; i < 3 && i < len(parts); i++ {
+		n, digits := 0, 0
+		for _, r := range parts[i] {
+			if r < '0' || r > '9' {
+				break
+			}
+			n, digits = n*10+int(r-'0'), digits+1
+		}
+		if digits == 0 {
+			if i < 2 {
+				return Version{}, false
+			}
+			break
+		}
+		v[i] = n
+	}
+	return v, true
+}
+
+// Before reports whether v is an older release than w.
+func (v Version) Before(w Version) bool {
+	for i := range v {
+		if v[i] != w[i] {
+			return v[i] < w[i]
+		}
+	}
+	return false
+}
+
+// MinSamplingSeed is the first release whose SamplingParams takes
+// sampling_seed (upstream commit e2ac7888, PR #10678, released in 0.5.3):
+// an older one answers a request carrying it with a plain 500.
+var MinSamplingSeed = Version{0, 5, 3}

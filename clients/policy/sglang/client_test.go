@@ -2,6 +2,7 @@ package sglang
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"reflect"
@@ -240,5 +241,35 @@ func TestHealth(t *testing.T) {
 	s.HandleJSON("/health", 200, nil)
 	if err := c.Health(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// SGLang's refusals of a retried load and of a request for an adapter a
+// restarted replica lost, with its statuses and texts (lora/lora_manager.py,
+// managers/tokenizer_manager.py _resolve_lora_path): the first is a load
+// that took, the second a replica down.
+func TestSGLangLoRARefusalsAreRecognised(t *testing.T) {
+	s, c := newTest(t)
+	s.HandleJSON("/load_lora_adapter", 400, map[string]any{"success": false,
+		"error_message": "Failed to load LoRA adapter step-2 because it is already loaded", "loaded_adapters": map[string]string{"step-2": "/w/step-2"}})
+	err := c.LoadLoRA(context.Background(), "step-2", "/w/step-2")
+	if err == nil || !policy.AlreadyLoaded(err) || errors.Is(err, ErrLoRADisabled) {
+		t.Errorf("already loaded: %v, want policy.AlreadyLoaded", err)
+	}
+	fake.AssertJSON(t, []byte(lastBody(t, s, "/load_lora_adapter")), `{"lora_name":"step-2","lora_path":"/w/step-2","pinned":false}`)
+	s.HandleJSON("/generate", 400, map[string]any{"error": map[string]any{
+		"message": "Got LoRA adapter that has never been loaded: step-2\nAll loaded adapters: dict_keys([])."}})
+	_, err = c.Complete(context.Background(), policy.CompletionRequest{Model: "step-2", Prompt: []int{1, 2}, MaxTokens: 4, Sampling: policy.Neutral()})
+	if err == nil || !policy.ReplicaDown(err) {
+		t.Errorf("adapter never loaded: %v, want policy.ReplicaDown", err)
+	}
+	var body map[string]any
+	if err := json.Unmarshal([]byte(lastBody(t, s, "/generate")), &body); err != nil || body["lora_path"] != "step-2" {
+		t.Errorf("generate body %v (%v)", body, err)
+	}
+	// Another 400 is neither.
+	s.HandleJSON("/generate", 400, map[string]any{"error": map[string]any{"message": "top_k must be -1 (disable) or at least 1, got 0."}})
+	if _, err = c.Complete(context.Background(), policy.CompletionRequest{Model: "step-2", Prompt: []int{1, 2}, MaxTokens: 4, Sampling: policy.Neutral()}); policy.ReplicaDown(err) || policy.AlreadyLoaded(err) {
+		t.Errorf("other refusal read as %v", err)
 	}
 }
