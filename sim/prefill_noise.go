@@ -3,7 +3,8 @@ package sim
 import "math"
 
 // SetPrefillNoise sets the standard deviation, in nats, of the numerical
-// noise the replica's prefill route adds to the logprobs it scores
+// noise the replica's prefill route adds to the logits of the tokens it
+// scores
 // (vLLM's prompt_logprobs, SGLang's input_token_logprobs; recipe key
 // sim.policy.prefill_noise). Sampled (decode-time) logprobs stay exact. On
 // real servers the prefill and decode kernels compute the same logprob
@@ -12,21 +13,31 @@ import "math"
 // makes them agree exactly. Call it before the server takes requests.
 func (s *PolicyServer) SetPrefillNoise(sd float64) { s.prefillNoise = sd }
 
-// prefillScore is Model.Score as the prefill route reports it: entry i > 0
-// gets Gaussian noise of sd prefillNoise, capped at 0 (a log-softmax is
-// never positive). The noise is deterministic in the token id and the
-// exact logprob it perturbs: two prefills that compute the same logprob
-// for the same token report the same noisy one, as a deterministic kernel
-// does, and every run reproduces it.
+// prefillScore is Model.Score as the prefill route reports it: the logit
+// of each token i > 0 is moved by delta ~ N(0, prefillNoise^2) against the
+// rest of the vocabulary and its log-softmax recomputed, log(p e^delta /
+// (1 - p + p e^delta)): never above 0, and to first order lp + (1 - p)
+// delta, so zero-mean, a near-certain token barely moving (as a bf16 logit
+// error moves it) and an uncertain one by about prefillNoise. The noise is
+// deterministic in the token id and the exact logprob it perturbs: two
+// prefills that compute the same logprob for the same token report the
+// same noisy one, as a deterministic kernel does, and every run
+// reproduces it.
 func (s *PolicyServer) prefillScore(params Params, ids []int) []float64 {
 	lps := s.model.Score(params, ids)
 	if s.prefillNoise <= 0 {
 		return lps
 	}
 	for i := 1; i < len(lps); i++ {
-		lps[i] = math.Min(0, lps[i]+s.prefillNoise*prefillGauss(ids[i], lps[i]))
+		lps[i] = shiftLogit(lps[i], s.prefillNoise*prefillGauss(ids[i], lps[i]))
 	}
 	return lps
+}
+
+// shiftLogit is the logprob of a token of logprob lp after its logit moves
+// by delta and the distribution is renormalised.
+func shiftLogit(lp, delta float64) float64 {
+	return math.Min(0, lp+delta-math.Log1p(math.Exp(lp)*math.Expm1(delta)))
 }
 
 // prefillGauss is a standard normal draw (Box-Muller) seeded by a token id
