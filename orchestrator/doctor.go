@@ -400,6 +400,7 @@ func (c *checker) policy(ctx context.Context, p policy.Policy) replicaChecks {
 	if rc.unserved {
 		add("chat template", CheckSkip, fmt.Sprintf("the server does not serve %q", c.r.Policy.Model), "")
 		add("logprobs", CheckSkip, fmt.Sprintf("the server does not serve %q", c.r.Policy.Model), "")
+		add(prefillRow, CheckSkip, fmt.Sprintf("the server does not serve %q", c.r.Policy.Model), "")
 		return rc
 	}
 	cctx, cancel = c.bounded(ctx)
@@ -423,6 +424,7 @@ func (c *checker) policy(ctx context.Context, p policy.Policy) replicaChecks {
 		}
 		local := c.localTokenizerCheck(ctx, p, rc.idsErr)
 		rc.local = &local
+		rc.checks = append(rc.checks, c.prefillCheck(ctx, p))
 		return rc
 	}
 	cctx, cancel = c.bounded(ctx)
@@ -447,6 +449,7 @@ func (c *checker) policy(ctx context.Context, p policy.Policy) replicaChecks {
 	}
 	local := c.localTokenizerCheck(ctx, p, rc.idsErr)
 	rc.local = &local
+	rc.checks = append(rc.checks, c.prefillCheck(ctx, p))
 	// The tokenizer and local tokenizer rows are added by tokenizerChecks.
 	return rc
 }
@@ -671,6 +674,7 @@ func (c *checker) policyCheckNames() []string {
 		if c.sglang() {
 			names = append(names, "logprobs mode")
 		}
+		names = append(names, prefillRow)
 		names = append(names, "tokenizer", localTokenizerRow)
 	}
 	return names

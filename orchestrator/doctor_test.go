@@ -53,9 +53,9 @@ func TestDoctorEmbeddedDefault(t *testing.T) {
 	rep := Doctor(context.Background(), r, deps, DoctorOptions{})
 	want := []row{
 		{"policy", "health", CheckOK}, {"policy", "models", CheckOK}, {"policy", "lora routes", CheckOK},
-		{"policy", "chat template", CheckOK}, {"policy", "logprobs", CheckOK}, {"policy", "tokenizer", CheckOK}, {"policy", "local tokenizer", CheckOK},
+		{"policy", "chat template", CheckOK}, {"policy", "logprobs", CheckOK}, {"policy", prefillRow, CheckOK}, {"policy", "tokenizer", CheckOK}, {"policy", "local tokenizer", CheckOK},
 		{"policy", "health", CheckOK}, {"policy", "models", CheckOK}, {"policy", "lora routes", CheckOK},
-		{"policy", "chat template", CheckOK}, {"policy", "logprobs", CheckOK}, {"policy", "tokenizer", CheckOK}, {"policy", "local tokenizer", CheckOK},
+		{"policy", "chat template", CheckOK}, {"policy", "logprobs", CheckOK}, {"policy", prefillRow, CheckOK}, {"policy", "tokenizer", CheckOK}, {"policy", "local tokenizer", CheckOK},
 		{"judge", "chat", CheckOK},
 		{"retriever", "retrieve", CheckOK},
 		{"trainer", "healthz", CheckOK}, {"trainer", "base model", CheckOK},
@@ -65,17 +65,17 @@ func TestDoctorEmbeddedDefault(t *testing.T) {
 	if got := rows(rep); !slices.Equal(got, want) {
 		t.Fatalf("rows:\n%v\nwant\n%v\n%s", got, want, report(t, rep))
 	}
-	if rep.Checks[0].Server == rep.Checks[7].Server {
+	if rep.Checks[0].Server == rep.Checks[8].Server {
 		t.Error("both replicas' rows name the same server")
 	}
-	if d := rep.Checks[12].Detail; !strings.Contains(d, "identical to "+rep.Checks[0].Server) {
+	if d := rep.Checks[14].Detail; !strings.Contains(d, "identical to "+rep.Checks[0].Server) {
 		t.Errorf("second replica's tokenizer row: %q", d)
 	}
-	if d := rep.Checks[13].Detail; !strings.Contains(d, "7 probe texts") || !strings.Contains(d, "the simulator's own tokenizer") {
+	if d := rep.Checks[15].Detail; !strings.Contains(d, "7 probe texts") || !strings.Contains(d, "the simulator's own tokenizer") {
 		t.Errorf("second replica's local tokenizer row: %q", d)
 	}
 	out := report(t, rep)
-	for _, w := range []string{"| role", "| server", "| check", "| status", "| detail", "all 22 checks passed",
+	for _, w := range []string{"| role", "| server", "| check", "| status", "| detail", "all 24 checks passed",
 		"SIMULATED: policy, judge, trainer served by the embedded hindsearch simulator"} {
 		if !strings.Contains(out, w) {
 			t.Errorf("output lacks %q:\n%s", w, out)
@@ -383,8 +383,10 @@ func TestDoctorFakeStackHealthy(t *testing.T) {
 		t.Fatalf("failures on a healthy stack:\n%s", report(t, rep))
 	}
 	tok := a.requests("/tokenize")
-	if len(tok) != 3+len(localTokenizerProbes) {
-		t.Fatalf("%d /tokenize requests, want %d", len(tok), 3+len(localTokenizerProbes))
+	// The bare and chat probes, the local tokenizer's probes and prompt,
+	// then the sampled vs prefill probe's agent prompt.
+	if len(tok) != 4+len(localTokenizerProbes) {
+		t.Fatalf("%d /tokenize requests, want %d", len(tok), 4+len(localTokenizerProbes))
 	}
 	if bare := tok[0].body; bare["model"] != "m" || bare["prompt"] != tokenizeProbe || bare["add_special_tokens"] != false {
 		t.Errorf("bare tokenize body %v", bare)
@@ -396,8 +398,8 @@ func TestDoctorFakeStackHealthy(t *testing.T) {
 		t.Errorf("chat tokenize body %v", chat)
 	}
 	comp := a.requests("/v1/completions")
-	if len(comp) != 2 {
-		t.Fatalf("%d completions, want a sample and a score", len(comp))
+	if len(comp) != 2+2*prefillProbeSeeds {
+		t.Fatalf("%d completions, want a sample and a score, then the sampled vs prefill probe's %d of each", len(comp), prefillProbeSeeds)
 	}
 	if c := comp[0].body; c["model"] != "m" || c["max_tokens"] != float64(1) || c["return_tokens_as_token_ids"] != true ||
 		c["logprobs"] != float64(1) || len(c["prompt"].([]any)) != len(tokenizeProbe) {
@@ -422,8 +424,11 @@ func TestDoctorFakeStackHealthy(t *testing.T) {
 			t.Errorf("local tokenizer probe %s: body %v", pr.name, body)
 		}
 	}
-	if msgs, _ := tok[len(tok)-1].body["messages"].([]any); len(msgs) != 1 || msgs[0].(map[string]any)["content"] != format.UserPrompt("who composed carmen", "") {
-		t.Errorf("chat-templated prompt probe %v", tok[len(tok)-1].body)
+	if msgs, _ := tok[len(tok)-2].body["messages"].([]any); len(msgs) != 1 || msgs[0].(map[string]any)["content"] != format.UserPrompt("who composed carmen", "") {
+		t.Errorf("chat-templated prompt probe %v", tok[len(tok)-2].body)
+	}
+	if msgs, _ := tok[len(tok)-1].body["messages"].([]any); len(msgs) != 1 || msgs[0].(map[string]any)["content"] != format.UserPrompt(prefillProbeQuestion, "") {
+		t.Errorf("sampled vs prefill probe prompt %v", tok[len(tok)-1].body)
 	}
 	if len(b.requests("/retrieve")) != 0 || len(b.requests("/tokenize")) != len(tok) {
 		t.Error("the second replica got the wrong probes")
@@ -663,7 +668,7 @@ func TestDoctorSkipsAfterHealthFails(t *testing.T) {
 		}
 	}
 	want := []row{{"policy", "health", CheckFail}, {"policy", "models", CheckSkip}, {"policy", "lora routes", CheckSkip},
-		{"policy", "chat template", CheckSkip}, {"policy", "logprobs", CheckSkip}, {"policy", "tokenizer", CheckSkip}, {"policy", "local tokenizer", CheckSkip}}
+		{"policy", "chat template", CheckSkip}, {"policy", "logprobs", CheckSkip}, {"policy", prefillRow, CheckSkip}, {"policy", "tokenizer", CheckSkip}, {"policy", "local tokenizer", CheckSkip}}
 	if !slices.Equal(got, want) {
 		t.Fatalf("rows of the dead replica %v, want %v", got, want)
 	}

@@ -194,23 +194,52 @@ func (h *hinter) hintText(critique string) string {
 	return strings.ReplaceAll(h.hint, "{critique}", critique)
 }
 
+// scoredLen is how many of t's response tokens need a teacher score: all
+// of them, or with the term on search tokens only (or no term) those up to
+// the last search token, since the tokens after it are not sent.
+func (h *hinter) scoredLen(t *Trajectory) int {
+	if h.broadcast != "search" && h.loss != "none" {
+		return len(t.Tokens)
+	}
+	for i := len(t.Search) - 1; i >= 0; i-- {
+		if t.Search[i] {
+			return i + 1
+		}
+	}
+	return 0
+}
+
+// rescore scores t's response tokens in the student's own context (its
+// prompt, no hint) with model on p, through the same prefill route as the
+// teacher (hindsight.student_logprobs rescored). It returns logprobs for
+// every response token: the prefill ones for the scored tokens, the
+// sampling ones for the unscored tail (where the term is 0 anyway).
+func (h *hinter) rescore(ctx context.Context, t *Trajectory, p policy.Policy, model string) ([]float64, error) {
+	n := h.scoredLen(t)
+	if n == 0 {
+		return t.Logprobs, nil
+	}
+	seq := append(append(make([]int, 0, len(t.PromptIDs)+n), t.PromptIDs...), t.Tokens[:n]...)
+	done := h.phases.start("rescore")
+	lps, err := p.Score(ctx, model, seq)
+	done()
+	if err != nil {
+		return nil, fmt.Errorf("student rescore: %w", err)
+	}
+	if len(lps) != len(seq) {
+		return nil, fmt.Errorf("student rescore: %d logprobs for %d tokens", len(lps), len(seq))
+	}
+	return append(lps[len(t.PromptIDs):], t.Logprobs[n:]...), nil
+}
+
 // opd scores the trajectory's response tokens under the teacher context and
-// returns the per-token OPD term after the loss form and broadcast.
-func (h *hinter) opd(ctx context.Context, t *Trajectory, teacherPrompt []int, p policy.Policy, teacherModel string) ([]float64, error) {
-	// With the term on search tokens only, nothing after the last search
-	// token needs a teacher score: the tokens after it are not sent.
-	n := len(t.Tokens)
-	if h.broadcast == "search" || h.loss == "none" {
-		n = 0
-		for i := len(t.Search) - 1; i >= 0; i-- {
-			if t.Search[i] {
-				n = i + 1
-				break
-			}
-		}
-		if n == 0 {
-			return make([]float64, len(t.Tokens)), nil
-		}
+// returns the per-token OPD term after the loss form and broadcast, against
+// the student logprobs student (t.Logprobs, the sampling ones, or those of
+// rescore).
+func (h *hinter) opd(ctx context.Context, t *Trajectory, teacherPrompt []int, p policy.Policy, teacherModel string, student []float64) ([]float64, error) {
+	n := h.scoredLen(t)
+	if n == 0 {
+		return make([]float64, len(t.Tokens)), nil
 	}
 	seq := append(append(make([]int, 0, len(teacherPrompt)+n), teacherPrompt...), t.Tokens[:n]...)
 	done := h.phases.start("teacher")
@@ -223,8 +252,8 @@ func (h *hinter) opd(ctx context.Context, t *Trajectory, teacherPrompt []int, p 
 		return nil, fmt.Errorf("teacher score: %d logprobs for %d tokens", len(lps), len(seq))
 	}
 	// Unscored tails are the student's own logprobs: a difference of 0.
-	teacher := append(lps[len(teacherPrompt):], t.Logprobs[n:]...)
-	return OPDTerm(teacher, t.Logprobs, t.Policy, t.Search, h.loss, h.broadcast, h.clamp), nil
+	teacher := append(lps[len(teacherPrompt):], student[n:]...)
+	return OPDTerm(teacher, student, t.Policy, t.Search, h.loss, h.broadcast, h.clamp), nil
 }
 
 // OPDTerm computes the per-token on-policy-distillation term from teacher

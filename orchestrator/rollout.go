@@ -72,6 +72,10 @@ type Trajectory struct {
 	CritiqueError string `json:"critique_error,omitempty"`
 	// OPD is the per-token on-policy-distillation term (nil without one).
 	OPD []float64 `json:"opd,omitempty"`
+	// StudentRescored says the OPD term's student logprobs are the
+	// prefill route's, from an extra scoring call in the student's own
+	// context (hindsight.student_logprobs rescored), not the sampling ones.
+	StudentRescored bool `json:"student_rescored,omitempty"`
 	// Pieces are the tokens' texts, the exact bytes of each policy token's
 	// id under the local tokenizer ("" for environment tokens; a character
 	// split over tokens is on the token that completes it, see

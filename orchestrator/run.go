@@ -892,10 +892,20 @@ func (ru *run) hindsightOne(ctx context.Context, t *Trajectory) bool {
 		return true
 	}
 	tp, err := ru.roller.promptIDs(ctx, t.Question.Question, ru.hinter.hintText(c))
+	student := t.Logprobs
+	if err == nil && ru.r.Hindsight.StudentLogprobs == recipes.StudentLogprobsRescored {
+		// The student's tokens scored by the teacher's prefill route, in
+		// the context that sampled them, by the model that sampled them.
+		err = ru.roller.reps.callFor(ctx, t.Model, func(p policy.Policy) (err error) {
+			student, err = ru.hinter.rescore(ctx, t, p, ru.roller.reps.wire(t.Model))
+			return err
+		})
+		t.StudentRescored = err == nil
+	}
 	if err == nil {
 		tm := ru.teacherModel(t)
 		err = ru.roller.reps.callFor(ctx, tm, func(p policy.Policy) (err error) {
-			t.OPD, err = ru.hinter.opd(ctx, t, tp, p, ru.roller.reps.wire(tm))
+			t.OPD, err = ru.hinter.opd(ctx, t, tp, p, ru.roller.reps.wire(tm), student)
 			return err
 		})
 	}
@@ -955,6 +965,14 @@ func (ru *run) record(step int, all []*Trajectory, sent []keyedDatum, clock *pha
 	ph := clock.seconds()
 	rec.PhaseSeconds = map[string]float64{"rollout": ph["rollout"], "judge": ph["judge"], "teacher": ph["teacher"],
 		"train": ph["train"], "sync": ph["sync"], "eval": 0}
+	if ru.r.Hindsight.StudentLogprobs == recipes.StudentLogprobsRescored {
+		rec.PhaseSeconds["rescore"] = ph["rescore"]
+		for _, t := range all {
+			if t.StudentRescored {
+				rec.Rescores++
+			}
+		}
+	}
 	rec.BatchDigest = batchDigest(sent)
 	rec.WallSeconds = time.Since(t0).Seconds()
 	return rec

@@ -296,7 +296,7 @@ func checkSearchSpan(t *testing.T, tk Vocab) {
 	// The teacher scores the response up to the last search token.
 	rec := &scoreRecorder{Policy: client}
 	h := &hinter{loss: recipes.HindsightLossClamp, broadcast: recipes.BroadcastSearch, clamp: 1}
-	opd, err := h.opd(ctx, tr, prompt, rec, "m")
+	opd, err := h.opd(ctx, tr, prompt, rec, "m", tr.Logprobs)
 	if err != nil {
 		t.Fatal(err)
 	}

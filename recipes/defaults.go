@@ -32,6 +32,18 @@ const (
 	// (critiques are still written and counted).
 	HindsightLossNone = "none"
 
+	// StudentLogprobsSampled is hindsight.student_logprobs for the
+	// student's logprobs in the OPD term being the sampling (decode-time)
+	// ones the rollout returned (the default).
+	StudentLogprobsSampled = "sampled"
+	// StudentLogprobsRescored is hindsight.student_logprobs for scoring the
+	// student's tokens again, in its own context without the hint, by the
+	// same prefill route (prompt logprobs) that scores the teacher: the
+	// clamp then compares two prefill logprobs, and the numerical
+	// difference between prefill and decode no longer biases the term.
+	// It costs one extra prefill per failed trajectory.
+	StudentLogprobsRescored = "rescored"
+
 	// BroadcastSearch is hindsight.broadcast for applying the term to the
 	// search tokens only (the default).
 	BroadcastSearch = "search"
@@ -201,6 +213,7 @@ func Defaults() Recipe {
 			Teacher:          TeacherSelf,
 			Coef:             1.0,
 			Clamp:            1.0,
+			StudentLogprobs:  StudentLogprobsSampled,
 			RedactGold:       true,
 			MaxCritiqueChars: 1200,
 			Prompt:           "",

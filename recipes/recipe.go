@@ -269,6 +269,12 @@ type Hindsight struct {
 	Coef float64 `mapstructure:"coef" yaml:"coef"`
 	// Clamp is the upper bound c of the clamped term (greater than 0).
 	Clamp float64 `mapstructure:"clamp" yaml:"clamp"`
+	// StudentLogprobs is where the student's logprobs of the OPD term come
+	// from: StudentLogprobsSampled (the rollout's sampling logprobs) or
+	// StudentLogprobsRescored (the student's tokens scored again by the
+	// teacher's prefill route, in the student's own context). The GRPO
+	// importance ratio always uses the sampling logprobs.
+	StudentLogprobs string `mapstructure:"student_logprobs" yaml:"student_logprobs"`
 	// RedactGold removes verbatim gold answers from critiques before they
 	// reach the teacher.
 	RedactGold bool `mapstructure:"redact_gold" yaml:"redact_gold"`
@@ -403,8 +409,20 @@ type Sim struct {
 	RetrieverStyle string `mapstructure:"retriever_style" yaml:"retriever_style"`
 	// Faults injects faults into the simulated servers, per role.
 	Faults SimFaults `mapstructure:"faults" yaml:"faults"`
+	// Policy configures the simulated policy beyond its timing.
+	Policy SimPolicy `mapstructure:"policy" yaml:"policy"`
 	// Trainer configures the simulated trainer beyond its timing.
 	Trainer SimTrainer `mapstructure:"trainer" yaml:"trainer"`
+}
+
+// SimPolicy configures the simulated policy servers.
+type SimPolicy struct {
+	// PrefillNoise is the standard deviation, in nats, of the zero-mean
+	// noise the simulated policy's prefill route (prompt_logprobs,
+	// input_token_logprobs) adds to the logprobs it scores, as real
+	// servers' prefill and decode numerics differ; sampled logprobs stay
+	// exact. At least 0 (0: the routes agree exactly).
+	PrefillNoise float64 `mapstructure:"prefill_noise" yaml:"prefill_noise"`
 }
 
 // SimTrainer configures the simulated trainer.

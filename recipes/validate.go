@@ -291,6 +291,7 @@ func (r *Recipe) Validate() error {
 	nonEmpty("hindsight.teacher", r.Hindsight.Teacher)
 	nonNeg("hindsight.coef", r.Hindsight.Coef)
 	positive("hindsight.clamp", r.Hindsight.Clamp)
+	oneOf("hindsight.student_logprobs", r.Hindsight.StudentLogprobs, StudentLogprobsSampled, StudentLogprobsRescored)
 	atLeast("hindsight.max_critique_chars", r.Hindsight.MaxCritiqueChars, 1)
 	if !strings.Contains(r.Hindsight.HintTemplate, CritiquePlaceholder) {
 		bad("hindsight.hint_template", "must contain %s", CritiquePlaceholder)
@@ -362,6 +363,7 @@ func (r *Recipe) Validate() error {
 	nonNeg("sim.retriever_query_ms", r.Sim.RetrieverQueryMS)
 	oneOf("sim.retriever_style", r.Sim.RetrieverStyle, RetrieverStyleDense, RetrieverStyleBM25)
 	oneOf("sim.trainer.archive", r.Sim.Trainer.Archive, SimArchiveJAX, SimArchiveFSDP)
+	nonNeg("sim.policy.prefill_noise", r.Sim.Policy.PrefillNoise)
 	oneOf("sim.trainer.backend", r.Sim.Trainer.Backend, SimBackendJAX, SimBackendFSDP)
 
 	for _, rf := range []struct {

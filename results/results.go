@@ -75,12 +75,18 @@ type StepRecord struct {
 	// the failed trajectories that were given a term, zeros included;
 	// absent when 0.
 	OPDSearchMean float64 `json:"opd_search_mean,omitempty"`
+	// Rescores is the number of the step's failed trajectories whose
+	// student tokens were scored again by the prefill route for the OPD
+	// term (hindsight.student_logprobs rescored; their time is
+	// PhaseSeconds["rescore"]); absent when 0.
+	Rescores int `json:"rescores,omitempty"`
 	// MeanTurns is the mean number of turns per trajectory.
 	MeanTurns float64 `json:"mean_turns"`
 	// MeanSearches is the mean number of searches per trajectory.
 	MeanSearches float64 `json:"mean_searches"`
 	// PhaseSeconds is the wall time of each phase of the step (rollout,
-	// judge, teacher, train, sync, eval).
+	// judge, teacher, train, sync, eval; rescore with
+	// hindsight.student_logprobs rescored).
 	PhaseSeconds map[string]float64 `json:"phase_seconds"`
 	// BatchDigest is the sha256 over the exact datums sent to the trainer
 	// that step, in canonical (group, sample) order.

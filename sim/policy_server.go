@@ -53,6 +53,9 @@ type PolicyServer struct {
 	// sglang is the simulated SGLang's version and server arguments (see
 	// SGLangOptions).
 	sglang SGLangOptions
+	// prefillNoise is the sd of the prefill route's logprob noise
+	// (SetPrefillNoise).
+	prefillNoise float64
 }
 
 // NewPolicyServer returns a simulated policy serving baseModel, whose
@@ -358,7 +361,7 @@ func (s *PolicyServer) completions(w http.ResponseWriter, r *http.Request) {
 	}
 	var promptLPs []any
 	if req.PromptLogprobs != nil {
-		lps := s.model.Score(params, prompt)
+		lps := s.prefillScore(params, prompt)
 		promptLPs = make([]any, len(prompt))
 		for i := 1; i < len(prompt); i++ {
 			t, _ := tk.DecodeText(prompt[i:i+1], false)

@@ -476,7 +476,7 @@ func (s *PolicyServer) generate(w http.ResponseWriter, r *http.Request) {
 		in := make([][]any, 0, len(prompt)-from)
 		var score []float64
 		if from < len(prompt)-1 {
-			score = s.model.Score(params, prompt)
+			score = s.prefillScore(params, prompt)
 		}
 		for i := from; i < len(prompt); i++ {
 			if i == from {

@@ -37,6 +37,9 @@ type Config struct {
 	// TrainerBackend is the SkyRL training backend the simulated trainer
 	// behaves like (TrainerServer.Backend; "": BackendJAX).
 	TrainerBackend TrainerBackend
+	// PrefillNoise is the sd of the simulated policy's prefill-route
+	// logprob noise (PolicyServer.SetPrefillNoise; 0: none).
+	PrefillNoise float64
 	// Corpus holds the wiki-18 contents strings (the judge reads them).
 	Corpus []string
 	// Answers are the gold answers of the questions the policy may be
@@ -83,6 +86,9 @@ type Servers struct {
 
 // Start builds the model and starts the selected servers on 127.0.0.1.
 func Start(cfg Config) (*Servers, error) {
+	if !(cfg.PrefillNoise >= 0) {
+		return nil, fmt.Errorf("sim: prefill noise %v: want a number >= 0", cfg.PrefillNoise)
+	}
 	if cfg.Epsilon <= 0 {
 		cfg.Epsilon = 1e-6
 	}
@@ -117,6 +123,7 @@ func Start(cfg Config) (*Servers, error) {
 		p := NewPolicyServer(s.Model, cfg.BaseModel)
 		p.SetLatency(cfg.Latency)
 		p.SetGenerationConfig(gen)
+		p.SetPrefillNoise(cfg.PrefillNoise)
 		s.Policies = append(s.Policies, p)
 		u, err := serve(s.faulty(p.Handler(), cfg.Faults.Policy, uint64(i)))
 		if err != nil {

@@ -616,8 +616,18 @@ func (s *TrainerServer) runForwardBackward(m *trainedModel, data []wireDatum, lo
 		}
 		lps := s.model.LogProbGrad(m.params, seq, positions, nil, nil)
 		coef := make([]float64, len(positions))
+		// JAX (jax.py loss_for_lora): each datum's loss is its weighted
+		// token sum over the sum of its weights, a per-sequence mean (the
+		// step then averages over datums, optim_step). FSDP
+		// (skyrl_train_backend.py _to_training_batch, ppo_utils.py
+		// reduce_loss): the weights are the loss mask of a plain token
+		// sum, over every datum of the step.
+		norm := sumW
+		if s.Backend == BackendFSDP {
+			norm = 1
+		}
 		for j, i := range idx {
-			w := weights[i] / sumW
+			w := weights[i] / norm
 			switch lossFn {
 			case "cross_entropy":
 				coef[j] = w
@@ -697,9 +707,25 @@ func (s *TrainerServer) optimStep(w http.ResponseWriter, r *http.Request) {
 		m.pending = nil
 		norm := 0.0
 		if n > 0 {
+			// JAX averages the accumulated gradient over the step's datums
+			// (AccumulatedGradients.get_mean); FSDP keeps the token sum.
 			for j := range g {
-				g[j] /= float64(n)
+				if s.Backend != BackendFSDP {
+					g[j] /= float64(n)
+				}
 				norm += g[j] * g[j]
+			}
+			norm = math.Sqrt(norm)
+			// FSDP clips the gradient's global L2 norm at max_grad_norm
+			// (1.0) before every step, as torch's clip_grad_norm_ does
+			// (fsdp_strategy.py optimizer_step); grad_norm reports the norm
+			// before clipping. JAX's optax.adamw does not clip.
+			if s.Backend == BackendFSDP {
+				if c := fsdpMaxGradNorm / (norm + 1e-6); c < 1 {
+					for j := range g {
+						g[j] *= c
+					}
+				}
 			}
 			m.t++
 			b1, b2 := a.Beta1, a.Beta2
@@ -711,9 +737,14 @@ func (s *TrainerServer) optimStep(w http.ResponseWriter, r *http.Request) {
 				m.params[j] -= a.LearningRate * (mh/(math.Sqrt(vh)+a.Eps) + a.WeightDecay*m.params[j])
 			}
 		}
-		return http.StatusOK, map[string]any{"metrics": map[string]float64{"grad_norm": math.Sqrt(norm), "datums": float64(n)}, "type": "optim_step"}
+		return http.StatusOK, map[string]any{"metrics": map[string]float64{"grad_norm": norm, "datums": float64(n)}, "type": "optim_step"}
 	})
 }
+
+// fsdpMaxGradNorm is SkyRL's OptimizerConfig.max_grad_norm default
+// (skyrl/train/config/config.py), the norm its FSDP backend clips every
+// step's gradient to.
+const fsdpMaxGradNorm = 1.0
 
 var reName = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 
