@@ -1288,3 +1288,15 @@ func keepRecords[T any](dir *results.RunDir, name string, recs []T, keep func(T)
 	}
 	return kept, dir.WriteFileAtomic(name, []byte(b.String()))
 }
+
+func (b boundedTrainer) UnloadModel(ctx context.Context, modelID string) error {
+	ctx, cancel := b.bound(ctx)
+	defer cancel()
+	return b.wrap(b.Trainer.UnloadModel(ctx, modelID))
+}
+
+func (b boundedTrainer) DeleteCheckpoint(ctx context.Context, modelID, id string) error {
+	ctx, cancel := b.bound(ctx)
+	defer cancel()
+	return b.wrap(b.Trainer.DeleteCheckpoint(ctx, modelID, id))
+}
