@@ -850,11 +850,33 @@ func lossConfig(r *recipes.Recipe) map[string]float64 {
 	return map[string]float64{"clip_low_threshold": r.Trainer.ClipLow, "clip_high_threshold": r.Trainer.ClipHigh}
 }
 
+// mergeMetrics merges the forward_backward metrics of a step's chunks by
+// the suffix of their names, SkyRL's reduction marks
+// (skyrl_train_backend.py): ":mean" the mean over the chunks that report
+// it, ":max" and ":min" the extreme, ":last" the last chunk's, ":sum" and
+// no suffix the sum. optim_step's metrics are taken as they are.
 func mergeMetrics(fb []map[string]float64, om map[string]float64) map[string]float64 {
 	out := map[string]float64{}
+	seen := map[string]int{}
 	for _, m := range fb {
 		for k, v := range m {
-			out["forward_backward/"+k] += v
+			key := "forward_backward/" + k
+			n := seen[key]
+			seen[key]++
+			switch {
+			case n == 0:
+				out[key] = v
+			case strings.HasSuffix(k, ":mean"):
+				out[key] += (v - out[key]) / float64(n+1)
+			case strings.HasSuffix(k, ":max"):
+				out[key] = max(out[key], v)
+			case strings.HasSuffix(k, ":min"):
+				out[key] = min(out[key], v)
+			case strings.HasSuffix(k, ":last"):
+				out[key] = v
+			default:
+				out[key] += v
+			}
 		}
 	}
 	for k, v := range om {
@@ -1240,7 +1262,7 @@ func (ru *run) createModelError(err error) error {
 		!strings.Contains(msg, "register_adapter is not implemented") {
 		return fmt.Errorf("trainer create_model: %w", err)
 	}
-	return fmt.Errorf("trainer create_model: %w\n%s already holds a policy model, so it cannot create %s at trainer.lora_rank %d (SkyRL's FSDP backend trains one model at a time): another run holds the trainer, or a run that ended without releasing its model. Wait about 5 minutes for SkyRL's stale-session cleanup (a session silent for 300 s, checked every 60 s) if that run is gone, stop the other run, or restart the trainer server; `orchestrate doctor` checks the trainer",
+	return fmt.Errorf("%w\n%s already holds a policy model, so it cannot create %s at trainer.lora_rank %d (SkyRL's FSDP backend trains one model at a time): another run holds the trainer, or a run that ended without releasing its model. Wait about 5 minutes for SkyRL's stale-session cleanup (a session silent for 300 s, checked every 60 s) if that run is gone, stop the other run, or restart the trainer server; `orchestrate doctor` checks the trainer",
 		err, ru.Deps.Trainer.URL(), ru.r.Trainer.BaseModel, ru.r.Trainer.LoRARank)
 }
 
