@@ -1314,3 +1314,24 @@ func (s *TrainerServer) loadState(w http.ResponseWriter, r *http.Request) {
 		return http.StatusOK, map[string]any{"path": req.Path, "type": "load_weights"}
 	})
 }
+
+// CheckpointSizes returns the bytes of one training state and of one
+// sampler archive as this simulator writes them for baseModel at rank, in
+// layout: what its checkpoint directory needs per saved state and per
+// sampler export (doctor sizes the disk with them).
+func CheckpointSizes(layout ArchiveLayout, baseModel string, rank int) (state, sampler int64, err error) {
+	p := InitialParams()
+	z := make([]float64, NumParams)
+	b, _ := json.Marshal(trainState{Simulated: true, Params: p, M: z, V: z})
+	st, err := PackArchive(layout, map[string][]byte{stateFile: b})
+	if err != nil {
+		return 0, 0, err
+	}
+	var sa []byte
+	if rank == 0 {
+		sa, err = PackFullWeights(layout, p, baseModel)
+	} else {
+		sa, err = PackAdapter(layout, p, baseModel, rank)
+	}
+	return int64(len(st)), int64(len(sa)), err
+}
