@@ -24,7 +24,7 @@ func TestRunSyncsBothArchiveLayouts(t *testing.T) {
 			t.Run(layout+" "+kind, func(t *testing.T) {
 				sets := []string{"sim.trainer.archive=" + layout, "sync.kind=" + kind, "policy.urls=embedded,embedded", "eval.datasets.nq="}
 				if kind == recipes.SyncSGLangDisk {
-					sets = append(sets, "trainer.lora_rank=0") // full weights, as SkyRL's FSDP backend
+					sets = append(sets, "trainer.lora_rank=0", "sim.trainer.backend=fsdp") // full weights, as SkyRL's FSDP backend
 				}
 				r := testRecipe(t, "", sets...)
 				ctx := context.Background()

@@ -14,7 +14,9 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -31,6 +33,7 @@ import (
 	"github.com/hindsearch/hindsearch/clients/transport"
 	"github.com/hindsearch/hindsearch/orchestrator/format"
 	"github.com/hindsearch/hindsearch/recipes"
+	"github.com/hindsearch/hindsearch/sim"
 )
 
 // CheckStatus is the outcome of one check.
@@ -1196,9 +1199,8 @@ func (c *checker) trainer(ctx context.Context, tr trainer.Trainer) []Check {
 			return out
 		}
 		out = append(out, weightsCheck(c.r, u), optimizerCheck(c.r, u))
-		if c.r.Trainer.URL != recipes.Embedded {
-			out = append(out, checkpointsDir(c.r.Trainer.CheckpointsDir))
-		}
+		// The embedded simulator's directory is sized by its own archives.
+		out = append(out, checkpointsDir(c.r.Trainer.CheckpointsDir, checkpointDiskNeed(c.r)))
 		if kc, ok := c.apiKey("trainer", u, "trainer.api_key_env", c.r.Trainer.APIKeyEnv, key); ok {
 			return append([]Check{kc}, out...)
 		}
@@ -1323,10 +1325,12 @@ func optimizerCheck(r *recipes.Recipe, server string) Check {
 
 // checkpointsDir checks the directory the sync step reads the trainer's
 // saved weights from (SkyRL's checkpoints base, shared with this machine).
-func checkpointsDir(dir string) Check {
+func checkpointsDir(dir string, need diskNeed) Check {
 	ch := Check{Role: "trainer", Server: dir, Name: "checkpoints dir"}
 	fi, err := os.Stat(dir)
 	switch {
+	case errors.Is(err, os.ErrNotExist) && need.embedded:
+		ch.Status, ch.Detail = CheckOK, "does not exist yet: the embedded simulated trainer creates it when it first saves"
 	case errors.Is(err, os.ErrNotExist):
 		ch.Status, ch.Detail = CheckWarn, "does not exist yet: the trainer must create it when it first saves weights"
 		ch.Fix = fmt.Sprintf("start the trainer with --checkpoints-base %s (the same path, on a filesystem this machine reads), or set trainer.checkpoints_dir to its checkpoints base", dir)
@@ -1341,7 +1345,76 @@ func checkpointsDir(dir string) Check {
 			ch.Status, ch.Detail = CheckOK, "exists and is readable here (the trainer's saved weights are read from it)"
 		}
 	}
+	if ch.Status == CheckFail || need.bytes <= 0 {
+		if need.how != "" {
+			ch.Detail += "; " + need.how
+		}
+		return ch
+	}
+	free, ok := freeBytes(dir)
+	switch {
+	case !ok:
+		ch.Detail += fmt.Sprintf("; the trainer needs ~%s at peak (%s), free space unknown", gb(need.bytes), need.how)
+	case free < need.bytes:
+		ch.Status = CheckWarn
+		ch.Detail += fmt.Sprintf("; %s free, but the trainer needs ~%s at peak (%s)", gb(free), gb(need.bytes), need.how)
+		ch.Fix = "free space there, lower checkpoint.keep, or start the trainer with --checkpoints-base on a larger disk (and set trainer.checkpoints_dir to it)"
+	default:
+		ch.Detail += fmt.Sprintf("; %s free, the trainer needs ~%s at peak (%s)", gb(free), gb(need.bytes), need.how)
+	}
 	return ch
+}
+
+// diskNeed is what the trainer's checkpoint directory needs at peak.
+type diskNeed struct {
+	bytes    int64  // 0: not estimated
+	how      string // the formula, or why there is none
+	embedded bool   // the embedded simulator's directory
+}
+
+// reModelSize finds a model's size in billions of parameters in its name
+// ("Qwen/Qwen2.5-3B-Instruct": 3).
+var reModelSize = regexp.MustCompile(`(?i)(\d+(?:\.\d+)?)b(?:-|$|_)`)
+
+// checkpointDiskNeed estimates the peak of the trainer's checkpoint
+// directory for r: checkpoint.keep states plus the one being written, and
+// three sampler exports (the resume point's, the previous step's and the
+// one being written). On SkyRL's FSDP backend at rank 0 a state is the
+// fp32 weights and two Adam moments (12 bytes a parameter, an uncompressed
+// tar) and a sampler export the fp32 weights (4 bytes a parameter); the
+// embedded simulator's sizes are its own.
+func checkpointDiskNeed(r *recipes.Recipe) diskNeed {
+	keep := max(r.Checkpoint.Keep, 1)
+	var state, sampler int64
+	if r.Trainer.URL == recipes.Embedded {
+		st, sa, err := sim.CheckpointSizes(sim.ArchiveLayout(r.Sim.Trainer.Archive), r.Policy.Model, r.Trainer.LoRARank)
+		if err != nil {
+			return diskNeed{how: "simulator sizes unknown: " + err.Error()}
+		}
+		state, sampler = st, sa
+	} else {
+		if r.Trainer.LoRARank > 0 {
+			return diskNeed{how: "LoRA states and adapters are small; not estimated"}
+		}
+		params := 3.09e9 // Qwen2.5-3B
+		if m := reModelSize.FindStringSubmatch(r.Trainer.BaseModel); m != nil && !strings.Contains(r.Trainer.BaseModel, "Qwen2.5-3B") {
+			b, _ := strconv.ParseFloat(m[1], 64)
+			params = b * 1e9
+		} else if m == nil {
+			return diskNeed{how: fmt.Sprintf("size of %s unknown; per state 12 bytes and per sampler export 4 bytes a parameter", r.Trainer.BaseModel)}
+		}
+		state, sampler = int64(12*params), int64(4*params)
+	}
+	return diskNeed{bytes: int64(keep+1)*state + 3*sampler, embedded: r.Trainer.URL == recipes.Embedded,
+		how: fmt.Sprintf("(checkpoint.keep %d + 1) x %s a state + 3 x %s a sampler export", keep, gb(state), gb(sampler))}
+}
+
+// gb renders a byte count in GB (decimal), or in KB below 1 MB.
+func gb(n int64) string {
+	if n < 1e6 {
+		return fmt.Sprintf("%.1f KB", float64(n)/1e3)
+	}
+	return fmt.Sprintf("%.1f GB", float64(n)/1e9)
 }
 
 // reason is why a probe failed, without what the table's columns already

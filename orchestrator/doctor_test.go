@@ -59,7 +59,7 @@ func TestDoctorEmbeddedDefault(t *testing.T) {
 		{"judge", "chat", CheckOK},
 		{"retriever", "retrieve", CheckOK},
 		{"trainer", "healthz", CheckOK}, {"trainer", "base model", CheckOK},
-		{"trainer", "weights", CheckOK}, {"trainer", "optimizer", CheckOK},
+		{"trainer", "weights", CheckOK}, {"trainer", "optimizer", CheckOK}, {"trainer", "checkpoints dir", CheckOK},
 		{"sync", "sync dir", CheckOK}, {"sync", "policy access", CheckOK},
 	}
 	if got := rows(rep); !slices.Equal(got, want) {
@@ -75,7 +75,7 @@ func TestDoctorEmbeddedDefault(t *testing.T) {
 		t.Errorf("second replica's local tokenizer row: %q", d)
 	}
 	out := report(t, rep)
-	for _, w := range []string{"| role", "| server", "| check", "| status", "| detail", "all 24 checks passed",
+	for _, w := range []string{"| role", "| server", "| check", "| status", "| detail", "all 25 checks passed",
 		"SIMULATED: policy, judge, trainer served by the embedded hindsearch simulator"} {
 		if !strings.Contains(out, w) {
 			t.Errorf("output lacks %q:\n%s", w, out)
@@ -642,11 +642,25 @@ func TestDoctorAPIKeyWarnings(t *testing.T) {
 // trainer flag; an existing one is fine.
 func TestDoctorCheckpointsDir(t *testing.T) {
 	dir := t.TempDir()
-	if c := checkpointsDir(dir); c.Status != CheckOK {
+	if c := checkpointsDir(dir, diskNeed{}); c.Status != CheckOK {
 		t.Errorf("existing dir: %+v", c)
 	}
+	// Free space against checkpoint.keep's need: Qwen2.5-3B at rank 0
+	// needs (keep+1) x 37 GB + 3 x 12.4 GB; more than any disk is a warning.
+	r := &recipes.Recipe{}
+	r.Trainer.BaseModel, r.Trainer.URL, r.Checkpoint.Keep = "Qwen/Qwen2.5-3B-Instruct", "http://127.0.0.1:8300", 2
+	need := checkpointDiskNeed(r)
+	if need.bytes != 3*37_080_000_000+3*12_360_000_000 || !strings.Contains(need.how, "(checkpoint.keep 2 + 1) x 37.1 GB a state + 3 x 12.4 GB a sampler export") {
+		t.Errorf("need %+v", need)
+	}
+	if c := checkpointsDir(dir, diskNeed{bytes: 1 << 62, how: "huge"}); c.Status != CheckWarn || !strings.Contains(c.Detail, "free, but the trainer needs") || !strings.Contains(c.Fix, "checkpoint.keep") {
+		t.Errorf("too little space: %+v", c)
+	}
+	if c := checkpointsDir(dir, diskNeed{bytes: 1000, how: "tiny"}); c.Status != CheckOK || !strings.Contains(c.Detail, "free, the trainer needs ~1.0 KB at peak (tiny)") {
+		t.Errorf("enough space: %+v", c)
+	}
 	missing := filepath.Join(dir, "not-yet")
-	c := checkpointsDir(missing)
+	c := checkpointsDir(missing, diskNeed{})
 	if c.Status != CheckWarn || !strings.Contains(c.Fix, "--checkpoints-base "+missing) {
 		t.Errorf("missing dir: %+v", c)
 	}

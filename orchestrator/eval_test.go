@@ -90,7 +90,7 @@ func TestEvaluateCheckpointArchive(t *testing.T) {
 	// With sync.kind sglang_disk the archive is loaded as full weights with
 	// /update_weights_from_disk and evaluated under the base name; the
 	// simulator's full weights are the adapter's, so the records agree.
-	r3 := testRecipe(t, "", "eval.datasets.nq=", "sync.kind=sglang_disk", "trainer.lora_rank=0")
+	r3 := testRecipe(t, "", "eval.datasets.nq=", "sync.kind=sglang_disk", "trainer.lora_rank=0", "sim.trainer.backend=fsdp")
 	deps3, emb3, err := Connect(context.Background(), r3, nil, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -17,7 +17,7 @@ func TestRunSendsOnlyFieldsTheServersRead(t *testing.T) {
 		t.Run(kind, func(t *testing.T) {
 			sets := []string{"sync.kind=" + kind}
 			if kind == "sglang_disk" {
-				sets = append(sets, "trainer.lora_rank=0") // full weights
+				sets = append(sets, "trainer.lora_rank=0", "sim.trainer.backend=fsdp") // full weights
 			}
 			r := testRecipe(t, "", sets...)
 			deps, emb, err := Connect(t.Context(), r, nil, nil)

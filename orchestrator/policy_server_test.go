@@ -40,7 +40,7 @@ func TestSGLangServerGivesTheSameBatchesAsVLLM(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs four short trainings")
 	}
-	for _, sync := range [][]string{{"sync.kind=lora"}, {"sync.kind=sglang_disk", "trainer.lora_rank=0"}} {
+	for _, sync := range [][]string{{"sync.kind=lora"}, {"sync.kind=sglang_disk", "trainer.lora_rank=0", "sim.trainer.backend=fsdp"}} {
 		t.Run(sync[0], func(t *testing.T) {
 			run := func(server ...string) *Summary {
 				t.Helper()

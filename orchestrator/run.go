@@ -150,6 +150,12 @@ type run struct {
 	// resumed run continues from (nil: a new run).
 	samplers map[string]string
 	resumed  *state
+	// ret bounds the trainer's disk (checkpoint.keep); lastState is the
+	// newest state.json written or resumed from, lastStep the newest
+	// finished step (both guarded by mu).
+	ret       *retention
+	lastState *state
+	lastStep  int
 	// lastTrajs and lastStart are the last finished step's trajectories and
 	// start time (for the benchmark).
 	lastTrajs []*Trajectory
@@ -197,6 +203,9 @@ func (rn *Runner) Run(ctx context.Context) (*Summary, error) {
 		trainer:  boundedTrainer{rn.Deps.Trainer, time.Duration(r.Trainer.CallTimeoutSeconds * float64(time.Second))},
 		judgeSem: make(semaphore, max(r.Judge.Concurrency, 1))}
 	rn.last = ru
+	if ru.ret, err = loadRetention(dir, r.Checkpoint.Keep); err != nil {
+		return nil, err
+	}
 	if err := ru.load(); err != nil {
 		return nil, err
 	}
@@ -237,7 +246,7 @@ func (rn *Runner) claim(dir *results.RunDir) error {
 		return fmt.Errorf("output.dir %s already holds a run (%s): pass --overwrite to replace it, or choose another directory with --set output.dir=DIR",
 			dir.Path, strings.Join(found, ", "))
 	}
-	for _, n := range append(names, "trajectories", "questions", "adapters", "checkpoints") {
+	for _, n := range append(names, "trajectories", "questions", "adapters", "checkpoints", ledgerFile) {
 		if err := os.RemoveAll(filepath.Join(dir.Path, n)); err != nil {
 			return fmt.Errorf("overwrite %s: %w", dir.Path, err)
 		}
@@ -359,10 +368,21 @@ func (ru *run) loop(ctx context.Context) (*Summary, error) {
 		return nil, fmt.Errorf("trainer session: %w", err)
 	}
 	defer sess.Close()
+	if ru.resumed != nil && ru.resumed.ModelID != "" {
+		// The interrupted run's model may still hold the trainer (SkyRL's
+		// FSDP backend holds one): release it first. Unknown or no
+		// longer loaded is fine.
+		if err := ru.trainer.UnloadModel(ctx, ru.resumed.ModelID); err != nil {
+			fmt.Fprintf(ru.Out, "warning: --resume: trainer unload_model %s (the interrupted run's model): %v\n", ru.resumed.ModelID, err)
+		}
+	}
 	ru.modelID, err = ru.trainer.CreateModel(ctx, sess, r.Trainer.BaseModel, r.Trainer.LoRARank, r.Seed)
 	if err != nil {
-		return nil, fmt.Errorf("trainer create_model: %w", err)
+		return nil, ru.createModelError(err)
 	}
+	// One model per run, released however the run ends: after ctx is
+	// cancelled (SIGINT, SIGTERM) too, on a context of its own.
+	defer ru.unloadModel(ctx)
 	sum := &Summary{Dir: ru.dir.Path}
 	first := 1
 	if ru.resumed != nil {
@@ -428,9 +448,11 @@ func (ru *run) loop(ctx context.Context) (*Summary, error) {
 			ru.drain(next)
 			return sum, fmt.Errorf("record step %d: %w", step, err)
 		}
-		if err := ru.checkpoint(ctx, step, rec.Adapter); err != nil {
-			ru.drain(next)
-			return sum, fmt.Errorf("record step %d: %w", step, err)
+		if step%r.Checkpoint.Every == 0 || step == r.Train.Steps {
+			if err := ru.checkpoint(ctx, step, rec.Adapter); err != nil {
+				ru.drain(next)
+				return sum, fmt.Errorf("record step %d: %w", step, err)
+			}
 		}
 		if evaluated {
 			ru.plotCurves()
@@ -441,6 +463,9 @@ func (ru *run) loop(ctx context.Context) (*Summary, error) {
 		if ru.afterStep != nil {
 			ru.afterStep(step)
 		}
+	}
+	if _, failed := ru.ret.counts(); failed > 0 {
+		fmt.Fprintf(ru.Out, "warning: %d deletions of superseded trainer checkpoints failed (%s lists what is left on the trainer)\n", failed, ledgerFile)
 	}
 	if len(sum.Evals) > 0 {
 		fmt.Fprintln(ru.Out)
@@ -759,6 +784,10 @@ func (ru *run) finish(ctx context.Context, c *collected) (*results.StepRecord, e
 	}
 	name := reUnsafe.ReplaceAllString(r.Name, "_") + fmt.Sprintf("-step%04d", c.step)
 	done = clock.start("sync")
+	if err := ru.ret.add(trainerCheckpoint{ModelID: ru.modelID, ID: "sampler_weights/" + name, Step: c.step}); err != nil {
+		done()
+		return nil, err
+	}
 	path, err := ru.trainer.SaveWeightsForSampler(ctx, ru.modelID, name)
 	if err != nil {
 		done()
@@ -776,7 +805,11 @@ func (ru *run) finish(ctx context.Context, c *collected) (*results.StepRecord, e
 	ru.adapter = name
 	ru.adapters[c.step] = name
 	ru.samplers[name] = path
+	ru.lastStep = c.step
 	ru.mu.Unlock()
+	// The replicas serve name now: older sampler archives that no resume
+	// point and no later step needs go.
+	ru.ret.prune(ctx, ru.trainer, ru.samplerNeeded, ru.Out)
 
 	var all []*Trajectory
 	for _, g := range c.groups {
@@ -820,11 +853,33 @@ func lossConfig(r *recipes.Recipe) map[string]float64 {
 	return map[string]float64{"clip_low_threshold": r.Trainer.ClipLow, "clip_high_threshold": r.Trainer.ClipHigh}
 }
 
+// mergeMetrics merges the forward_backward metrics of a step's chunks by
+// the suffix of their names, SkyRL's reduction marks
+// (skyrl_train_backend.py): ":mean" the mean over the chunks that report
+// it, ":max" and ":min" the extreme, ":last" the last chunk's, ":sum" and
+// no suffix the sum. optim_step's metrics are taken as they are.
 func mergeMetrics(fb []map[string]float64, om map[string]float64) map[string]float64 {
 	out := map[string]float64{}
+	seen := map[string]int{}
 	for _, m := range fb {
 		for k, v := range m {
-			out["forward_backward/"+k] += v
+			key := "forward_backward/" + k
+			n := seen[key]
+			seen[key]++
+			switch {
+			case n == 0:
+				out[key] = v
+			case strings.HasSuffix(k, ":mean"):
+				out[key] += (v - out[key]) / float64(n+1)
+			case strings.HasSuffix(k, ":max"):
+				out[key] = max(out[key], v)
+			case strings.HasSuffix(k, ":min"):
+				out[key] = min(out[key], v)
+			case strings.HasSuffix(k, ":last"):
+				out[key] = v
+			default:
+				out[key] += v
+			}
 		}
 	}
 	for k, v := range om {
@@ -1141,6 +1196,9 @@ func newRoller(r *recipes.Recipe, deps Deps, clock *phaseClock) (*roller, error)
 // before.
 func (ru *run) checkpoint(ctx context.Context, step int, adapter string) error {
 	name := reUnsafe.ReplaceAllString(ru.r.Name, "_") + fmt.Sprintf("-state%04d", step)
+	if err := ru.ret.add(trainerCheckpoint{ModelID: ru.modelID, ID: "weights/" + name, Step: step}); err != nil {
+		return err
+	}
 	path, err := ru.trainer.SaveState(ctx, ru.modelID, name)
 	if err != nil {
 		return fmt.Errorf("save_weights: %w", err)
@@ -1161,7 +1219,72 @@ func (ru *run) checkpoint(ctx context.Context, step int, adapter string) error {
 	}
 	ru.mu.Unlock()
 	b, _ := json.MarshalIndent(st, "", "  ")
-	return ru.dir.WriteFileAtomic("state.json", append(b, '\n'))
+	if err := ru.dir.WriteFileAtomic("state.json", append(b, '\n')); err != nil {
+		return err
+	}
+	// The new state is complete: the states beyond checkpoint.keep, and
+	// the sampler archives only the old resume point needed, go.
+	ru.mu.Lock()
+	ru.lastState = &st
+	ru.mu.Unlock()
+	if err := ru.ret.complete(ru.modelID, "weights/"+name, step); err != nil {
+		return err
+	}
+	ru.ret.prune(ctx, ru.trainer, ru.samplerNeeded, ru.Out)
+	return nil
+}
+
+// samplerNeeded reports whether the sampler archive name of modelID is
+// still needed: listed in the newest state.json (a resume serves it
+// again), or the weights of a step that a later step may still sample
+// from (the newest, and the max_off_policy_steps before it). Replicas and
+// evaluations load the unpacked copies in sync.dir, not the archive.
+func (ru *run) samplerNeeded(modelID, name string) bool {
+	ru.mu.Lock()
+	defer ru.mu.Unlock()
+	match := func(path string) bool {
+		m, id, ok := checkpointRef(path)
+		return ok && m == modelID && id == "sampler_weights/"+name
+	}
+	if st := ru.lastState; st != nil {
+		for _, p := range st.Samplers {
+			if match(p) {
+				return true
+			}
+		}
+	}
+	for v, n := range ru.adapters {
+		if v >= ru.lastStep-ru.r.Train.MaxOffPolicySteps && match(ru.samplers[n]) {
+			return true
+		}
+	}
+	return false
+}
+
+// unloadTimeout bounds the unload_model a run sends as it ends.
+const unloadTimeout = 5 * time.Minute
+
+// unloadModel releases the run's model on the trainer on a context of its
+// own (ctx may be cancelled: an interrupted run releases it too); a
+// failure is reported, since it is not the run's.
+func (ru *run) unloadModel(ctx context.Context) {
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unloadTimeout)
+	defer cancel()
+	if err := ru.Deps.Trainer.UnloadModel(uctx, ru.modelID); err != nil {
+		fmt.Fprintf(ru.Out, "warning: trainer unload_model %s: %v (the trainer keeps the model until its session has been silent for about 5 minutes)\n", ru.modelID, err)
+	}
+}
+
+// createModelError explains a create_model that SkyRL refused because it
+// already holds a policy model (its FSDP backend trains one at a time).
+func (ru *run) createModelError(err error) error {
+	msg := err.Error()
+	if !strings.Contains(msg, "already has a 'policy' model") && !strings.Contains(msg, "Cannot register an additional LoRA adapter") &&
+		!strings.Contains(msg, "register_adapter is not implemented") {
+		return fmt.Errorf("trainer create_model: %w", err)
+	}
+	return fmt.Errorf("%w\n%s already holds a policy model, so it cannot create %s at trainer.lora_rank %d (SkyRL's FSDP backend trains one model at a time): another run holds the trainer, or a run that ended without releasing its model. Wait about 5 minutes for SkyRL's stale-session cleanup (a session silent for 300 s, checked every 60 s) if that run is gone, stop the other run, or restart the trainer server; `orchestrate doctor` checks the trainer",
+		err, ru.Deps.Trainer.URL(), ru.r.Trainer.BaseModel, ru.r.Trainer.LoRARank)
 }
 
 // readState reads a run directory's resume point.
@@ -1206,6 +1329,7 @@ func (ru *run) restore(ctx context.Context, sum *Summary) error {
 		return fmt.Errorf("--resume: load_weights %s: %w", st.TrainerState, err)
 	}
 	ru.cursor, ru.adapter = st.Cursor, st.Adapter
+	ru.lastState, ru.lastStep = st, st.Step
 	vs := make([]int, 0, len(st.Adapters))
 	for v := range st.Adapters {
 		vs = append(vs, v)
@@ -1222,6 +1346,23 @@ func (ru *run) restore(ctx context.Context, sum *Summary) error {
 		name := st.Adapters[v]
 		ru.adapters[v], ru.samplers[name] = name, st.Samplers[name]
 	}
+	// A run directory written before the ledger: its resume point's
+	// samplers are the run's to delete once superseded.
+	for _, v := range vs {
+		if m, id, ok := checkpointRef(st.Samplers[st.Adapters[v]]); ok {
+			if err := ru.ret.add(trainerCheckpoint{ModelID: m, ID: id, Step: v}); err != nil {
+				return err
+			}
+		}
+	}
+	// The resume point is complete; what the interrupted run saved after
+	// it (and what it superseded) goes, under its model id.
+	if m, id, ok := checkpointRef(st.TrainerState); ok {
+		if err := ru.ret.complete(m, id, st.Step); err != nil {
+			return err
+		}
+	}
+	ru.ret.prune(ctx, ru.trainer, ru.samplerNeeded, ru.Out)
 	fmt.Fprintf(ru.Out, "resuming %s after step %d\n", ru.dir.Path, st.Step)
 	return nil
 }
@@ -1308,4 +1449,16 @@ func keepRecords[T any](dir *results.RunDir, name string, recs []T, keep func(T)
 		}
 	}
 	return kept, dir.WriteFileAtomic(name, []byte(b.String()))
+}
+
+func (b boundedTrainer) UnloadModel(ctx context.Context, modelID string) error {
+	ctx, cancel := b.bound(ctx)
+	defer cancel()
+	return b.wrap(b.Trainer.UnloadModel(ctx, modelID))
+}
+
+func (b boundedTrainer) DeleteCheckpoint(ctx context.Context, modelID, id string) error {
+	ctx, cancel := b.bound(ctx)
+	defer cancel()
+	return b.wrap(b.Trainer.DeleteCheckpoint(ctx, modelID, id))
 }

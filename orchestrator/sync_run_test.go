@@ -21,7 +21,7 @@ import (
 
 // sglangSets run the embedded default with full-weight syncs on two
 // replicas, without the nq evaluation.
-var sglangSets = []string{"sync.kind=sglang_disk", "trainer.lora_rank=0", "policy.urls=embedded,embedded", "eval.datasets.nq="}
+var sglangSets = []string{"sync.kind=sglang_disk", "trainer.lora_rank=0", "sim.trainer.backend=fsdp", "policy.urls=embedded,embedded", "eval.datasets.nq="}
 
 // replicaURLs are a run's policy replica URLs.
 func replicaURLs(deps Deps) []string {
@@ -188,7 +188,7 @@ func (f *flakyLoads) UpdateWeightsFromDisk(ctx context.Context, path string) err
 func TestReplicaFailingLoadIsLeftOutThenRejoins(t *testing.T) {
 	for kind, rank := range map[string]string{"lora": "4", "sglang_disk": "0"} {
 		t.Run(kind, func(t *testing.T) {
-			r := testRecipe(t, "", "sync.kind="+kind, "trainer.lora_rank="+rank, "policy.urls=embedded,embedded", "train.steps=3",
+			r := testRecipe(t, "", "sync.kind="+kind, "trainer.lora_rank="+rank, "sim.trainer.backend=fsdp", "policy.urls=embedded,embedded", "train.steps=3",
 				"eval.datasets.nq=", "eval.datasets.hotpotqa=")
 			ctx := context.Background()
 			deps, emb, err := Connect(ctx, r, nil, nil)
@@ -226,7 +226,7 @@ func TestReplicaFailingLoadIsLeftOutThenRejoins(t *testing.T) {
 			}
 
 			// No replica loads the weights: the step fails, naming both.
-			r2 := testRecipe(t, "", "sync.kind="+kind, "trainer.lora_rank="+rank, "policy.urls=embedded,embedded", "train.steps=1",
+			r2 := testRecipe(t, "", "sync.kind="+kind, "trainer.lora_rank="+rank, "sim.trainer.backend=fsdp", "policy.urls=embedded,embedded", "train.steps=1",
 				"eval.datasets.nq=", "eval.datasets.hotpotqa=")
 			deps2, emb2, err := Connect(ctx, r2, nil, nil)
 			if err != nil {

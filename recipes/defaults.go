@@ -182,6 +182,7 @@ func Defaults() Recipe {
 			Dir:  "",
 			Keep: 2,
 		},
+		Checkpoint: Checkpoint{Every: 1, Keep: 2},
 		Train: Train{
 			Steps:       100,
 			BatchSize:   512,

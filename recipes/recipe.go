@@ -22,14 +22,17 @@ type Recipe struct {
 	Retriever Retriever `mapstructure:"retriever" yaml:"retriever"`
 	Trainer   Trainer   `mapstructure:"trainer" yaml:"trainer"`
 	Sync      Sync      `mapstructure:"sync" yaml:"sync"`
-	Train     Train     `mapstructure:"train" yaml:"train"`
-	Rollout   Rollout   `mapstructure:"rollout" yaml:"rollout"`
-	Hindsight Hindsight `mapstructure:"hindsight" yaml:"hindsight"`
-	Eval      Eval      `mapstructure:"eval" yaml:"eval"`
-	Output    Output    `mapstructure:"output" yaml:"output"`
-	HTTP      HTTP      `mapstructure:"http" yaml:"http"`
-	Sim       Sim       `mapstructure:"sim" yaml:"sim"`
-	Study     Study     `mapstructure:"study" yaml:"study"`
+	// Checkpoint sets how often the trainer's full state is saved and how
+	// many saved states stay on the trainer.
+	Checkpoint Checkpoint `mapstructure:"checkpoint" yaml:"checkpoint"`
+	Train      Train      `mapstructure:"train" yaml:"train"`
+	Rollout    Rollout    `mapstructure:"rollout" yaml:"rollout"`
+	Hindsight  Hindsight  `mapstructure:"hindsight" yaml:"hindsight"`
+	Eval       Eval       `mapstructure:"eval" yaml:"eval"`
+	Output     Output     `mapstructure:"output" yaml:"output"`
+	HTTP       HTTP       `mapstructure:"http" yaml:"http"`
+	Sim        Sim        `mapstructure:"sim" yaml:"sim"`
+	Study      Study      `mapstructure:"study" yaml:"study"`
 	// Variants are named ablations of this recipe, each a list of
 	// "key=value" overrides applied on top of it (after --set), for
 	// orchestrate ablate.
@@ -193,6 +196,20 @@ type Sync struct {
 	Dir string `mapstructure:"dir" yaml:"dir"`
 	// Keep is how many adapters stay loaded on each replica (lora: at least
 	// 1; unused by the other kinds).
+	Keep int `mapstructure:"keep" yaml:"keep"`
+}
+
+// Checkpoint configures the trainer-side training states (save_weights:
+// weights and optimiser state, the resume points) and their retention.
+type Checkpoint struct {
+	// Every saves the training state after every Every-th step and after
+	// the last step (at least 1). state.json, the resume point, is written
+	// only when a state is saved: a resumed run repeats the steps after
+	// the newest saved state.
+	Every int `mapstructure:"every" yaml:"every"`
+	// Keep is how many saved states stay on the trainer (at least 1):
+	// once a newer state is complete (saved and recorded in state.json),
+	// the older ones beyond Keep are deleted on the trainer.
 	Keep int `mapstructure:"keep" yaml:"keep"`
 }
 

@@ -255,6 +255,9 @@ func (r *Recipe) Validate() error {
 		}
 	}
 
+	atLeast("checkpoint.every", r.Checkpoint.Every, 1)
+	atLeast("checkpoint.keep", r.Checkpoint.Keep, 1)
+
 	atLeast("train.steps", r.Train.Steps, 1)
 	atLeast("train.batch_size", r.Train.BatchSize, 1)
 	atLeast("train.group_size", r.Train.GroupSize, 2)
@@ -365,6 +368,13 @@ func (r *Recipe) Validate() error {
 	oneOf("sim.trainer.archive", r.Sim.Trainer.Archive, SimArchiveJAX, SimArchiveFSDP)
 	nonNeg("sim.policy.prefill_noise", r.Sim.Policy.PrefillNoise)
 	oneOf("sim.trainer.backend", r.Sim.Trainer.Backend, SimBackendJAX, SimBackendFSDP)
+	// The simulated trainer refuses rank 0 on JAX, as SkyRL's JAX backend
+	// does (inside the create_model future); evaluation alone (sync.kind
+	// none) makes no model.
+	if r.Trainer.URL == Embedded && r.Trainer.LoRARank == 0 && r.Sync.Kind != SyncNone && r.Sim.Trainer.Backend != SimBackendFSDP {
+		bad("sim.trainer.backend", "%q with trainer.lora_rank 0 and trainer.url embedded: SkyRL's JAX backend trains LoRA only (\"LoRA rank 0 must be between 1 and 32\"); set sim.trainer.backend: %s to simulate full fine-tuning",
+			r.Sim.Trainer.Backend, SimBackendFSDP)
+	}
 
 	for _, rf := range []struct {
 		role string

@@ -144,6 +144,7 @@ func TestValidateSyncKinds(t *testing.T) {
 		r.Sync.Kind = kind
 		if kind == SyncSGLangDisk {
 			r.Trainer.LoRARank = 0 // full weights
+			r.Sim.Trainer.Backend = SimBackendFSDP
 		}
 		if err := r.Validate(); err != nil {
 			t.Errorf("sync.kind %s: %v", kind, err)
@@ -161,7 +162,7 @@ func TestValidateSyncKinds(t *testing.T) {
 	if err := r.Validate(); err == nil || err.Error() != "sync.keep: must be at least 1, got 0" {
 		t.Errorf("lora with sync.keep 0: %v", err)
 	}
-	r.Sync.Kind, r.Trainer.LoRARank = SyncSGLangDisk, 0
+	r.Sync.Kind, r.Trainer.LoRARank, r.Sim.Trainer.Backend = SyncSGLangDisk, 0, SimBackendFSDP
 	if err := r.Validate(); err != nil {
 		t.Errorf("sglang_disk with sync.keep 0: %v", err)
 	}
@@ -172,7 +173,7 @@ func TestValidateSyncKinds(t *testing.T) {
 	// the teacher. (An empty sync.dir is fine: the caller puts it under
 	// output.dir.)
 	r = valid(t)
-	r.Sync.Kind, r.Trainer.LoRARank = SyncSGLangDisk, 0
+	r.Sync.Kind, r.Trainer.LoRARank, r.Sim.Trainer.Backend = SyncSGLangDisk, 0, SimBackendFSDP
 	r.Sync.Dir = ""
 	r.Hindsight.Teacher = TeacherInitial
 	if err := r.Validate(); err == nil || !strings.HasPrefix(err.Error(), `hindsight.teacher: "initial" needs sync.kind lora: sglang_disk overwrites`) {
@@ -219,6 +220,7 @@ func TestValidateLoRARankMatchesSyncKind(t *testing.T) {
 	} {
 		r := valid(t)
 		r.Trainer.LoRARank, r.Sync.Kind = tc.rank, tc.kind
+		r.Sim.Trainer.Backend = SimBackendFSDP // the simulated trainer's JAX refuses rank 0
 		err := r.Validate()
 		if tc.want == "" {
 			if err != nil {
@@ -450,5 +452,33 @@ func TestValidateSGLangRepetitionPenalty(t *testing.T) {
 		case c.want != "" && (err == nil || err.Error() != c.want):
 			t.Errorf("%s %g: %v\nwant %s", c.server, c.v, err, c.want)
 		}
+	}
+}
+
+// checkpoint.every and checkpoint.keep are at least 1; an embedded trainer
+// at rank 0 needs sim.trainer.backend fsdp (JAX refuses rank 0), unless
+// only evaluating.
+func TestValidateCheckpointAndSimRankZero(t *testing.T) {
+	r := valid(t)
+	r.Checkpoint.Every, r.Checkpoint.Keep = 0, 0
+	wantErr(t, r.Validate(), "checkpoint.every: must be at least 1, got 0", "checkpoint.keep: must be at least 1, got 0")
+	r = valid(t)
+	r.Checkpoint.Every, r.Checkpoint.Keep = 50, 1
+	if err := r.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	r.Sync.Kind, r.Trainer.LoRARank = SyncSGLangDisk, 0
+	wantErr(t, r.Validate(), `sim.trainer.backend: "jax" with trainer.lora_rank 0 and trainer.url embedded`, "set sim.trainer.backend: fsdp")
+	r.Sim.Trainer.Backend = SimBackendFSDP
+	if err := r.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	r.Sim.Trainer.Backend, r.Sync.Kind = SimBackendJAX, SyncNone
+	if err := r.Validate(); err != nil {
+		t.Errorf("evaluation only: %v", err)
+	}
+	r.Sync.Kind, r.Trainer.URL = SyncSGLangDisk, "http://127.0.0.1:8000"
+	if err := r.Validate(); err != nil {
+		t.Errorf("a real trainer: %v", err)
 	}
 }

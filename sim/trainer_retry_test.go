@@ -197,12 +197,13 @@ func TestSimTrainerLoadWeightsOnlyAsFirstRequest(t *testing.T) {
 // model.safetensors, no adapter), which /update_weights_from_disk reads; a
 // LoRA model saves an adapter.
 func TestSimTrainerRankZeroSavesFullWeights(t *testing.T) {
-	ts, c, ckpt := newTrainer(t, getFixture(t))
-	session := createSession(c)
 	for _, tc := range []struct {
 		rank  int
 		files []string
 	}{{0, []string{"config.json", "model.safetensors"}}, {8, []string{"adapter_config.json", "adapter_model.safetensors"}}} {
+		// Rank 0 needs the FSDP backend (JAX refuses it).
+		ts, c, ckpt := newTrainerBackend(t, getFixture(t), BackendFSDP, 0)
+		session := createSession(c)
 		mid := createModelRank(c, session, tc.rank, tc.rank)
 		c.call("/api/v1/save_weights_for_sampler", saveBody("save_weights_for_sampler", mid, "w", 1))
 		dir := t.TempDir()

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
 	"os"
@@ -78,10 +79,68 @@ type TrainerServer struct {
 	// trainMu guards the trained models' parameters and optimiser state,
 	// which only the worker changes.
 	trainMu sync.Mutex
-	wg      sync.WaitGroup
+	// live are the models built and not unloaded (the worker's, under
+	// trainMu).
+	live map[string]*trainedModel
+	wg   sync.WaitGroup
 	// ckMu guards the checkpoints' status, which the worker changes (not
 	// mu: submit sends on work with mu held).
 	ckMu sync.Mutex
+	// peak is the most the checkpoint directory held right after a save
+	// (guarded by ckMu).
+	peak CheckpointUsage
+}
+
+// CheckpointUsage is what the simulated trainer's checkpoint directory
+// holds: the training states (<model_id>/<name>.tar.gz, save_weights), the
+// sampler archives (<model_id>/sampler_weights/<name>.tar.gz) and their
+// bytes, every file under the directory counted.
+type CheckpointUsage struct {
+	States, Samplers int
+	Bytes            int64
+}
+
+// CheckpointUsage reads the checkpoint directory now.
+func (s *TrainerServer) CheckpointUsage() CheckpointUsage {
+	var u CheckpointUsage
+	_ = filepath.WalkDir(s.ckptDir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return nil
+		}
+		if info, err := d.Info(); err == nil {
+			u.Bytes += info.Size()
+		}
+		rel, _ := filepath.Rel(s.ckptDir, path)
+		parts := strings.Split(filepath.ToSlash(rel), "/")
+		switch {
+		case !strings.HasSuffix(rel, ".tar.gz"):
+		case len(parts) == 2:
+			u.States++
+		case len(parts) == 3 && parts[1] == "sampler_weights":
+			u.Samplers++
+		}
+		return nil
+	})
+	return u
+}
+
+// PeakCheckpointUsage is the most states, sampler archives and bytes the
+// checkpoint directory held right after any save since the server
+// started (each counted at its own peak).
+func (s *TrainerServer) PeakCheckpointUsage() CheckpointUsage {
+	s.ckMu.Lock()
+	defer s.ckMu.Unlock()
+	return s.peak
+}
+
+// notePeak records the directory's usage after a save.
+func (s *TrainerServer) notePeak() {
+	u := s.CheckpointUsage()
+	s.ckMu.Lock()
+	defer s.ckMu.Unlock()
+	s.peak.States = max(s.peak.States, u.States)
+	s.peak.Samplers = max(s.peak.Samplers, u.Samplers)
+	s.peak.Bytes = max(s.peak.Bytes, u.Bytes)
 }
 
 type trainedModel struct {
@@ -101,6 +160,11 @@ type trainedModel struct {
 	// ckpts are the model's checkpoints by checkpointKey (guarded by the
 	// server's ckMu).
 	ckpts map[string]*checkpoint
+	// loaded is set once the create future built the model, and cleared
+	// when it is unloaded or its session went stale (only the worker
+	// changes it, under trainMu).
+	loaded  bool
+	session string
 }
 
 // checkpoint is a save's record, as SkyRL's CheckpointDB row: pending
@@ -161,7 +225,7 @@ type future struct {
 // checkpoints under ckptDir. Close stops its worker.
 func NewTrainerServer(model *Model, baseModel, ckptDir string) *TrainerServer {
 	s := &TrainerServer{model: model, baseModel: baseModel, ckptDir: ckptDir, PollWait: 2 * time.Second,
-		sessions: map[string]time.Time{}, models: map[string]*trainedModel{}, futures: map[string]*future{},
+		sessions: map[string]time.Time{}, models: map[string]*trainedModel{}, futures: map[string]*future{}, live: map[string]*trainedModel{},
 		work: make(chan job, 1024), done: make(chan struct{})}
 	s.wg.Add(1)
 	go func() {
@@ -225,6 +289,11 @@ func (s *TrainerServer) Handler() http.Handler {
 	mux.HandleFunc("POST /api/v1/retrieve_future", s.retrieveFuture)
 	mux.HandleFunc("GET /api/v1/training_runs", s.trainingRuns)
 	mux.HandleFunc("GET /api/v1/training_runs/{id}/checkpoints", s.listCheckpoints)
+	mux.HandleFunc("POST /api/v1/unload_model", s.unloadModel)
+	mux.HandleFunc("DELETE /api/v1/training_runs/{id}/checkpoints/{path...}", s.deleteCheckpoint)
+	mux.HandleFunc("GET /api/v1/training_runs/{id}/checkpoints/{name}/archive", s.checkpointArchive)
+	mux.HandleFunc("GET /api/v1/training_runs/{id}/checkpoints/{name}/download", s.checkpointDownload)
+	mux.HandleFunc("POST /api/v1/weights_info", s.weightsInfo)
 	return labelled(mux)
 }
 
@@ -333,16 +402,274 @@ func (s *TrainerServer) createModel(w http.ResponseWriter, r *http.Request) {
 	// A new model for every call, as SkyRL (api.py create_model mints a
 	// model id per request; nothing de-duplicates it).
 	mid := s.newID("sim-model")
-	s.models[mid] = &trainedModel{id: mid, base: req.BaseModel, created: time.Now().UTC(), params: InitialParams(),
+	tm := &trainedModel{id: mid, base: req.BaseModel, created: time.Now().UTC(), params: InitialParams(),
 		m: make([]float64, NumParams), v: make([]float64, NumParams), rank: req.LoRAConfig.Rank,
-		seqs: map[int]seqRecord{}, ckpts: map[string]*checkpoint{}}
+		seqs: map[int]seqRecord{}, ckpts: map[string]*checkpoint{}, session: req.SessionID}
+	s.models[mid] = tm
 	s.order = append(s.order, mid)
 	lora := map[string]any{"rank": req.LoRAConfig.Rank, "alpha": 32.0}
+	// As SkyRL, the model's row exists from the POST on (it is listed);
+	// the backend builds it in the future, in order with the other
+	// futures, and a refusal fails the future, not the POST.
 	rid := s.submit(0, 0, func() (int, any) {
+		if why := s.admitModel(tm); why != "" {
+			return http.StatusBadRequest, map[string]any{"detail": why}
+		}
+		tm.loaded = true
+		s.live[tm.id] = tm
 		return http.StatusOK, map[string]any{"model_id": mid, "base_model": req.BaseModel, "lora_config": lora}
 	})
 	writeJSON(w, http.StatusOK, map[string]any{"model_id": mid, "base_model": req.BaseModel,
 		"lora_config": map[string]any{"rank": req.LoRAConfig.Rank}, "status": "created", "request_id": rid})
+}
+
+// maxLoRA are SkyRL's JAX backend defaults (skyrl/backends/jax.py
+// max_lora_adapters, max_lora_rank).
+const maxLoRAAdapters, maxLoRARank = 32, 32
+
+// admitModel is the backend's create_model (run by the worker): the
+// refusal's text, or "" when the model can be built. FSDP
+// (skyrl_train_backend.py create_model) holds one policy model at a time:
+// once one exists a full-weight model is refused, a LoRA model after a
+// full-weight one too, and a second LoRA model fails in the FSDP worker's
+// adapter store. JAX (jax.py create_model) takes up to 31 LoRA models and
+// refuses rank 0 and ranks above 32.
+func (s *TrainerServer) admitModel(m *trainedModel) string {
+	live := slices.SortedFunc(maps.Values(s.live), func(a, b *trainedModel) int { return strings.Compare(a.id, b.id) })
+	if s.Backend == BackendFSDP {
+		switch {
+		case len(live) == 0:
+			return ""
+		case m.rank == 0:
+			return "SkyRLTrainBackend already has a 'policy' model; multi-tenant training is only supported for LoRA (rank > 0)"
+		case live[0].rank == 0:
+			return "Cannot register an additional LoRA adapter: the first policy model was created without LoRA. Recreate the server with a LoRA-enabled first model."
+		default:
+			return "FSDPPolicyWorkerBase.register_adapter is not implemented: multi-tenant LoRA adapter management (the adapter store) is currently only supported on the Megatron backend. The FSDP backend supports a single LoRA adapter (or full fine-tuning) per worker group."
+		}
+	}
+	if len(live) >= maxLoRAAdapters-1 {
+		return fmt.Sprintf("Maximum number of LoRA adapters (%d) reached", maxLoRAAdapters)
+	}
+	if !(0 < m.rank && m.rank <= maxLoRARank) {
+		return fmt.Sprintf("LoRA rank %d must be between 1 and %d", m.rank, maxLoRARank)
+	}
+	return ""
+}
+
+// unloadModel implements POST unload_model {model_id}: 404 "Model not
+// found" for a model never created; otherwise a future that frees the
+// model (its checkpoints stay) and answers {model_id, status: "unloaded"},
+// also for a model no longer loaded (SkyRL's engine logs a warning and
+// answers the same).
+func (s *TrainerServer) unloadModel(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		ModelID string `json:"model_id"`
+		Type    string `json:"type"`
+	}
+	if err := decodeStrict(r, &req); err != nil {
+		detail(w, http.StatusUnprocessableEntity, "%v", err)
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m, ok := s.models[req.ModelID]
+	if !ok {
+		detail(w, http.StatusNotFound, "Model not found")
+		return
+	}
+	rid := s.submit(0, 0, func() (int, any) {
+		m.loaded = false
+		m.pending = nil
+		delete(s.live, m.id)
+		return http.StatusOK, map[string]any{"model_id": m.id, "status": "unloaded", "type": "unload_model"}
+	})
+	writeJSON(w, http.StatusOK, map[string]any{"request_id": rid, "model_id": m.id})
+}
+
+// ModelLoaded reports whether modelID is built and not unloaded.
+func (s *TrainerServer) ModelLoaded(modelID string) bool {
+	s.mu.Lock()
+	m := s.models[modelID]
+	s.mu.Unlock()
+	if m == nil {
+		return false
+	}
+	s.trainMu.Lock()
+	defer s.trainMu.Unlock()
+	return m.loaded
+}
+
+// checkpointFile is where a checkpoint of kind ("training" or "sampler")
+// lies.
+func (s *TrainerServer) checkpointFile(id, kind, name string) string {
+	if kind == "sampler" {
+		return filepath.Join(s.ckptDir, id, "sampler_weights", name+".tar.gz")
+	}
+	return filepath.Join(s.ckptDir, id, name+".tar.gz")
+}
+
+// lookupCheckpoint is SkyRL's checkpoint row of (id, kind, name): the
+// record, or for a model this server has no record of (one made before a
+// restart: the simulator keeps no database, SkyRL's survives) a completed
+// row when its file exists; nil when there is none.
+func (s *TrainerServer) lookupCheckpoint(id, kind, name string) (*trainedModel, *checkpoint) {
+	s.mu.Lock()
+	m := s.models[id]
+	s.mu.Unlock()
+	if m != nil {
+		s.ckMu.Lock()
+		defer s.ckMu.Unlock()
+		return m, m.ckpts[checkpointKey(kind, name)]
+	}
+	if _, err := os.Stat(s.checkpointFile(id, kind, name)); err == nil {
+		return nil, &checkpoint{name: name, kind: kind, status: "completed"}
+	}
+	return nil, nil
+}
+
+// validateCheckpoint is SkyRL's validate_checkpoint (api.py): 404 no
+// row, 425 pending, 500 failed, 0 completed.
+func (s *TrainerServer) validateCheckpoint(id, kind, name string) (int, string) {
+	_, ck := s.lookupCheckpoint(id, kind, name)
+	if ck == nil {
+		return http.StatusNotFound, fmt.Sprintf("Checkpoint not found: %s/%s", id, name)
+	}
+	s.ckMu.Lock()
+	defer s.ckMu.Unlock()
+	switch ck.status {
+	case "pending":
+		return http.StatusTooEarly, "Checkpoint is still being created"
+	case "failed":
+		return http.StatusInternalServerError, "Checkpoint creation failed: " + ck.errMsg
+	}
+	return 0, ""
+}
+
+// deleteCheckpoint implements DELETE training_runs/{id}/checkpoints/
+// {weights|sampler_weights}/{name} as SkyRL's delete_checkpoint: the kind
+// from the path's prefix or ?checkpoint_type=training|sampler (a bare name
+// without it, or another prefix, is a 400), 422 for a bad id or name, 404
+// "Checkpoint not found: <id>/<name>", 425 while it is pending; otherwise
+// the row goes, then the file, and the answer is 204. A failed checkpoint
+// can be deleted.
+func (s *TrainerServer) deleteCheckpoint(w http.ResponseWriter, r *http.Request) {
+	id, path := r.PathValue("id"), r.PathValue("path")
+	if !reName.MatchString(id) || len(id) > 255 {
+		detail(w, http.StatusUnprocessableEntity, "unique_id %q must match ^[a-zA-Z0-9_-]+$", id)
+		return
+	}
+	kind := r.URL.Query().Get("checkpoint_type")
+	if kind != "" && kind != "training" && kind != "sampler" {
+		detail(w, http.StatusUnprocessableEntity, "checkpoint_type: Input should be 'training' or 'sampler'")
+		return
+	}
+	name := path
+	if prefix, rest, ok := strings.Cut(path, "/"); ok {
+		inferred := map[string]string{"weights": "training", "sampler_weights": "sampler"}[prefix]
+		if inferred == "" {
+			detail(w, http.StatusBadRequest, "Invalid checkpoint path: %s", path)
+			return
+		}
+		if kind != "" && kind != inferred {
+			detail(w, http.StatusBadRequest, "checkpoint_type does not match checkpoint path")
+			return
+		}
+		kind, name = inferred, rest
+	}
+	if !reName.MatchString(name) || len(name) > 255 {
+		detail(w, http.StatusUnprocessableEntity, "Invalid checkpoint_id")
+		return
+	}
+	if kind == "" {
+		detail(w, http.StatusBadRequest, "Invalid checkpoint identifier. Expected format 'weights/<name>' (training weights) or 'sampler_weights/<name>' (sampler weights), where <name> is a single path segment.")
+		return
+	}
+	m, ck := s.lookupCheckpoint(id, kind, name)
+	if ck == nil {
+		detail(w, http.StatusNotFound, "Checkpoint not found: %s/%s", id, name)
+		return
+	}
+	s.ckMu.Lock()
+	if ck.status == "pending" {
+		s.ckMu.Unlock()
+		detail(w, http.StatusTooEarly, "Checkpoint is still being created")
+		return
+	}
+	if m != nil {
+		delete(m.ckpts, checkpointKey(kind, name))
+	}
+	s.ckMu.Unlock()
+	if err := os.Remove(s.checkpointFile(id, kind, name)); err != nil && !os.IsNotExist(err) {
+		// SkyRL commits the row's deletion first: an orphaned file is
+		// left, not a row without its file.
+		detail(w, http.StatusInternalServerError, "%v", err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// checkpointArchive implements GET training_runs/{id}/checkpoints/{name}/
+// archive for sampler weights: validate_checkpoint's 404/425/500, else a
+// 302 to the download route.
+func (s *TrainerServer) checkpointArchive(w http.ResponseWriter, r *http.Request) {
+	id, name := r.PathValue("id"), r.PathValue("name")
+	if !reName.MatchString(id) || !reName.MatchString(name) {
+		detail(w, http.StatusUnprocessableEntity, "unique_id and checkpoint_id must match ^[a-zA-Z0-9_-]+$")
+		return
+	}
+	if st, msg := s.validateCheckpoint(id, "sampler", name); st != 0 {
+		detail(w, st, "%s", msg)
+		return
+	}
+	w.Header().Set("Expires", time.Now().UTC().Add(2*time.Hour).Format(http.TimeFormat))
+	http.Redirect(w, r, "/api/v1/training_runs/"+id+"/checkpoints/"+name+"/download", http.StatusFound)
+}
+
+// checkpointDownload implements the download route: the archive's bytes.
+func (s *TrainerServer) checkpointDownload(w http.ResponseWriter, r *http.Request) {
+	id, name := r.PathValue("id"), r.PathValue("name")
+	if !reName.MatchString(id) || !reName.MatchString(name) {
+		detail(w, http.StatusUnprocessableEntity, "unique_id and checkpoint_id must match ^[a-zA-Z0-9_-]+$")
+		return
+	}
+	if st, msg := s.validateCheckpoint(id, "sampler", name); st != 0 {
+		detail(w, st, "%s", msg)
+		return
+	}
+	w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="%s_%s.tar.gz"`, id, name))
+	http.ServeFile(w, r, s.checkpointFile(id, "sampler", name))
+}
+
+// weightsInfo implements POST weights_info {tinker_path}: for
+// tinker://<id>/weights/<name>, the model (404 "Model not found") and
+// validate_checkpoint's 404/425/500, else the model's base and rank.
+func (s *TrainerServer) weightsInfo(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		TinkerPath string `json:"tinker_path"`
+	}
+	if err := decodeStrict(r, &req); err != nil {
+		detail(w, http.StatusUnprocessableEntity, "%v", err)
+		return
+	}
+	rest, ok := strings.CutPrefix(req.TinkerPath, "tinker://")
+	parts := strings.Split(rest, "/")
+	if !ok || len(parts) != 3 || parts[1] != "weights" {
+		detail(w, http.StatusBadRequest, "Invalid tinker path format. Expected: tinker://model_id/weights/checkpoint_id")
+		return
+	}
+	s.mu.Lock()
+	m := s.models[parts[0]]
+	s.mu.Unlock()
+	if m == nil {
+		detail(w, http.StatusNotFound, "Model not found")
+		return
+	}
+	if st, msg := s.validateCheckpoint(parts[0], "training", parts[2]); st != 0 {
+		detail(w, st, "%s", msg)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"base_model": m.base, "is_lora": m.rank > 0, "lora_rank": m.rank})
 }
 
 // trainingRuns implements GET training_runs?limit&offset: the models in
@@ -466,7 +793,14 @@ func (s *TrainerServer) sequenced(w http.ResponseWriter, modelID string, seq int
 	m.lastSeq = seq
 	m.requests++
 	accepted = true
-	rid := s.submit(delay, datums, func() (int, any) { return fn(m) })
+	rid := s.submit(delay, datums, func() (int, any) {
+		if !m.loaded {
+			// SkyRL's engine (_filter_valid_requests) fails a request on
+			// a model its backend does not hold.
+			return http.StatusBadRequest, map[string]any{"detail": fmt.Sprintf("Model %s not loaded", m.id)}
+		}
+		return fn(m)
+	})
 	m.seqs[seq] = seqRecord{hash: hash, requestID: rid}
 	writeJSON(w, http.StatusOK, map[string]any{"request_id": rid, "model_id": modelID})
 }
@@ -824,6 +1158,7 @@ func (s *TrainerServer) saveWeights(w http.ResponseWriter, r *http.Request) {
 			err = writeFileAtomic(filepath.Join(s.ckptDir, m.id, "sampler_weights", req.Path+".tar.gz"), arc)
 		}
 		s.finishCheckpoint(ck, err)
+		s.notePeak()
 		if err != nil {
 			return http.StatusInternalServerError, map[string]any{"detail": fmt.Sprintf("save sampler weights: %v", err)}
 		}
@@ -954,6 +1289,7 @@ func (s *TrainerServer) saveState(w http.ResponseWriter, r *http.Request) {
 			err = writeFileAtomic(filepath.Join(s.ckptDir, m.id, req.Path+".tar.gz"), arc)
 		}
 		s.finishCheckpoint(ck, err)
+		s.notePeak()
 		if err != nil {
 			return http.StatusInternalServerError, map[string]any{"detail": fmt.Sprintf("save weights: %v", err)}
 		}
@@ -1008,4 +1344,25 @@ func (s *TrainerServer) loadState(w http.ResponseWriter, r *http.Request) {
 		m.pending = nil
 		return http.StatusOK, map[string]any{"path": req.Path, "type": "load_weights"}
 	})
+}
+
+// CheckpointSizes returns the bytes of one training state and of one
+// sampler archive as this simulator writes them for baseModel at rank, in
+// layout: what its checkpoint directory needs per saved state and per
+// sampler export (doctor sizes the disk with them).
+func CheckpointSizes(layout ArchiveLayout, baseModel string, rank int) (state, sampler int64, err error) {
+	p := InitialParams()
+	z := make([]float64, NumParams)
+	b, _ := json.Marshal(trainState{Simulated: true, Params: p, M: z, V: z})
+	st, err := PackArchive(layout, map[string][]byte{stateFile: b})
+	if err != nil {
+		return 0, 0, err
+	}
+	var sa []byte
+	if rank == 0 {
+		sa, err = PackFullWeights(layout, p, baseModel)
+	} else {
+		sa, err = PackAdapter(layout, p, baseModel, rank)
+	}
+	return int64(len(st)), int64(len(sa)), err
 }

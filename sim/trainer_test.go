@@ -103,9 +103,18 @@ func (c apiClient) call(path string, body any) map[string]any {
 // newTrainer starts a simulated trainer over httptest.
 func newTrainer(t *testing.T, f *fixture) (*TrainerServer, apiClient, string) {
 	t.Helper()
+	return newTrainerBackend(t, f, "", 0)
+}
+
+// newTrainerBackend starts a simulated trainer of backend b whose saves
+// take stepDelay.
+func newTrainerBackend(t *testing.T, f *fixture, b TrainerBackend, stepDelay time.Duration) (*TrainerServer, apiClient, string) {
+	t.Helper()
 	ckpt := t.TempDir()
 	ts := NewTrainerServer(f.model, testBase, ckpt)
 	ts.PollWait = 20 * time.Millisecond
+	ts.Backend = b
+	ts.StepDelay = stepDelay
 	t.Cleanup(ts.Close)
 	srv := httptest.NewServer(ts.Handler())
 	t.Cleanup(srv.Close)

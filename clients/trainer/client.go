@@ -38,6 +38,9 @@ const (
 	// DefaultListWaitMax caps the wait between two listings of a model's
 	// checkpoints while waiting for one.
 	DefaultListWaitMax = 2 * time.Second
+	// DefaultDeleteTries bounds the DELETEs of one checkpoint answered 425
+	// (still being saved).
+	DefaultDeleteTries = 8
 	// listPageSize is the limit of each GET training_runs page.
 	listPageSize = 100
 )
@@ -85,6 +88,10 @@ type Client struct {
 	// ListWaitMax caps the growing wait between checkpoint listings while
 	// waiting (DefaultListWaitMax when zero).
 	ListWaitMax time.Duration
+	// DeleteTries bounds the DELETEs of a checkpoint answered 425, still
+	// being saved (DefaultDeleteTries when zero); the wait between them
+	// grows from PollWaitMin to ListWaitMax.
+	DeleteTries int
 	// Logger, when set, receives failed heartbeats and the calls whose
 	// lost answers were recovered.
 	Logger *slog.Logger
@@ -131,6 +138,7 @@ func New(opts transport.Options, apiKey string) (*Client, error) {
 		MaxResubmits:      DefaultMaxResubmits,
 		RecoveryTimeout:   DefaultRecoveryTimeout,
 		ListWaitMax:       DefaultListWaitMax,
+		DeleteTries:       DefaultDeleteTries,
 		models:            map[string]*modelState{},
 		sessions:          map[string]int{},
 	}, nil
@@ -816,6 +824,11 @@ func (c *Client) awaitCheckpoint(ctx context.Context, op, ckType, modelID, name 
 					return ck.TinkerPath, nil
 				}
 			}
+			// Not listed: the listing shows completed checkpoints only,
+			// so ask whether it failed rather than wait for nothing.
+			if why := c.checkpointFailed(ctx, ckType, modelID, name); why != "" {
+				return "", fmt.Errorf("%w; an earlier attempt reached the server, but checkpoint %q of model %s failed there: %s", cause, name, modelID, why)
+			}
 		case transport.IsStatus(err, http.StatusNotFound, http.StatusMethodNotAllowed, http.StatusUnprocessableEntity):
 			return "", fmt.Errorf("%w; an earlier attempt saved %q, but the server cannot list it: %v", cause, name, err)
 		default:
@@ -836,6 +849,108 @@ func (c *Client) awaitCheckpoint(ctx context.Context, op, ckType, modelID, name 
 		wait = min(wait*2, max(most, wait))
 	}
 }
+
+// checkpointFailed returns SkyRL's reason when checkpoint name (of type
+// ckType) of modelID is recorded as failed, "" otherwise (completed,
+// pending, unknown, or a server without the route). SkyRL's
+// validate_checkpoint answers 500 "Checkpoint creation failed: <why>" for
+// a failed checkpoint on the routes that check one without using it: POST
+// weights_info for a training state, GET .../checkpoints/<name>/archive
+// for sampler weights (whose 302 to the download, for a completed one, is
+// not followed).
+func (c *Client) checkpointFailed(ctx context.Context, ckType, modelID, name string) string {
+	var err error
+	if ckType == "training" {
+		body := map[string]string{"tinker_path": "tinker://" + modelID + "/weights/" + name}
+		err = c.do(ctx, http.MethodPost, "weights_info", body, nil, transport.Call{Retry: transport.RetryUnsent})
+	} else {
+		err = c.do(ctx, http.MethodGet, "training_runs/"+modelID+"/checkpoints/"+name+"/archive", nil, nil,
+			transport.Call{Retry: transport.RetryUnsent, NoRedirect: true})
+	}
+	var se *transport.StatusError
+	if errors.As(err, &se) && se.Status == http.StatusInternalServerError && strings.Contains(se.Body, "Checkpoint creation failed") {
+		return detail(se.Body)
+	}
+	return ""
+}
+
+// UnloadModel releases modelID (POST unload_model {model_id}, resolved as
+// a future) and forgets its seq_ids. SkyRL frees the model's GPU state
+// (on its FSDP backend the last model's release tears the runtime down, so
+// that the next create_model can build one) and keeps its checkpoints; a
+// model it no longer holds is answered "unloaded" as well. An unknown
+// model (404 "Model not found") is already released: nil.
+func (c *Client) UnloadModel(ctx context.Context, modelID string) error {
+	if modelID == "" {
+		return errors.New("trainer unload_model: no model id")
+	}
+	body := map[string]any{"model_id": modelID, "type": "unload_model"}
+	reqID, err := c.submit(ctx, "unload_model", body)
+	if transport.IsStatus(err, http.StatusNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := c.resolveAll(ctx, "unload_model", body, nil, reqID, nil); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	delete(c.models, modelID)
+	c.mu.Unlock()
+	return nil
+}
+
+// reCheckpointID is DeleteCheckpoint's id: the route's typed form.
+var reCheckpointID = regexp.MustCompile(`^(weights|sampler_weights)/[A-Za-z0-9_-]+$`)
+
+// DeleteCheckpoint deletes checkpoint id of modelID (DELETE
+// training_runs/{model_id}/checkpoints/{id}, 204): id is "weights/<name>"
+// (save_weights) or "sampler_weights/<name>" (save_weights_for_sampler),
+// the typed form SkyRL and the hosted service require (a bare name is
+// their 400). SkyRL deletes the row, then the file. A 404 ("Checkpoint not
+// found") means it is gone already: nil. A 425 ("Checkpoint is still
+// being created") is asked again after a growing wait, at most DeleteTries
+// times in all. Any other failure is returned.
+func (c *Client) DeleteCheckpoint(ctx context.Context, modelID, id string) error {
+	if modelID == "" || modelID == "." || modelID == ".." || !reModelID.MatchString(modelID) {
+		return fmt.Errorf("trainer delete checkpoint: model id %q: want letters, digits, '_', '-', '.' or ':'", modelID)
+	}
+	if !reCheckpointID.MatchString(id) {
+		return fmt.Errorf("trainer delete checkpoint %s: id %q: want weights/<name> or sampler_weights/<name>", modelID, id)
+	}
+	tries := c.DeleteTries
+	if tries <= 0 {
+		tries = DefaultDeleteTries
+	}
+	wait := max(c.PollWaitMin, time.Millisecond)
+	most := max(c.ListWaitMax, wait)
+	route := "training_runs/" + modelID + "/checkpoints/" + id
+	for try := 1; ; try++ {
+		err := c.do(ctx, http.MethodDelete, route, nil, nil)
+		switch {
+		case err == nil || transport.IsStatus(err, http.StatusNotFound):
+			return nil
+		case !transport.IsStatus(err, http.StatusTooEarly) || try >= tries:
+			if transport.IsStatus(err, http.StatusTooEarly) {
+				return fmt.Errorf("trainer delete checkpoint %s/%s: still being saved after %d tries: %w", modelID, id, try, err)
+			}
+			return fmt.Errorf("trainer delete checkpoint %s/%s: %w", modelID, id, err)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("trainer delete checkpoint %s/%s: %w", modelID, id, ctx.Err())
+		case <-t.C:
+		}
+		wait = min(wait*2, most)
+	}
+}
+
+// reModelID is a model id as SkyRL (model_<hex>) or the hosted service
+// (<uuid>:train:<n>) makes them.
+var reModelID = regexp.MustCompile(`^[A-Za-z0-9_.:-]+$`)
 
 // DecodeFloats returns the values of a tensor as float64s: data decoded
 // from JSON ([]any of numbers) or built by this package. When the shape is

@@ -42,6 +42,10 @@ type skyrl struct {
 	// onLost runs when an answer is dropped (with mu held).
 	onLost  func(route string)
 	queries []string
+	// failed holds the error of each checkpoint (by model/type/name) that
+	// failed on the server; downloads counts GETs of archives' downloads.
+	failed    map[string]string
+	downloads int
 }
 
 type fakeModel struct {
@@ -51,7 +55,7 @@ type fakeModel struct {
 
 func newSkyRL(t *testing.T) *skyrl {
 	f := &skyrl{requests: map[string]int{}, ckpts: map[string]bool{}, lose: map[string]int{},
-		posts: map[string]int{}, refuse: map[string]int{}}
+		posts: map[string]int{}, refuse: map[string]int{}, failed: map[string]string{}}
 	f.Server = httptest.NewServer(http.HandlerFunc(f.serve))
 	t.Cleanup(f.Close)
 	return f
@@ -84,6 +88,9 @@ func (f *skyrl) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if status == http.StatusFound {
+		w.Header().Set("Location", strings.TrimSuffix(r.URL.Path, "/archive")+"/download")
+	}
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(answer)
 }
@@ -145,6 +152,31 @@ func (f *skyrl) handle(r *http.Request, route string, body map[string]any) (int,
 			runs = append(runs, map[string]any{"training_run_id": m.id, "base_model": m.base, "is_lora": true, "lora_rank": m.rank})
 		}
 		return 200, map[string]any{"training_runs": runs, "cursor": map[string]any{"offset": offset, "limit": limit, "total_count": len(f.models)}}
+	case route == "weights_info", strings.HasSuffix(route, "/archive"):
+		// SkyRL's validate_checkpoint: 404, 425 pending, 500 failed.
+		var key string
+		if route == "weights_info" {
+			p := strings.Split(strings.TrimPrefix(str("tinker_path"), "tinker://"), "/")
+			key = p[0] + "/training/" + p[2]
+		} else {
+			p := strings.Split(strings.TrimPrefix(route, "training_runs/"), "/")
+			key = p[0] + "/sampler/" + p[2]
+		}
+		done, ok := f.ckpts[key]
+		switch {
+		case !ok:
+			return 404, detailOf("Checkpoint not found")
+		case f.failed[key] != "":
+			return 500, detailOf("Checkpoint creation failed: " + f.failed[key])
+		case !done:
+			return 425, detailOf("Checkpoint is still being created")
+		case route == "weights_info":
+			return 200, map[string]any{"base_model": "m", "is_lora": false, "lora_rank": 0}
+		}
+		return 302, map[string]any{}
+	case strings.HasSuffix(route, "/download"):
+		f.downloads++
+		return 200, map[string]any{}
 	case strings.HasPrefix(route, "training_runs/") && strings.HasSuffix(route, "/checkpoints"):
 		id := strings.TrimSuffix(strings.TrimPrefix(route, "training_runs/"), "/checkpoints")
 		cks := []any{}

@@ -31,6 +31,16 @@ type Trainer interface {
 	// once when an answer was lost and the retry found the work done.
 	SaveState(ctx context.Context, modelID, name string) (string, error)
 	LoadState(ctx context.Context, modelID, path string) error
+	// UnloadModel releases modelID on the server and waits for the
+	// release (its checkpoints stay); a model the server does not know,
+	// or no longer holds, is already released: nil.
+	UnloadModel(ctx context.Context, modelID string) error
+	// DeleteCheckpoint deletes checkpoint id of modelID on the server:
+	// id is "weights/<name>" (a training state) or
+	// "sampler_weights/<name>" (sampler weights). A checkpoint the server
+	// does not have is already deleted: nil; one still being saved is
+	// asked again after a wait, a bounded number of times.
+	DeleteCheckpoint(ctx context.Context, modelID, id string) error
 	// URL is the server's base URL.
 	URL() string
 }

@@ -180,6 +180,11 @@ const (
 type Call struct {
 	// Retry selects the failures that are retried (zero: RetryTransient).
 	Retry Retry
+	// NoRedirect returns a 3xx answer as it is (a *StatusError) instead
+	// of following it: for a route whose redirect leads to a download the
+	// caller does not want (a Tinker checkpoint's archive route answers
+	// 302 to its download once the checkpoint is complete).
+	NoRedirect bool
 }
 
 // call is the state of one Do call, carried to the retry layer in the
@@ -188,10 +193,11 @@ type Call struct {
 // requests sent again on a new connection after their first connection
 // failed once they were written (the server may have seen them).
 type call struct {
-	body     []byte
-	retry    Retry
-	attempts int
-	resent   int
+	body       []byte
+	retry      Retry
+	noRedirect bool
+	attempts   int
+	resent     int
 }
 
 type callKey struct{}
@@ -310,7 +316,7 @@ func New(o Options) (*Client, error) {
 		timeout: o.Timeout, max: o.PoolSize, idleTimeout: 90 * time.Second, peekAfter: defaultPeekAfter,
 		allStd: o.NetHTTP}
 	rc := &retryablehttp.Client{
-		HTTPClient:   &http.Client{Transport: c.h1},
+		HTTPClient:   &http.Client{Transport: c.h1, CheckRedirect: checkRedirect},
 		RetryWaitMin: o.RetryWaitMin,
 		RetryWaitMax: o.RetryWaitMax,
 		RetryMax:     o.Retries,
@@ -324,12 +330,24 @@ func New(o Options) (*Client, error) {
 	// resty sends through the retry layer (retryRoundTripper, which plays
 	// the part of retryablehttp.StandardClient's round tripper); the
 	// headers of every request are set once here.
-	c.rc = resty.NewWithClient(&http.Client{Transport: &retryRoundTripper{rc: rc}}).
+	c.rc = resty.NewWithClient(&http.Client{Transport: &retryRoundTripper{rc: rc}, CheckRedirect: checkRedirect}).
 		SetRetryCount(0).
 		SetLogger(silent{}).
 		SetHeader("Accept", "application/json").
 		SetHeaders(o.Headers)
 	return c, nil
+}
+
+// checkRedirect is net/http's default redirect rule (at most 10), except
+// for a call made with Call.NoRedirect, whose 3xx answer is returned.
+func checkRedirect(req *http.Request, via []*http.Request) error {
+	if cl := callOf(req.Context()); cl != nil && cl.noRedirect {
+		return http.ErrUseLastResponse
+	}
+	if len(via) >= 10 {
+		return errors.New("stopped after 10 redirects")
+	}
+	return nil
 }
 
 func (c *Client) addSecret(s string) {
@@ -376,7 +394,7 @@ func (c *Client) DoCall(ctx context.Context, opt Call, method, path string, in, 
 	if c.opts.OnDone != nil {
 		start = time.Now()
 	}
-	cl := &call{retry: opt.Retry}
+	cl := &call{retry: opt.Retry, noRedirect: opt.NoRedirect}
 	status, err := c.do(ctx, cl, method, path, in, out)
 	if c.opts.OnDone != nil {
 		p, _, _ := strings.Cut(path, "?")

@@ -41,7 +41,7 @@ func TestEvalCheckpointBothArchiveLayouts(t *testing.T) {
 			args := []string{"eval", simRecipe, "--checkpoint", archives[0], "--set", "sync.kind=" + kind,
 				"--set", "eval.per_dataset=1", "--set", "output.dir=" + out, "--set", index}
 			if kind == "sglang_disk" {
-				args = append(args, "--set", "trainer.lora_rank=0") // full weights pair with sglang_disk
+				args = append(args, "--set", "trainer.lora_rank=0", "--set", "sim.trainer.backend=fsdp") // full weights pair with sglang_disk
 			}
 			stdout, stderr, err := runCLI(t, nil, args...)
 			if err != nil {

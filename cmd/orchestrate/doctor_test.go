@@ -47,7 +47,7 @@ func TestDoctor(t *testing.T) {
 		for _, rc := range [][2]string{
 			{"policy", "health"}, {"policy", "models"}, {"policy", "lora routes"}, {"policy", "chat template"}, {"policy", "logprobs"}, {"policy", "sampled vs prefill"}, {"policy", "tokenizer"}, {"policy", "local tokenizer"},
 			{"judge", "chat"}, {"retriever", "retrieve"}, {"trainer", "healthz"}, {"trainer", "base model"},
-			{"trainer", "weights"}, {"trainer", "optimizer"}, {"sync", "sync dir"}, {"sync", "policy access"},
+			{"trainer", "weights"}, {"trainer", "optimizer"}, {"trainer", "checkpoints dir"}, {"sync", "sync dir"}, {"sync", "policy access"},
 		} {
 			if st := statusOf(out, rc[0], rc[1]); st != "ok" {
 				t.Errorf("%s %s: status %q, want ok\n%s", rc[0], rc[1], st, out)

@@ -1,0 +1,175 @@
+package orchestrator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/hindsearch/hindsearch/clients/trainer"
+	"github.com/hindsearch/hindsearch/results"
+)
+
+// ledgerFile lists, in the run directory, the checkpoints the run saved
+// (or began to save) on the trainer and has not deleted yet, under every
+// model id the run used (a resumed run trains a new model): what the
+// retention rule may delete once superseded, after a resume too.
+const ledgerFile = "trainer_checkpoints.json"
+
+// trainerCheckpoint is one checkpoint the run saved on the trainer.
+type trainerCheckpoint struct {
+	ModelID string `json:"model_id"`
+	// ID is the checkpoint's typed id, weights/<name> (a training state)
+	// or sampler_weights/<name> (sampler weights).
+	ID   string `json:"checkpoint_id"`
+	Step int    `json:"step"`
+	// Complete marks a training state recorded in state.json: a resume
+	// point.
+	Complete bool `json:"complete,omitempty"`
+}
+
+func (c trainerCheckpoint) state() bool { return strings.HasPrefix(c.ID, "weights/") }
+
+// retention keeps the trainer's disk bounded: the newest keep complete
+// states, and the sampler archives still needed, stay; the rest of the
+// ledger is deleted through the trainer's DELETE route. A failed delete is
+// counted, reported and tried again at the next prune; it never fails the
+// run.
+type retention struct {
+	dir  *results.RunDir
+	keep int
+
+	mu       sync.Mutex
+	held     []trainerCheckpoint
+	deleted  int
+	failures int
+}
+
+// loadRetention reads the run directory's ledger (none: an empty one).
+func loadRetention(dir *results.RunDir, keep int) (*retention, error) {
+	rt := &retention{dir: dir, keep: max(keep, 1)}
+	b, err := os.ReadFile(filepath.Join(dir.Path, ledgerFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return rt, nil
+	}
+	if err == nil {
+		err = json.Unmarshal(b, &rt.held)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", ledgerFile, err)
+	}
+	return rt, nil
+}
+
+// saveLocked writes the ledger; called with mu held.
+func (rt *retention) saveLocked() error {
+	b, _ := json.MarshalIndent(rt.held, "", "  ")
+	return rt.dir.WriteFileAtomic(ledgerFile, append(b, '\n'))
+}
+
+// add records a checkpoint about to be saved (before the save, so that a
+// crash during it still leaves it to delete).
+func (rt *retention) add(c trainerCheckpoint) error {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	for _, h := range rt.held {
+		if h.ModelID == c.ModelID && h.ID == c.ID {
+			return nil
+		}
+	}
+	rt.held = append(rt.held, c)
+	return rt.saveLocked()
+}
+
+// complete marks the state (modelID, id) of step as a resume point (added
+// if the ledger lacks it: a run directory written before the ledger, or a
+// crash between state.json and the ledger); states of later steps are not
+// resume points (a resumed run repeats those steps).
+func (rt *retention) complete(modelID, id string, step int) error {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	found := false
+	for i := range rt.held {
+		h := &rt.held[i]
+		if h.state() && h.Step > step {
+			h.Complete = false
+		}
+		if h.ModelID == modelID && h.ID == id {
+			h.Complete, found = true, true
+		}
+	}
+	if !found {
+		rt.held = append(rt.held, trainerCheckpoint{ModelID: modelID, ID: id, Step: step, Complete: true})
+	}
+	return rt.saveLocked()
+}
+
+// prune deletes every held checkpoint that is neither one of the newest
+// keep complete states nor a sampler archive that samplerNeeded reports
+// needed; it reports failures to out.
+func (rt *retention) prune(ctx context.Context, tr trainer.Trainer, samplerNeeded func(modelID, name string) bool, out io.Writer) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	var complete []int
+	for i, h := range rt.held {
+		if h.state() && h.Complete {
+			complete = append(complete, i)
+		}
+	}
+	keepState := map[int]bool{}
+	for _, i := range complete[max(len(complete)-rt.keep, 0):] {
+		keepState[i] = true
+	}
+	var kept []trainerCheckpoint
+	for i, h := range rt.held {
+		needed := keepState[i]
+		if name, ok := strings.CutPrefix(h.ID, "sampler_weights/"); ok {
+			needed = samplerNeeded(h.ModelID, name)
+		}
+		if needed {
+			kept = append(kept, h)
+			continue
+		}
+		if err := tr.DeleteCheckpoint(ctx, h.ModelID, h.ID); err != nil {
+			rt.failures++
+			fmt.Fprintf(out, "warning: trainer checkpoint %s/%s not deleted (tried again at the next step): %v\n", h.ModelID, h.ID, err)
+			kept = append(kept, h)
+			continue
+		}
+		rt.deleted++
+	}
+	rt.held = kept
+	if err := rt.saveLocked(); err != nil {
+		fmt.Fprintf(out, "warning: %s not written: %v\n", ledgerFile, err)
+	}
+}
+
+// counts returns the deletions made and failed so far.
+func (rt *retention) counts() (deleted, failures int) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return rt.deleted, rt.failures
+}
+
+// checkpointRef maps a trainer path to its model id and typed checkpoint
+// id: tinker://<id>/weights/<name>, tinker://<id>/sampler_weights/<name>,
+// or SkyRL's sampler answer tinker://<id>/<name>.
+func checkpointRef(path string) (modelID, id string, ok bool) {
+	rest, ok := strings.CutPrefix(path, "tinker://")
+	if !ok {
+		return "", "", false
+	}
+	seg := strings.Split(rest, "/")
+	switch {
+	case len(seg) == 2 && seg[0] != "" && reSamplerName.MatchString(seg[1]):
+		return seg[0], "sampler_weights/" + seg[1], true
+	case len(seg) == 3 && seg[0] != "" && (seg[1] == "weights" || seg[1] == "sampler_weights") && reSamplerName.MatchString(seg[2]):
+		return seg[0], seg[1] + "/" + seg[2], true
+	}
+	return "", "", false
+}

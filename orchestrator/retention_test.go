@@ -1,0 +1,175 @@
+package orchestrator
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/hindsearch/hindsearch/clients/trainer"
+	"github.com/hindsearch/hindsearch/sim"
+)
+
+// fullWeightSets is a full-weight run as on SkyRL's FSDP backend: rank 0,
+// sglang_disk, the simulated trainer holding one model at a time.
+var fullWeightSets = []string{"sync.kind=sglang_disk", "trainer.lora_rank=0", "sim.trainer.backend=fsdp",
+	"policy.server=sglang", "policy.tokenize=local", "eval.datasets.nq=", "eval.datasets.hotpotqa="}
+
+// A 30-step full-weight run keeps the trainer's checkpoint directory
+// bounded: after every step it holds at most checkpoint.keep states and
+// one sampler archive, and right after any save at most keep+1 states
+// (the new one written before the old goes) and two sampler archives.
+func TestTrainerDiskStaysBounded(t *testing.T) {
+	r := testRecipe(t, "", append(slices.Clone(fullWeightSets), "train.steps=30", "train.batch_size=2", "train.group_size=2",
+		"checkpoint.keep=2")...)
+	deps, emb, err := Connect(context.Background(), r, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emb.Close()
+	ts := emb.Sim().Trainer
+	var worst sim.CheckpointUsage
+	var out bytes.Buffer
+	rn := &Runner{Recipe: r, Deps: deps, Out: &out, afterStep: func(step int) {
+		u := ts.CheckpointUsage()
+		if u.States > 2 || u.Samplers > 1 {
+			t.Errorf("after step %d the trainer holds %d states and %d sampler archives, want at most 2 and 1", step, u.States, u.Samplers)
+		}
+		worst.States, worst.Samplers = max(worst.States, u.States), max(worst.Samplers, u.Samplers)
+	}}
+	if _, err := rn.Run(context.Background()); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if p := ts.PeakCheckpointUsage(); p.States > 3 || p.Samplers > 2 {
+		t.Errorf("peak %+v, want at most 3 states and 2 sampler archives", p)
+	}
+	if worst.States != 2 {
+		t.Errorf("at most %d states kept, want 2", worst.States)
+	}
+	if strings.Contains(out.String(), "not deleted") {
+		t.Errorf("delete failures:\n%s", out.String())
+	}
+	// The run released its model.
+	if ts.ModelLoaded(rn.last.modelID) {
+		t.Error("the model is still loaded after the run")
+	}
+}
+
+// Runs back to back against the same full-weight trainer (one model at a
+// time) start at once: each releases its model as it ends. Without the
+// release the second create_model fails with SkyRL's text.
+func TestRunsBackToBackOnOneTrainer(t *testing.T) {
+	sets := append(slices.Clone(fullWeightSets), "train.steps=2", "train.batch_size=2", "train.group_size=2")
+	r := testRecipe(t, "", sets...)
+	deps, emb, err := Connect(context.Background(), r, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emb.Close()
+	// Every variant of an ablation against the same servers.
+	for i, variant := range [][]string{nil, {"hindsight.enabled=false"}, {"hindsight.loss=none"}} {
+		rv := testRecipe(t, "", append(append(slices.Clone(sets), "trainer.checkpoints_dir="+r.Trainer.CheckpointsDir), variant...)...)
+		var out bytes.Buffer
+		if _, err := (&Runner{Recipe: rv, Deps: deps, Out: &out}).Run(context.Background()); err != nil {
+			t.Fatalf("run %d %v: %v\n%s", i, variant, err, out.String())
+		}
+	}
+	// A model held by someone else: a clear error naming the trainer, the
+	// model and the remedy.
+	ctx := context.Background()
+	tc := deps.Trainer.(*trainer.Client)
+	sess, err := tc.StartSession(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	if _, err := tc.CreateModel(ctx, sess, r.Trainer.BaseModel, 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	_, err = (&Runner{Recipe: testRecipe(t, "", append(slices.Clone(sets), "trainer.checkpoints_dir="+r.Trainer.CheckpointsDir)...), Deps: deps}).Run(ctx)
+	for _, want := range []string{"SkyRLTrainBackend already has a 'policy' model", deps.Trainer.URL(), r.Trainer.BaseModel, "5 minutes", "restart the trainer", "orchestrate doctor"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("err %v lacks %q", err, want)
+		}
+	}
+}
+
+// A run interrupted (its context cancelled, as by SIGINT) releases its
+// model; its --resume against the same, still-running trainer starts at
+// once, restores from the newest saved state (checkpoint.every 3) with the
+// batches of an uninterrupted run, and once a newer state is complete the
+// interrupted model's states and samplers are deleted too.
+func TestResumeOnLiveTrainerEvery3(t *testing.T) {
+	sets := append(slices.Clone(fullWeightSets), "train.steps=7", "train.batch_size=2", "train.group_size=2", "checkpoint.every=3", "checkpoint.keep=1")
+	clean, _ := runRecipe(t, testRecipe(t, "", sets...), 1)
+
+	r := testRecipe(t, "", sets...)
+	deps, emb, err := Connect(context.Background(), r, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emb.Close()
+	ts := emb.Sim().Trainer
+	ctx, cancel := context.WithCancel(context.Background())
+	rn := &Runner{Recipe: r, Deps: deps, afterStep: func(step int) {
+		if step == 5 {
+			cancel()
+		}
+	}}
+	if _, err := rn.Run(ctx); err == nil {
+		t.Fatal("the interrupted run did not fail")
+	}
+	first := rn.last.modelID
+	if ts.ModelLoaded(first) {
+		t.Fatal("the interrupted run did not release its model")
+	}
+	var out bytes.Buffer
+	rs := &Runner{Recipe: r, Deps: deps, Resume: true, Out: &out}
+	got, err := rs.Run(context.Background())
+	if err != nil {
+		t.Fatalf("resume: %v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "resuming "+r.Output.Dir+" after step 3") {
+		t.Errorf("output:\n%s", out.String())
+	}
+	if !slices.Equal(stepDigests(got), stepDigests(clean)) {
+		t.Fatalf("digests %v, uninterrupted %v", stepDigests(got), stepDigests(clean))
+	}
+	// Nothing of the interrupted model is left; the resumed one keeps one
+	// state and its last sampler archive.
+	left, _ := filepath.Glob(filepath.Join(r.Trainer.CheckpointsDir, first, "*", "*.tar.gz"))
+	top, _ := filepath.Glob(filepath.Join(r.Trainer.CheckpointsDir, first, "*.tar.gz"))
+	if len(left)+len(top) != 0 {
+		t.Errorf("the interrupted model's checkpoints are left: %v %v", top, left)
+	}
+	if u := ts.CheckpointUsage(); u.States != 1 || u.Samplers != 1 {
+		t.Errorf("usage %+v, want 1 state and 1 sampler archive", u)
+	}
+	if _, err := os.Stat(filepath.Join(r.Output.Dir, ledgerFile)); err != nil {
+		t.Error(err)
+	}
+}
+
+// mergeMetrics reduces each forward_backward metric across chunks by its
+// SkyRL suffix: mean, max, min, last, sum; no suffix sums as before.
+func TestMergeMetricsBySuffix(t *testing.T) {
+	fb := []map[string]float64{
+		{"loss:sum": 1, "policy_lr:last": 1e-6, "ratio:mean": 1.0, "ratio_max:max": 1.5, "ratio_min:min": 0.5, "tokens": 10},
+		{"loss:sum": 2, "policy_lr:last": 2e-6, "ratio:mean": 2.0, "ratio_max:max": 1.2, "ratio_min:min": 0.7, "tokens": 5},
+		{"loss:sum": 3, "policy_lr:last": 3e-6, "ratio:mean": 3.0, "ratio_max:max": 1.9, "ratio_min:min": 0.6, "tokens": 1},
+	}
+	got := mergeMetrics(fb, map[string]float64{"grad_norm": 0.5})
+	want := map[string]float64{"forward_backward/loss:sum": 6, "forward_backward/policy_lr:last": 3e-6, "forward_backward/ratio:mean": 2,
+		"forward_backward/ratio_max:max": 1.9, "forward_backward/ratio_min:min": 0.5, "forward_backward/tokens": 16, "optim_step/grad_norm": 0.5}
+	for k, w := range want {
+		if d := got[k] - w; d > 1e-12 || d < -1e-12 {
+			t.Errorf("%s = %v, want %v", k, got[k], w)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("got %v", got)
+	}
+}
