@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -20,6 +21,12 @@ const BaseVariant = "base"
 type Variant struct {
 	Name   string
 	Recipe *recipes.Recipe
+	// Skip, when set, is why the variant cannot run: the command line's
+	// --set overrides clash with its own (it is valid without them), e.g.
+	// hindsight.teacher=initial under --set sync.kind=sglang_disk. Recipe
+	// is nil then. Ablate reports it and runs the others; a study refuses
+	// it.
+	Skip string
 }
 
 // Variants resolves the base recipe at path and each of its variants (the
@@ -48,6 +55,15 @@ func Variants(path string, sets, environ, only []string) ([]Variant, error) {
 		over := base.Variants[name]
 		r, err := recipes.Load(path, append(slices.Clone(sets), over...), environ)
 		if err != nil {
+			var ps recipes.Problems
+			if len(sets) > 0 && errors.As(err, &ps) {
+				// Valid on its own: the command line's overrides make it
+				// impossible, not the recipe.
+				if _, alone := recipes.Load(path, over, environ); alone == nil {
+					out = append(out, Variant{Name: name, Skip: fmt.Sprintf("the command line's --set clash with it: %v", err)})
+					continue
+				}
+			}
 			return nil, fmt.Errorf("variant %s: %w", name, err)
 		}
 		setsDir := false
@@ -62,6 +78,9 @@ func Variants(path string, sets, environ, only []string) ([]Variant, error) {
 		out = append(out, Variant{Name: name, Recipe: r})
 	}
 	for _, v := range out {
+		if v.Skip != "" {
+			continue
+		}
 		if err := ApplyRunDefaults(v.Recipe); err != nil {
 			return nil, fmt.Errorf("variant %s: %w", v.Name, err)
 		}
@@ -94,6 +113,10 @@ func Ablate(ctx context.Context, vs []Variant, opt AblateOptions) ([]results.Run
 	}
 	var rows []results.RunSummary
 	for i, v := range vs {
+		if v.Skip != "" {
+			fmt.Fprintf(out, "\n== variant %d/%d: %s SKIPPED: %s\n", i+1, len(vs), v.Name, v.Skip)
+			continue
+		}
 		fmt.Fprintf(out, "\n== variant %d/%d: %s (%s)\n", i+1, len(vs), v.Name, v.Recipe.Switches())
 		if err := runVariant(ctx, v, out, opt); err != nil {
 			return rows, fmt.Errorf("variant %s: %w", v.Name, err)
@@ -110,6 +133,10 @@ func Ablate(ctx context.Context, vs []Variant, opt AblateOptions) ([]results.Run
 	fmt.Fprintln(out)
 	caption := "EM (%) at the last evaluation of each variant."
 	for _, v := range vs {
+		if v.Skip != "" {
+			caption += fmt.Sprintf("\n  %s: SKIPPED (%s)", v.Name, v.Skip)
+			continue
+		}
 		caption += fmt.Sprintf("\n  %s: %s", v.Name, v.Recipe.Switches())
 	}
 	return rows, results.CompareTable(out, rows, opt.Format, caption)

@@ -358,19 +358,20 @@ func (c *checker) policy(ctx context.Context, p policy.Policy) replicaChecks {
 		// A renamed SGLang serves a path (a directory it loaded).
 		renamed := c.sglang() && rc.unserved && len(models) > 0 && filepath.IsAbs(models[0])
 		switch {
-		case renamed && c.r.Sync.Kind == recipes.SyncSGLangDisk && c.underSyncDir(models[0]):
-			// Weights a run of this program loaded (SGLang renames the
-			// model to the path): the run reloads the weights it needs
-			// before it samples.
+		case renamed && c.r.Sync.Kind == recipes.SyncSGLangDisk:
+			// SGLang renames the model to the path it loaded, so the name
+			// no longer says which model it is: this run's or another
+			// run's weights (an ablation's earlier variant, a killed run).
+			// The run reloads what it needs before it samples.
 			rc.unserved = false
-			add("models", CheckOK, fmt.Sprintf("serves weights loaded from %s (SGLang renames the model after /update_weights_from_disk); the run reloads the weights its state names (--resume), or policy.model %s before step 1 (a fresh run)", models[0], c.r.Policy.Model), "")
-		case renamed:
-			why := "a path outside sync.dir " + c.r.Sync.Dir
-			if c.r.Sync.Kind != recipes.SyncSGLangDisk {
-				why = fmt.Sprintf("and sync.kind %s does not reload full weights", c.r.Sync.Kind)
+			whose := "another run's sync (outside this run's sync.dir)"
+			if c.underSyncDir(models[0]) {
+				whose = "this run's sync.dir"
 			}
+			add("models", CheckOK, fmt.Sprintf("serves weights loaded from %s, %s (SGLang renames the model after /update_weights_from_disk); the run reloads the weights its state names (--resume), or policy.model %s before step 1 (a fresh run)", models[0], whose, c.r.Policy.Model), "")
+		case renamed:
 			add("models", CheckFail,
-				fmt.Sprintf("serves weights loaded from %s, not %q (SGLang renames the model after /update_weights_from_disk; %s)", models[0], c.r.Policy.Model, why),
+				fmt.Sprintf("serves weights loaded from %s, not %q (SGLang renames the model after /update_weights_from_disk; sync.kind %s does not reload full weights)", models[0], c.r.Policy.Model, c.r.Sync.Kind),
 				fmt.Sprintf("restart SGLang there, or load the base weights again: POST %s/update_weights_from_disk {\"model_path\": %q}", rc.url, c.r.Policy.Model))
 		case len(missing) > 0:
 			server := "vLLM"

@@ -46,7 +46,7 @@ func TestSGLangRenamedReplicasResumeAndSecondRun(t *testing.T) {
 	// Doctor and preflight accept the renamed replicas and say why.
 	rep := Doctor(ctx, r, deps, DoctorOptions{})
 	for _, c := range rep.Checks {
-		if c.Role == "policy" && c.Name == "models" && (c.Status != CheckOK || !strings.Contains(c.Detail, "serves weights loaded from "+loaded+" (SGLang renames the model after /update_weights_from_disk)")) {
+		if c.Role == "policy" && c.Name == "models" && (c.Status != CheckOK || !strings.Contains(c.Detail, "serves weights loaded from "+loaded+", this run's sync.dir (SGLang renames the model after /update_weights_from_disk)")) {
 			t.Errorf("doctor models row: %+v", c)
 		}
 	}

@@ -79,6 +79,9 @@ func PlanStudy(path string, sets, environ, only []string, seeds []int64, base st
 			return nil, err
 		}
 		for _, v := range vs {
+			if v.Skip != "" {
+				return nil, fmt.Errorf("variant %s: %s", v.Name, v.Skip)
+			}
 			if v.Name == BaseVariant && base != BaseVariant && !slices.Contains(only, BaseVariant) {
 				continue
 			}

@@ -110,7 +110,7 @@ func TestSGLangDiskEndToEnd(t *testing.T) {
 	}
 	// The simulator's adapters and full weights carry the same parameters:
 	// a lora run sends the same batches and evaluates the same.
-	lora, _ := runRecipe(t, testRecipe(t, "", "sync.kind=lora", "policy.urls=embedded,embedded", "eval.datasets.nq="), 1)
+	lora, _ := runRecipe(t, testRecipe(t, "", "sync.kind=lora", "sim.trainer.backend=fsdp", "policy.urls=embedded,embedded", "eval.datasets.nq="), 1)
 	if got, want := stepDigests(sum), stepDigests(lora); !slices.Equal(got, want) {
 		t.Errorf("digests: sglang_disk %v, lora %v", got, want)
 	}
