@@ -173,3 +173,35 @@ func TestMergeMetricsBySuffix(t *testing.T) {
 		t.Errorf("got %v", got)
 	}
 }
+
+// Two runs of one recipe name against the same LoRA replicas (an
+// ablation's variants, a rerun): each step's adapter name is the same in
+// both, and the replicas still hold the first run's adapters. The second
+// run must serve its own weights, not the first run's adapter of the same
+// name: its batches equal those of the same run on fresh servers.
+func TestSecondRunOnLiveLoRAReplicasServesItsOwnAdapters(t *testing.T) {
+	sets := []string{"train.steps=3", "train.batch_size=4", "train.group_size=2", "sync.keep=3", "eval.datasets.nq=",
+		"sim.trainer.backend=fsdp"}
+	second := append(slices.Clone(sets), "seed=7")
+	fresh, _ := runRecipe(t, testRecipe(t, "", second...), 1)
+
+	r := testRecipe(t, "", sets...)
+	deps, emb, err := Connect(context.Background(), r, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emb.Close()
+	var out bytes.Buffer
+	if _, err := (&Runner{Recipe: r, Deps: deps, Out: &out}).Run(context.Background()); err != nil {
+		t.Fatalf("first run: %v\n%s", err, out.String())
+	}
+	r2 := testRecipe(t, "", append(slices.Clone(second), "trainer.checkpoints_dir="+r.Trainer.CheckpointsDir)...)
+	out.Reset()
+	got, err := (&Runner{Recipe: r2, Deps: deps, Out: &out}).Run(context.Background())
+	if err != nil {
+		t.Fatalf("second run: %v\n%s", err, out.String())
+	}
+	if g, w := stepDigests(got), stepDigests(fresh); !slices.Equal(g, w) {
+		t.Errorf("second run on live replicas: digests %v, on fresh servers %v", g, w)
+	}
+}

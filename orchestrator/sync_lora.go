@@ -58,6 +58,12 @@ func (s *loraSync) apply(ctx context.Context, tinkerPath, name string) error {
 	all := append(slices.Clone(s.order), name)
 	kept := all[max(len(all)-s.keep, 0):]
 	onEach(s.reps.upIndices(), func(i int) {
+		// A replica that outlived an earlier run of this recipe (an
+		// ablation's previous variant, a rerun, the killed run a resume
+		// continues) may hold an adapter of this very name with other
+		// weights, and a load of a name already loaded is refused, which
+		// loadOn takes for done: drop it first (absent: nothing to do).
+		_ = s.reps.ps[i].UnloadLoRA(ctx, name)
 		for _, n := range kept {
 			if n == name || !s.book.has(i, n) {
 				_ = s.loadOn(ctx, i, n) // recorded in the book
