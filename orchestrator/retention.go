@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/hindsearch/hindsearch/clients/trainer"
 	"github.com/hindsearch/hindsearch/results"
@@ -172,4 +173,61 @@ func checkpointRef(path string) (modelID, id string, ok bool) {
 		return seg[0], seg[1] + "/" + seg[2], true
 	}
 	return "", "", false
+}
+
+// modelFile names, in the run directory, the trainer model the run created
+// (written as soon as create_model answers): a later run in the directory
+// (--resume, --overwrite, a rerun after a SIGKILL before any saved state)
+// releases it first.
+const modelFile = "trainer_model.json"
+
+// trainerModel is modelFile's content.
+type trainerModel struct {
+	ModelID string `json:"model_id"`
+	Trainer string `json:"trainer"`
+	Created string `json:"created"`
+}
+
+// writeTrainerModel records the run's model id in the run directory.
+func writeTrainerModel(dir *results.RunDir, modelID, trainerURL string) error {
+	b, _ := json.MarshalIndent(trainerModel{ModelID: modelID, Trainer: trainerURL, Created: time.Now().UTC().Format(time.RFC3339)}, "", "  ")
+	if err := dir.WriteFileAtomic(modelFile, append(b, '\n')); err != nil {
+		return fmt.Errorf("record trainer model: %w", err)
+	}
+	return nil
+}
+
+// readTrainerModel returns the model id modelFile names ("" when none).
+func readTrainerModel(dir *results.RunDir) (string, error) {
+	b, err := os.ReadFile(filepath.Join(dir.Path, modelFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return "", nil
+	}
+	var m trainerModel
+	if err == nil {
+		err = json.Unmarshal(b, &m)
+	}
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", modelFile, err)
+	}
+	return m.ModelID, nil
+}
+
+// supersedeLedger marks every checkpoint of the run directory's ledger as
+// no resume point (--overwrite replaces the run that saved them), so the
+// next prune deletes them on the trainer.
+func supersedeLedger(dir *results.RunDir) error {
+	rt, err := loadRetention(dir, 1)
+	if err != nil {
+		return err
+	}
+	if len(rt.held) == 0 {
+		return nil
+	}
+	for i := range rt.held {
+		rt.held[i].Complete = false
+	}
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return rt.saveLocked()
 }

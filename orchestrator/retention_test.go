@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/hindsearch/hindsearch/clients/trainer"
+	"github.com/hindsearch/hindsearch/results"
 	"github.com/hindsearch/hindsearch/sim"
 )
 
@@ -203,5 +205,68 @@ func TestSecondRunOnLiveLoRAReplicasServesItsOwnAdapters(t *testing.T) {
 	}
 	if g, w := stepDigests(got), stepDigests(fresh); !slices.Equal(g, w) {
 		t.Errorf("second run on live replicas: digests %v, on fresh servers %v", g, w)
+	}
+}
+
+// A run killed with SIGKILL before its first saved state leaves no
+// state.json, only trainer_model.json, and its model holds the FSDP
+// trainer. A rerun in the directory (--overwrite) releases that model
+// before it creates its own, and deletes the replaced run's trainer
+// checkpoints from the ledger.
+func TestOverwriteReleasesTheKilledRunsModelAndCheckpoints(t *testing.T) {
+	sets := append(slices.Clone(fullWeightSets), "train.steps=2", "train.batch_size=2", "train.group_size=2", "checkpoint.keep=1")
+	r := testRecipe(t, "", sets...)
+	deps, emb, err := Connect(context.Background(), r, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emb.Close()
+	ts := emb.Sim().Trainer
+	ctx := context.Background()
+	// The killed run: a model with a saved state, recorded as a run does,
+	// never released.
+	tc := deps.Trainer.(*trainer.Client)
+	sess, err := tc.StartSession(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	killed, err := tc.CreateModel(ctx, sess, r.Trainer.BaseModel, 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := results.Create(r.Output.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := writeTrainerModel(dir, killed, deps.Trainer.URL()); err != nil {
+		t.Fatal(err)
+	}
+	rt, _ := loadRetention(dir, 1)
+	if err := rt.add(trainerCheckpoint{ModelID: killed, ID: "weights/old-state0001", Step: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tc.SaveState(ctx, killed, "old-state0001"); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.complete(killed, "weights/old-state0001", 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := dir.AppendJSONL("eval.jsonl", map[string]int{"step": 0}); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if _, err := (&Runner{Recipe: r, Deps: deps, Out: &out, Overwrite: true}).Run(ctx); err != nil {
+		t.Fatalf("rerun with --overwrite: %v\n%s", err, out.String())
+	}
+	if _, err := os.Stat(filepath.Join(r.Trainer.CheckpointsDir, killed, "old-state0001.tar.gz")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the replaced run's state is still on the trainer (%v)", err)
+	}
+	if u := ts.CheckpointUsage(); u.States != 1 || u.Samplers != 1 {
+		t.Errorf("trainer holds %+v, want the new run's one state and one sampler archive", u)
+	}
+	id, err := readTrainerModel(dir)
+	if err != nil || id == "" || id == killed {
+		t.Errorf("trainer_model.json names %q (%v), want the new run's model", id, err)
 	}
 }

@@ -150,6 +150,9 @@ type run struct {
 	// resumed run continues from (nil: a new run).
 	samplers map[string]string
 	resumed  *state
+	// prior is the model id trainer_model.json named when the run began:
+	// the model of the run this directory held before.
+	prior string
 	// ret bounds the trainer's disk (checkpoint.keep); lastState is the
 	// newest state.json written or resumed from, lastStep the newest
 	// finished step (both guarded by mu).
@@ -206,6 +209,9 @@ func (rn *Runner) Run(ctx context.Context) (*Summary, error) {
 	if ru.ret, err = loadRetention(dir, r.Checkpoint.Keep); err != nil {
 		return nil, err
 	}
+	if ru.prior, err = readTrainerModel(dir); err != nil {
+		return nil, err
+	}
 	if err := ru.load(); err != nil {
 		return nil, err
 	}
@@ -246,12 +252,15 @@ func (rn *Runner) claim(dir *results.RunDir) error {
 		return fmt.Errorf("output.dir %s already holds a run (%s): pass --overwrite to replace it, or choose another directory with --set output.dir=DIR",
 			dir.Path, strings.Join(found, ", "))
 	}
-	for _, n := range append(names, "trajectories", "questions", "adapters", "checkpoints", ledgerFile) {
+	for _, n := range append(names, "trajectories", "questions", "adapters", "checkpoints") {
 		if err := os.RemoveAll(filepath.Join(dir.Path, n)); err != nil {
 			return fmt.Errorf("overwrite %s: %w", dir.Path, err)
 		}
 	}
-	return nil
+	// The replaced run's trainer checkpoints stay in the ledger, no longer
+	// a resume point: the new run's first prune deletes them on the
+	// trainer (they are this directory's, and would otherwise never be).
+	return supersedeLedger(dir)
 }
 
 func (ru *run) load() error {
@@ -368,17 +377,29 @@ func (ru *run) loop(ctx context.Context) (*Summary, error) {
 		return nil, fmt.Errorf("trainer session: %w", err)
 	}
 	defer sess.Close()
+	// The model of the run this directory held before (interrupted, even
+	// by SIGKILL before its first saved state, or replaced by --overwrite)
+	// may still hold the trainer (SkyRL's FSDP backend holds one): release
+	// it first. Unknown or no longer loaded is fine.
+	var prior []string
 	if ru.resumed != nil && ru.resumed.ModelID != "" {
-		// The interrupted run's model may still hold the trainer (SkyRL's
-		// FSDP backend holds one): release it first. Unknown or no
-		// longer loaded is fine.
-		if err := ru.trainer.UnloadModel(ctx, ru.resumed.ModelID); err != nil {
-			fmt.Fprintf(ru.Out, "warning: --resume: trainer unload_model %s (the interrupted run's model): %v\n", ru.resumed.ModelID, err)
+		prior = append(prior, ru.resumed.ModelID)
+	}
+	if ru.prior != "" && !slices.Contains(prior, ru.prior) {
+		prior = append(prior, ru.prior)
+	}
+	for _, id := range prior {
+		if err := ru.trainer.UnloadModel(ctx, id); err != nil {
+			fmt.Fprintf(ru.Out, "warning: trainer unload_model %s (the earlier run's model in %s): %v\n", id, ru.dir.Path, err)
 		}
 	}
 	ru.modelID, err = ru.trainer.CreateModel(ctx, sess, r.Trainer.BaseModel, r.Trainer.LoRARank, r.Seed)
 	if err != nil {
 		return nil, ru.createModelError(err)
+	}
+	if err := writeTrainerModel(ru.dir, ru.modelID, ru.Deps.Trainer.URL()); err != nil {
+		ru.unloadModel(ctx)
+		return nil, err
 	}
 	// One model per run, released however the run ends: after ctx is
 	// cancelled (SIGINT, SIGTERM) too, on a context of its own.
