@@ -14,6 +14,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/hindsearch/hindsearch/clients/policy/sglang"
 )
 
 // SGLang's native routes on the simulated policy, beside its vLLM ones (read
@@ -134,51 +136,11 @@ func (s *PolicyServer) sglangVersion() string {
 
 // sglangHasSamplingSeed reports whether the emulated version's
 // SamplingParams takes sampling_seed (0.5.3 and later; an unparsable
-// version is taken as current).
+// version is taken as current). The version is read as the program reads
+// the real server's (sglang.ParseVersion), so the two cannot disagree.
 func (s *PolicyServer) sglangHasSamplingSeed() bool {
-	v, ok := parseSGLangVersion(s.sglangOpts().Version)
-	return !ok || !v.Less([3]int{0, 5, 3})
-}
-
-// sglangVersionNum is a release number: major, minor, patch.
-type sglangVersionNum [3]int
-
-// Less reports whether v is below w.
-func (v sglangVersionNum) Less(w [3]int) bool {
-	for i := range v {
-		if v[i] != w[i] {
-			return v[i] < w[i]
-		}
-	}
-	return false
-}
-
-// parseSGLangVersion reads the release number at the start of an SGLang
-// version string ("0.5.2", "0.5.3.post2", "0.5.6rc1"); ok is false when
-// there is none.
-func parseSGLangVersion(s string) (sglangVersionNum, bool) {
-	var v sglangVersionNum
-	parts := strings.SplitN(strings.TrimPrefix(s, "v"), ".", 4)
-	if len(parts) < 2 {
-		return v, false
-	}
-	for i := 0; i < 3 && i < len(parts); i++ {
-		n, digits := 0, 0
-		for _, c := range parts[i] {
-			if c < '0' || c > '9' {
-				break
-			}
-			n, digits = n*10+int(c-'0'), digits+1
-		}
-		if digits == 0 {
-			if i < 2 {
-				return v, false
-			}
-			break
-		}
-		v[i] = n
-	}
-	return v, true
+	v, ok := sglang.ParseVersion(s.sglangOpts().Version)
+	return !ok || !v.Before(sglang.Version{0, 5, 3})
 }
 
 func (s *PolicyServer) sglangRoutes(mux *http.ServeMux) {
