@@ -216,3 +216,53 @@ func detailPrefix(v any, p string) bool {
 }
 
 func decodeJSONBody(resp *http.Response, v any) error { return json.NewDecoder(resp.Body).Decode(v) }
+
+// SkyRL's stale-session cleanup: the models of a session silent for
+// longer than SessionTimeout are unloaded and the session expired, which
+// frees an FSDP server for the next run; an expired session still takes
+// heartbeats and is not cleaned twice; a live session's model stays.
+func TestSimTrainerStaleSessionCleanup(t *testing.T) {
+	ts, c, _ := newTrainerBackend(t, getFixture(t), BackendFSDP, 0)
+	if ts.SessionTimeout != 300*time.Second || ts.CleanupInterval != 60*time.Second {
+		t.Fatalf("defaults %v / %v, want SkyRL's 300 s / 60 s", ts.SessionTimeout, ts.CleanupInterval)
+	}
+	killed := createSession(c)
+	held, st, res := submitModel(c, killed, 0, 0)
+	if st != http.StatusOK {
+		t.Fatalf("model: %d %v", st, res)
+	}
+	next := createSession(c)
+	if _, st, res := submitModel(c, next, 0, 0); st != http.StatusBadRequest {
+		t.Fatalf("second model while the first is held: %d %v", st, res)
+	}
+	// Within the timeout nothing happens.
+	if n := ts.cleanupStaleSessions(time.Now().Add(299 * time.Second)); n != 0 {
+		t.Fatalf("cleaned %d models of sessions heard from 299 s ago", n)
+	}
+	// Keep next alive; killed stops its heartbeat.
+	later := time.Now().Add(301 * time.Second)
+	ts.mu.Lock()
+	ts.sessions[next] = later
+	ts.mu.Unlock()
+	if n := ts.cleanupStaleSessions(later); n != 1 {
+		t.Fatalf("cleanup asked to unload %d models, want the silent session's one", n)
+	}
+	// The worker runs futures in order: once this create answers, the
+	// unload before it has run.
+	mid, st, res := submitModel(c, next, 1, 0)
+	if st != http.StatusOK {
+		t.Fatalf("model after the cleanup: %d %v", st, res)
+	}
+	if ts.ModelLoaded(held) || !ts.ModelLoaded(mid) {
+		t.Errorf("loaded: stale %v, new %v", ts.ModelLoaded(held), ts.ModelLoaded(mid))
+	}
+	if st, body := c.post("/api/v1/session_heartbeat", map[string]any{"session_id": killed, "type": "session_heartbeat"}); st != http.StatusOK {
+		t.Errorf("heartbeat of an expired session: %d %v", st, body)
+	}
+	ts.mu.Lock()
+	ts.sessions[next] = later.Add(time.Hour)
+	ts.mu.Unlock()
+	if n := ts.cleanupStaleSessions(later.Add(time.Hour)); n != 0 {
+		t.Errorf("an expired session cleaned again (%d), or the live one's model taken", n)
+	}
+}

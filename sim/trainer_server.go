@@ -61,15 +61,27 @@ type TrainerServer struct {
 	// (sim.trainer.backend; "": BackendJAX). Set it before the server
 	// takes requests.
 	Backend TrainerBackend
+	// SessionTimeout and CleanupInterval are SkyRL's session_timeout_sec
+	// (300 s) and session_cleanup_interval_sec (60 s), tinker/config.py:
+	// every CleanupInterval the models of every active session whose last
+	// heartbeat is older than SessionTimeout are unloaded and the session
+	// expired (engine.py cleanup_stale_sessions); an expired session still
+	// takes heartbeats but is never cleaned again. Zero or negative: no
+	// cleanup. Set them before Handler is called.
+	SessionTimeout, CleanupInterval time.Duration
 
 	mu       sync.Mutex
 	nextID   int
 	sessions map[string]time.Time
-	models   map[string]*trainedModel
-	order    []string // model ids in creation order, for GET training_runs
-	futures  map[string]*future
-	work     chan job
-	done     chan struct{}
+	// expired are the sessions the stale-session cleanup ended.
+	expired map[string]bool
+	// cleanup starts the stale-session cleanup once (Handler).
+	cleanup sync.Once
+	models  map[string]*trainedModel
+	order   []string // model ids in creation order, for GET training_runs
+	futures map[string]*future
+	work    chan job
+	done    chan struct{}
 	// statMu guards the worker's counters (not mu: submit sends on work
 	// with mu held).
 	statMu sync.Mutex
@@ -225,6 +237,7 @@ type future struct {
 // checkpoints under ckptDir. Close stops its worker.
 func NewTrainerServer(model *Model, baseModel, ckptDir string) *TrainerServer {
 	s := &TrainerServer{model: model, baseModel: baseModel, ckptDir: ckptDir, PollWait: 2 * time.Second,
+		SessionTimeout: 300 * time.Second, CleanupInterval: 60 * time.Second, expired: map[string]bool{},
 		sessions: map[string]time.Time{}, models: map[string]*trainedModel{}, futures: map[string]*future{}, live: map[string]*trainedModel{},
 		work: make(chan job, 1024), done: make(chan struct{})}
 	s.wg.Add(1)
@@ -269,8 +282,28 @@ func (s *TrainerServer) Close() {
 	s.wg.Wait()
 }
 
-// Handler returns the server's routes under /api/v1/.
+// Handler returns the server's routes under /api/v1/, and starts the
+// stale-session cleanup (SessionTimeout, CleanupInterval) until Close.
 func (s *TrainerServer) Handler() http.Handler {
+	s.cleanup.Do(func() {
+		if s.SessionTimeout <= 0 || s.CleanupInterval <= 0 {
+			return
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			t := time.NewTicker(s.CleanupInterval)
+			defer t.Stop()
+			for {
+				select {
+				case <-t.C:
+					s.cleanupStaleSessions(time.Now())
+				case <-s.done:
+					return
+				}
+			}
+		}()
+	})
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/v1/healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "simulated": true})
@@ -485,6 +518,42 @@ func (s *TrainerServer) unloadModel(w http.ResponseWriter, r *http.Request) {
 		return http.StatusOK, map[string]any{"model_id": m.id, "status": "unloaded", "type": "unload_model"}
 	})
 	writeJSON(w, http.StatusOK, map[string]any{"request_id": rid, "model_id": m.id})
+}
+
+// cleanupStaleSessions unloads the models of the active sessions silent
+// since before now-SessionTimeout and expires those sessions, as SkyRL's
+// engine does between batches; it returns how many models it asked to
+// unload.
+func (s *TrainerServer) cleanupStaleSessions(now time.Time) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cutoff := now.Add(-s.SessionTimeout)
+	stale := map[string]bool{}
+	for id, last := range s.sessions {
+		if !s.expired[id] && last.Before(cutoff) {
+			stale[id] = true
+		}
+	}
+	n := 0
+	for _, id := range s.order {
+		m := s.models[id]
+		if m == nil || !stale[m.session] {
+			continue
+		}
+		n++
+		s.submit(0, 0, func() (int, any) {
+			if m.loaded {
+				m.loaded = false
+				m.pending = nil
+				delete(s.live, m.id)
+			}
+			return http.StatusOK, map[string]any{"model_id": m.id, "status": "unloaded", "type": "unload_model"}
+		})
+	}
+	for id := range stale {
+		s.expired[id] = true
+	}
+	return n
 }
 
 // ModelLoaded reports whether modelID is built and not unloaded.
