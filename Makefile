@@ -3,7 +3,7 @@ GO ?= go
 BIN := bin/orchestrate
 RECIPE ?= recipes/sim.yaml
 
-.PHONY: all build demo bench chaos test test-race test-short vet fmt fmt-check recipes-check ci clean
+.PHONY: all build demo bench chaos golden test test-race test-short vet fmt fmt-check recipes-check ci clean
 
 all: build
 
@@ -27,6 +27,10 @@ chaos: build
 	$(BIN) chaos $(RECIPE) --servers --kills 3 --set train.steps=6 --set eval.every=3 --set sim.trainer.backend=fsdp
 	$(BIN) chaos $(RECIPE) --servers --kills 3 --set train.steps=6 --set eval.every=3 --set sim.trainer.backend=fsdp \
 		--set trainer.lora_rank=0 --set sync.kind=sglang_disk --set policy.server=sglang --set policy.tokenize=local
+
+## golden: the behaviour record a refactoring must leave unchanged (.ci/golden; --update rewrites it)
+golden:
+	bash .ci/golden
 
 ## test: the README's test command
 test:
