@@ -106,9 +106,16 @@ func startPolicy(t *testing.T, wrap func(http.Handler) http.Handler) *switchServ
 	if wrap != nil {
 		h = wrap(h)
 	}
+	t.Cleanup(ps.Close)
+	return serveSwitch(t, h)
+}
+
+// serveSwitch serves h on 127.0.0.1 behind a fault switch until the test
+// ends.
+func serveSwitch(t *testing.T, h http.Handler) *switchServer {
 	s := &switchServer{base: h, cur: h, n: map[string]int{}}
 	srv := httptest.NewServer(s)
-	t.Cleanup(func() { srv.Close(); ps.Close() })
+	t.Cleanup(srv.Close)
 	s.url = srv.URL
 	return s
 }
