@@ -1,0 +1,72 @@
+package sim_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/hindsearch/hindsearch/clients/trainer"
+	"github.com/hindsearch/hindsearch/clients/trainer/trainertest"
+	"github.com/hindsearch/hindsearch/sim"
+)
+
+// The trainer role's contract suite run against clients/trainer and the
+// simulated Tinker API server: SkyRL's JAX backend (a LoRA of rank 8, the
+// default), its FSDP backend (full weights, one model at a time) and the
+// hosted service's try_again polling (docs/conformance.md, "Contract
+// suites").
+func TestTrainerContract(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		backend  sim.TrainerBackend
+		rank     int
+		tryAgain bool
+	}{
+		{"jax", sim.BackendJAX, 8, false},
+		{"fsdp", sim.BackendFSDP, 0, false},
+		{"hosted-try-again", sim.BackendJAX, 8, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			trainertest.Run(t, func(t *testing.T) *trainertest.Backend {
+				ts := sim.NewTrainerServer(sharedModel(t), contractBase, t.TempDir())
+				ts.Backend, ts.TryAgain = tc.backend, tc.tryAgain
+				ts.PollWait = 20 * time.Millisecond
+				// Saves take long enough for a delete to meet one running
+				// (SkyRL's 425), and futures stay pending for a few polls.
+				ts.StepDelay = 150 * time.Millisecond
+				t.Cleanup(ts.Close)
+				s := serveSwitch(t, ts.Handler())
+				c, err := trainer.New(contractOptions(s.url), "")
+				if err != nil {
+					t.Fatal(err)
+				}
+				c.PollWaitMin, c.PollWaitMax = 2*time.Millisecond, 20*time.Millisecond
+				c.ListWaitMax, c.DeleteTries = 20*time.Millisecond, 50
+				c.RecoveryTimeout = 20 * time.Second
+				t.Cleanup(c.Close)
+				probe := &http.Client{Transport: &http.Transport{}, Timeout: 5 * time.Second}
+				t.Cleanup(probe.CloseIdleConnections)
+				return &trainertest.Backend{
+					Trainer: c, Checkpoints: c.Checkpoints, BaseModel: contractBase, Rank: tc.rank,
+					Tokens: sharedModel(t).Tokenizer().Encode("Question: who wrote The Old Man and the Sea? Answer: <answer> Ernest Hemingway </answer>"),
+					Lose:   func(route string, n int) { s.fault(t, route, n, "lost") },
+					SavePending: func(id, name string) bool {
+						// SkyRL's archive route: 425 while the save runs.
+						req, err := http.NewRequestWithContext(context.Background(), http.MethodGet,
+							s.url+"/api/v1/training_runs/"+id+"/checkpoints/"+name+"/archive", nil)
+						if err != nil {
+							t.Fatal(err)
+						}
+						resp, err := probe.Do(req)
+						if err != nil {
+							return false
+						}
+						resp.Body.Close()
+						return resp.StatusCode == http.StatusTooEarly
+					},
+				}
+			})
+		})
+	}
+}
