@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -590,6 +591,9 @@ func ReplicaDown(err error) bool {
 			se.Status == http.StatusNotFound && strings.Contains(se.Body, "does not exist") ||
 			se.Status == http.StatusBadRequest && strings.Contains(se.Body, "has never been loaded")
 	}
+	// A connection refused or reset, or closed without an answer (EOF)
+	// after the transport's retries: the replica is not serving.
 	var op *net.OpError
-	return errors.As(err, &op) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET)
+	return errors.As(err, &op) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }

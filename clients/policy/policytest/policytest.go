@@ -19,7 +19,6 @@ package policytest
 import (
 	"context"
 	"errors"
-	"io"
 	"math"
 	"slices"
 	"strings"
@@ -488,13 +487,9 @@ func faultsExhausted(t *testing.T, b *Backend) {
 				t.Fatalf("%d %s faults with %d retries: the call succeeded", n, kind, b.Retries)
 			}
 			if !policy.ReplicaDown(err) {
-				if kind == "reset" && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)) {
-					// Known discrepancy (docs/conformance.md, "Contract
-					// suites"): a connection closed without an answer, not
-					// reset by the peer, ends in EOF, which ReplicaDown
-					// does not take for a replica down.
-					t.Skipf("known discrepancy: %v is not policy.ReplicaDown", err)
-				}
+				// A connection closed without an answer ends in EOF: a
+				// replica down too (it failed the suite before
+				// ReplicaDown took EOF).
 				t.Errorf("%d %s faults with %d retries: %v, want policy.ReplicaDown", n, kind, b.Retries, err)
 			}
 		})
