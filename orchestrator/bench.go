@@ -46,7 +46,7 @@ type BenchOptions struct {
 	Out io.Writer
 	// Only, when non-empty, runs only these scenario groups: speedup
 	// (async, lockstep: async_speedup, busy_fraction,
-	// retriever_calls_saved), hindsight, replicas, cpu.
+	// retriever_calls_saved), hindsight, replicas, cpu, infra.
 	Only []string
 }
 
@@ -73,12 +73,99 @@ type BenchReport struct {
 	// Transport over the same with the inline transport, the median of
 	// paired runs.
 	NetHTTPCPURatio float64 `json:"net_http_cpu_ratio"`
+	// Infra compares, side by side, the orchestrator's CPU per turn with
+	// its hand-written connection layer and JSON against net/http's
+	// Transport and encoding/json (docs/bench.md, "Hand-written
+	// infrastructure against the standard library").
+	Infra []BenchInfra `json:"infra,omitempty"`
 	// Scenarios holds the raw measurements behind the figures.
 	Scenarios map[string]map[string]float64 `json:"scenarios"`
 	// Simulated is always true: the figures come from the simulator's
 	// latency model.
 	Simulated bool    `json:"simulated"`
 	Seconds   float64 `json:"seconds"`
+}
+
+// BenchInfra is one combination of connection layer and JSON codec in
+// the infra comparison, measured in rounds that run every combination once
+// (the order rotating from round to round), each round from scratch.
+type BenchInfra struct {
+	// Transport is http.transport's value: inline (the hand-written
+	// HTTP/1.1 layer) or net_http.
+	Transport string `json:"transport"`
+	// JSON is "hand" (the hand-written encoders and scanners) or
+	// "encoding/json" (transport.Options.StdJSON).
+	JSON string `json:"json"`
+	// MicrosPerTurn is the median over the rounds of the CPU per turn.
+	MicrosPerTurn float64 `json:"cpu_us_per_turn"`
+	// Ratio is the median over the rounds of the CPU per turn over that of
+	// inline and hand in the same round; RatioMin and RatioMax are the
+	// extremes over the rounds.
+	Ratio    float64 `json:"ratio"`
+	RatioMin float64 `json:"ratio_min"`
+	RatioMax float64 `json:"ratio_max"`
+	// ExtraSecondsPerPaperStep is the CPU seconds the combination adds, or
+	// saves (negative), against inline and hand over a paper-scale step of
+	// benchPaperTurns policy turns: (Ratio-1) x the baseline's median
+	// MicrosPerTurn x benchPaperTurns.
+	ExtraSecondsPerPaperStep float64 `json:"extra_cpu_seconds_per_paper_step"`
+}
+
+// benchPaperTurns is the policy turns of a paper-scale step at most: 2,560
+// trajectories (512 questions x 5) of up to 4 turns (docs/gpu.md).
+const benchPaperTurns = 2560 * 4
+
+// benchInfraCombos are the infra comparison's combinations, the baseline
+// (today's defaults) first.
+var benchInfraCombos = []struct{ transport, json string }{
+	{recipes.TransportInline, "hand"}, {recipes.TransportNetHTTP, "hand"},
+	{recipes.TransportInline, "encoding/json"}, {recipes.TransportNetHTTP, "encoding/json"},
+}
+
+// benchInfraRounds is how many rounds of the infra comparison run.
+const benchInfraRounds = 5
+
+// benchInfra runs the infra comparison: benchInfraRounds rounds, each
+// running every combination once from scratch, the first combination of
+// round i being i mod 4.
+func benchInfra(ctx context.Context, o BenchOptions, batch int, rep *BenchReport) error {
+	k := len(benchInfraCombos)
+	us := make([][]float64, k)     // per combination, per round
+	ratios := make([][]float64, k) // per combination, per round
+	for i := range benchInfraRounds {
+		round := make([]float64, k)
+		for j := range k {
+			c := (i + j) % k
+			v := benchInfraCombos[c]
+			name := fmt.Sprintf("infra-%s-%s-%d", v.transport, strings.ReplaceAll(v.json, "/", "_"), i+1)
+			var opts []ConnectOption
+			if v.json != "hand" {
+				opts = append(opts, withStdJSON())
+			}
+			fmt.Fprintf(o.Out, "bench: %s ...\n", name)
+			cpu, err := benchCPUWith(ctx, o, batch, name, opts, "http.transport="+v.transport)
+			if err != nil {
+				return fmt.Errorf("scenario %s: %w", name, err)
+			}
+			fmt.Fprintf(o.Out, "bench: %s: %.0f turns, %.0f us CPU per turn\n", name, cpu["turns"], cpu["cpu_us_per_turn"])
+			rep.Scenarios[name] = cpu
+			round[c] = cpu["cpu_us_per_turn"]
+		}
+		for c := range k {
+			us[c] = append(us[c], round[c])
+			ratios[c] = append(ratios[c], round[c]/round[0])
+		}
+	}
+	base := lowerMedian(slices.Clone(us[0]))
+	rep.Infra = nil
+	for c, v := range benchInfraCombos {
+		r := lowerMedian(slices.Clone(ratios[c]))
+		rep.Infra = append(rep.Infra, BenchInfra{Transport: v.transport, JSON: v.json,
+			MicrosPerTurn: lowerMedian(slices.Clone(us[c])), Ratio: r,
+			RatioMin: slices.Min(ratios[c]), RatioMax: slices.Max(ratios[c]),
+			ExtraSecondsPerPaperStep: (r - 1) * base * benchPaperTurns / 1e6})
+	}
+	return nil
 }
 
 // benchLatency is the simulated GPU and servers of the timed scenarios: a
@@ -241,6 +328,11 @@ func Bench(ctx context.Context, o BenchOptions) (*BenchReport, error) {
 		rep.BytesPerInflightToken = cpu["bytes_per_token"]
 		rep.NetHTTPCPURatio = lowerMedian(ratios)
 	}
+	if o.SimCommand != nil && o.wants("infra") {
+		if err := benchInfra(ctx, o, n(400), rep); err != nil {
+			return nil, err
+		}
+	}
 	rep.Seconds = time.Since(t0).Seconds()
 	return rep, nil
 }
@@ -289,6 +381,11 @@ func benchRun(ctx context.Context, path string, sets []string) (*benchOutcome, e
 // per held token, rolling out batch*5 trajectories against zero-latency
 // simulated servers started in a separate process.
 func benchCPU(ctx context.Context, o BenchOptions, batch int, name string, extra ...string) (map[string]float64, error) {
+	return benchCPUWith(ctx, o, batch, name, nil, extra...)
+}
+
+// benchCPUWith is benchCPU with options for the orchestrator's clients.
+func benchCPUWith(ctx context.Context, o BenchOptions, batch int, name string, opts []ConnectOption, extra ...string) (map[string]float64, error) {
 	// The simulator runs in another process: its tokenizer is built here
 	// from the same recipe (policy.tokenizer sim).
 	sets := append(append([]string{}, benchCommon...), "policy.tokenizer="+recipes.TokenizerSim)
@@ -301,7 +398,7 @@ func benchCPU(ctx context.Context, o BenchOptions, batch int, name string, extra
 	sets = append(sets, "policy.urls="+strings.Join(urls.Policy, ","), "retriever.url="+urls.Retriever,
 		"judge.url="+urls.Judge, "trainer.url="+urls.Trainer, "trainer.checkpoints_dir="+urls.Checkpoints,
 		"output.dir="+filepath.Join(o.Dir, name))
-	r, deps, emb, err := LoadAndConnect(ctx, o.Recipe, sets, nil, nil)
+	r, deps, emb, err := LoadAndConnect(ctx, o.Recipe, sets, nil, nil, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -576,6 +673,24 @@ func WriteBenchTable(w io.Writer, r *BenchReport) error {
 	}
 	if err := t.Render(); err != nil {
 		return err
+	}
+	if len(r.Infra) > 0 {
+		if _, err := fmt.Fprintf(w, "\nHand-written infrastructure against the standard library (%d rounds side by side; a paper-scale step is %d policy turns):\n", benchInfraRounds, benchPaperTurns); err != nil {
+			return err
+		}
+		t := tablewriter.NewTable(w, tablewriter.WithConfig(tablewriter.Config{
+			Header: tw.CellConfig{Formatting: tw.CellFormatting{AutoFormat: tw.Off}},
+		}))
+		t.Header("transport", "json", "cpu_us_per_turn", "ratio", "ratio range", "extra CPU s per paper step")
+		for _, b := range r.Infra {
+			if err := t.Append(b.Transport, b.JSON, fmt.Sprintf("%.1f", b.MicrosPerTurn), fmt.Sprintf("%.3f", b.Ratio),
+				fmt.Sprintf("%.3f-%.3f", b.RatioMin, b.RatioMax), fmt.Sprintf("%+.2f", b.ExtraSecondsPerPaperStep)); err != nil {
+				return err
+			}
+		}
+		if err := t.Render(); err != nil {
+			return err
+		}
 	}
 	_, err := fmt.Fprintf(w, "SIMULATED: figures from the simulator's latency model (docs/bench.md); %.0f s on %d CPUs.\n", r.Seconds, runtime.NumCPU())
 	return err

@@ -17,6 +17,9 @@ import (
 // Client is the Policy of one vLLM (or SGLang) OpenAI-compatible server.
 type Client struct {
 	tc *transport.Client
+	// std is transport.Options.StdJSON: completion and /tokenize bodies
+	// through encoding/json both ways, for orchestrate bench.
+	std bool
 }
 
 var _ Policy = (*Client)(nil)
@@ -31,7 +34,7 @@ func New(opts transport.Options) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{tc: tc}, nil
+	return &Client{tc: tc, std: opts.StdJSON}, nil
 }
 
 // URL returns the server's base URL.
@@ -113,12 +116,16 @@ func (c *Client) Complete(ctx context.Context, req CompletionRequest) (*Completi
 		Logprobs:               1,
 		ReturnTokensAsTokenIDs: true,
 	}
-	enc, err := body.encodeWith(req.PromptCache)
-	if err != nil {
-		return nil, fmt.Errorf("policy complete: encode request: %w", err)
+	var in any = body
+	if !c.std {
+		enc, err := body.encodeWith(req.PromptCache)
+		if err != nil {
+			return nil, fmt.Errorf("policy complete: encode request: %w", err)
+		}
+		in = enc
 	}
-	var d completionDecoder
-	if err := c.do(ctx, http.MethodPost, "/v1/completions", enc, &d); err != nil {
+	d := completionDecoder{std: c.std}
+	if err := c.do(ctx, http.MethodPost, "/v1/completions", in, &d); err != nil {
 		return nil, fmt.Errorf("policy complete: %w", err)
 	}
 	if d.bad != nil {
@@ -355,8 +362,12 @@ type tokenizeResponse struct {
 
 // Tokenize tokenizes text without a chat template (POST /tokenize).
 func (c *Client) Tokenize(ctx context.Context, model, text string, addSpecialTokens bool) ([]int, error) {
-	var d tokensDecoder
-	if err := c.do(ctx, http.MethodPost, "/tokenize", tokenizeBody(model, text, addSpecialTokens), &d); err != nil {
+	var in any = tokenizeBody(model, text, addSpecialTokens)
+	if c.std {
+		in = map[string]any{"model": model, "prompt": text, "add_special_tokens": addSpecialTokens}
+	}
+	d := tokensDecoder{std: c.std}
+	if err := c.do(ctx, http.MethodPost, "/tokenize", in, &d); err != nil {
 		return nil, fmt.Errorf("policy tokenize: %w", err)
 	}
 	return d.ids, nil
@@ -365,19 +376,32 @@ func (c *Client) Tokenize(ctx context.Context, model, text string, addSpecialTok
 // completionDecoder and tokensDecoder decode hot answers through the
 // transport, so a malformed one is retried. A completion answer that is
 // well-formed JSON but unusable (bad is set) is not retried.
+// With std set they use encoding/json alone (transport.Options.StdJSON).
 type completionDecoder struct {
+	std bool
 	out *Completion
 	bad error
 }
 
 func (d *completionDecoder) DecodeJSON(b []byte) (err error) {
+	if d.std {
+		d.out, d.bad, err = decodeCompletionStd(b)
+		return err
+	}
 	d.out, d.bad, err = decodeCompletion(b)
 	return err
 }
 
-type tokensDecoder struct{ ids []int }
+type tokensDecoder struct {
+	std bool
+	ids []int
+}
 
 func (d *tokensDecoder) DecodeJSON(b []byte) (err error) {
+	if d.std {
+		d.ids, err = decodeTokensStd(b)
+		return err
+	}
 	d.ids, err = decodeTokens(b)
 	return err
 }

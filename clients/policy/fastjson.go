@@ -28,6 +28,11 @@ func decodeCompletion(raw []byte) (c *Completion, bad error, err error) {
 	if c, ok := scanCompletion(raw); ok {
 		return c, nil, nil
 	}
+	return decodeCompletionStd(raw)
+}
+
+// decodeCompletionStd is decodeCompletion with encoding/json alone.
+func decodeCompletionStd(raw []byte) (c *Completion, bad error, err error) {
 	var resp completionResponse
 	if err := json.Unmarshal(raw, &resp); err != nil {
 		return nil, nil, err
@@ -42,6 +47,11 @@ func decodeTokens(raw []byte) ([]int, error) {
 	if ids, ok := scanTokens(raw); ok {
 		return ids, nil
 	}
+	return decodeTokensStd(raw)
+}
+
+// decodeTokensStd is decodeTokens with encoding/json alone.
+func decodeTokensStd(raw []byte) ([]int, error) {
 	var resp tokenizeResponse
 	if err := json.Unmarshal(raw, &resp); err != nil {
 		return nil, err

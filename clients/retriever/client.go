@@ -16,6 +16,9 @@ import (
 // Client is the Retriever of one Search-R1 retrieval server.
 type Client struct {
 	tc *transport.Client
+	// std is transport.Options.StdJSON: answers decoded by encoding/json
+	// alone, for orchestrate bench.
+	std bool
 }
 
 var _ Retriever = (*Client)(nil)
@@ -30,7 +33,7 @@ func New(opts transport.Options) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{tc: tc}, nil
+	return &Client{tc: tc, std: opts.StdJSON}, nil
 }
 
 // URL returns the server's base URL.
@@ -74,7 +77,7 @@ func (c *Client) Retrieve(ctx context.Context, queries []string, topk int) ([][]
 	if topk <= 0 {
 		return nil, fmt.Errorf("retriever retrieve: topk %d, want > 0", topk)
 	}
-	d := retrieveDecoder{queries: len(queries)}
+	d := retrieveDecoder{queries: len(queries), std: c.std}
 	body := retrieveBody{Queries: queries, TopK: topk, ReturnScores: true}
 	if err := c.do(ctx, http.MethodPost, "/retrieve", body, &d); err != nil {
 		return nil, fmt.Errorf("retriever retrieve: %w", err)
@@ -119,12 +122,16 @@ type retrieveResponse struct {
 // naming what is wrong. A body that is not JSON of the answer's shape is a
 // malformed answer, which the transport asks again for.
 type retrieveDecoder struct {
+	std     bool // encoding/json alone (transport.Options.StdJSON)
 	queries int
 	hits    [][]Hit
 	resp    retrieveResponse
 }
 
 func (d *retrieveDecoder) DecodeJSON(b []byte) error {
+	if d.std {
+		return json.Unmarshal(b, &d.resp)
+	}
 	if hits, ok := scanRetrieve(b, d.queries); ok {
 		d.hits = hits
 		return nil
