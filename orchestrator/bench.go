@@ -93,19 +93,19 @@ type BenchInfra struct {
 	// Transport is http.transport's value: inline (the hand-written
 	// HTTP/1.1 layer) or net_http.
 	Transport string `json:"transport"`
-	// JSON is "hand" (the hand-written encoders and scanners) or
-	// "encoding/json" (transport.Options.StdJSON).
+	// JSON is the codec of the request and answer bodies: "encoding/json"
+	// (the hand-written one it was measured against is gone).
 	JSON string `json:"json"`
 	// MicrosPerTurn is the median over the rounds of the CPU per turn.
 	MicrosPerTurn float64 `json:"cpu_us_per_turn"`
 	// Ratio is the median over the rounds of the CPU per turn over that of
-	// inline and hand in the same round; RatioMin and RatioMax are the
+	// the baseline in the same round; RatioMin and RatioMax are the
 	// extremes over the rounds.
 	Ratio    float64 `json:"ratio"`
 	RatioMin float64 `json:"ratio_min"`
 	RatioMax float64 `json:"ratio_max"`
 	// ExtraSecondsPerPaperStep is the CPU seconds the combination adds, or
-	// saves (negative), against inline and hand over a paper-scale step of
+	// saves (negative), against the baseline over a paper-scale step of
 	// benchPaperTurns policy turns: (Ratio-1) x the baseline's median
 	// MicrosPerTurn x benchPaperTurns.
 	ExtraSecondsPerPaperStep float64 `json:"extra_cpu_seconds_per_paper_step"`
@@ -116,9 +116,10 @@ type BenchInfra struct {
 const benchPaperTurns = 2560 * 4
 
 // benchInfraCombos are the infra comparison's combinations, the baseline
-// (today's defaults) first.
+// (the defaults) first. The hand-written JSON encoders and scanners were
+// measured against encoding/json here too, and replaced by it
+// (docs/bench.md): JSON is encoding/json in every combination now.
 var benchInfraCombos = []struct{ transport, json string }{
-	{recipes.TransportInline, "hand"}, {recipes.TransportNetHTTP, "hand"},
 	{recipes.TransportInline, "encoding/json"}, {recipes.TransportNetHTTP, "encoding/json"},
 }
 
@@ -127,7 +128,7 @@ const benchInfraRounds = 5
 
 // benchInfra runs the infra comparison: benchInfraRounds rounds, each
 // running every combination once from scratch, the first combination of
-// round i being i mod 4.
+// round i being i mod len(benchInfraCombos).
 func benchInfra(ctx context.Context, o BenchOptions, batch int, rep *BenchReport) error {
 	k := len(benchInfraCombos)
 	us := make([][]float64, k)     // per combination, per round
@@ -138,12 +139,8 @@ func benchInfra(ctx context.Context, o BenchOptions, batch int, rep *BenchReport
 			c := (i + j) % k
 			v := benchInfraCombos[c]
 			name := fmt.Sprintf("infra-%s-%s-%d", v.transport, strings.ReplaceAll(v.json, "/", "_"), i+1)
-			var opts []ConnectOption
-			if v.json != "hand" {
-				opts = append(opts, withStdJSON())
-			}
 			fmt.Fprintf(o.Out, "bench: %s ...\n", name)
-			cpu, err := benchCPUWith(ctx, o, batch, name, opts, "http.transport="+v.transport)
+			cpu, err := benchCPU(ctx, o, batch, name, "http.transport="+v.transport)
 			if err != nil {
 				return fmt.Errorf("scenario %s: %w", name, err)
 			}
@@ -381,11 +378,6 @@ func benchRun(ctx context.Context, path string, sets []string) (*benchOutcome, e
 // per held token, rolling out batch*5 trajectories against zero-latency
 // simulated servers started in a separate process.
 func benchCPU(ctx context.Context, o BenchOptions, batch int, name string, extra ...string) (map[string]float64, error) {
-	return benchCPUWith(ctx, o, batch, name, nil, extra...)
-}
-
-// benchCPUWith is benchCPU with options for the orchestrator's clients.
-func benchCPUWith(ctx context.Context, o BenchOptions, batch int, name string, opts []ConnectOption, extra ...string) (map[string]float64, error) {
 	// The simulator runs in another process: its tokenizer is built here
 	// from the same recipe (policy.tokenizer sim).
 	sets := append(append([]string{}, benchCommon...), "policy.tokenizer="+recipes.TokenizerSim)
@@ -398,7 +390,7 @@ func benchCPUWith(ctx context.Context, o BenchOptions, batch int, name string, o
 	sets = append(sets, "policy.urls="+strings.Join(urls.Policy, ","), "retriever.url="+urls.Retriever,
 		"judge.url="+urls.Judge, "trainer.url="+urls.Trainer, "trainer.checkpoints_dir="+urls.Checkpoints,
 		"output.dir="+filepath.Join(o.Dir, name))
-	r, deps, emb, err := LoadAndConnect(ctx, o.Recipe, sets, nil, nil, opts...)
+	r, deps, emb, err := LoadAndConnect(ctx, o.Recipe, sets, nil, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -130,13 +130,7 @@ type connectConfig struct {
 	simFaults func(*sim.RoleFaults)
 	// loadTokenizer loads policy.tokenizer files (nil: loadTokenizerFile).
 	loadTokenizer TokenizerLoader
-	// stdJSON sets transport.Options.StdJSON on every client (bench only).
-	stdJSON bool
 }
-
-// withStdJSON makes every client use encoding/json for its hot bodies
-// (transport.Options.StdJSON): orchestrate bench's infra comparison.
-func withStdJSON() ConnectOption { return func(c *connectConfig) { c.stdJSON = true } }
 
 // WithTokenizerLoader makes Connect load policy.tokenizer files (and the
 // one auto finds in the Hugging Face cache) with load instead of the
@@ -242,7 +236,6 @@ func Connect(ctx context.Context, r *recipes.Recipe, environ []string, log io.Wr
 		o.RetryWaitMax = time.Duration(h.RetryWaitMaxMS) * time.Millisecond
 		o.PoolSize = h.PoolSize
 		o.NetHTTP = h.Transport == recipes.TransportNetHTTP
-		o.StdJSON = cfg.stdJSON
 		cfg.metrics.instrument(&o)
 		return o
 	}

@@ -80,13 +80,6 @@ type Options struct {
 	// plain-HTTP calls without a proxy are made on the caller's goroutine
 	// (see h1Transport), and only https and proxied calls go to net/http.
 	NetHTTP bool
-	// StdJSON makes the clients built on these options (policy, retriever)
-	// encode their hot request bodies with encoding/json and decode their
-	// hot answers with it, instead of their hand-written encoders and
-	// scanners; the bytes on the wire are the same. It exists for
-	// orchestrate bench's comparison of the two (docs/bench.md), not for
-	// use: the default is the hand-written path.
-	StdJSON bool
 	// Headers are sent with every request (e.g. Authorization). Their
 	// values are secrets: they never appear in errors or logs.
 	Headers map[string]string

@@ -25,8 +25,9 @@ latencies), side by side in one invocation, and print the figures with their
 targets: async_speedup, hindsight_overhead, busy_fraction, cpu_us_per_turn
 (and cpu_us_per_turn_local, with policy.tokenize local), bytes_per_inflight_token, replica_scaling_2, replica_scaling_4 and
 retriever_calls_saved; and (infra) the CPU per turn with net/http's
-Transport and encoding/json against the hand-written connection layer and
-JSON. docs/bench.md defines each figure and its scenario.
+Transport against the inline connection layer, with the CPU seconds either
+adds to a paper-scale step. docs/bench.md defines each figure and its
+scenario.
 The figures are ratios measured in the same run; they are SIMULATED.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
