@@ -46,7 +46,7 @@ type BenchOptions struct {
 	Out io.Writer
 	// Only, when non-empty, runs only these scenario groups: speedup
 	// (async, lockstep: async_speedup, busy_fraction,
-	// retriever_calls_saved), hindsight, replicas, cpu, infra.
+	// retriever_calls_saved), hindsight, replicas, cpu.
 	Only []string
 }
 
@@ -69,15 +69,10 @@ type BenchReport struct {
 	ReplicaScaling2       float64 `json:"replica_scaling_2"`
 	ReplicaScaling4       float64 `json:"replica_scaling_4"`
 	RetrieverCallsSaved   float64 `json:"retriever_calls_saved"`
-	// NetHTTPCPURatio is the orchestrator's CPU per turn with net/http's
-	// Transport over the same with the inline transport, the median of
-	// paired runs.
-	NetHTTPCPURatio float64 `json:"net_http_cpu_ratio"`
-	// Infra compares, side by side, the orchestrator's CPU per turn with
-	// its hand-written connection layer and JSON against net/http's
-	// Transport and encoding/json (docs/bench.md, "Hand-written
-	// infrastructure against the standard library").
-	Infra []BenchInfra `json:"infra,omitempty"`
+	// CPUSecondsPerPaperStep is cpu_us_per_turn over a paper-scale step's
+	// benchPaperTurns policy turns, in seconds: the control plane's CPU
+	// next to a step's minutes of GPU time (docs/bench.md).
+	CPUSecondsPerPaperStep float64 `json:"cpu_seconds_per_paper_step"`
 	// Scenarios holds the raw measurements behind the figures.
 	Scenarios map[string]map[string]float64 `json:"scenarios"`
 	// Simulated is always true: the figures come from the simulator's
@@ -86,84 +81,9 @@ type BenchReport struct {
 	Seconds   float64 `json:"seconds"`
 }
 
-// BenchInfra is one combination of connection layer and JSON codec in
-// the infra comparison, measured in rounds that run every combination once
-// (the order rotating from round to round), each round from scratch.
-type BenchInfra struct {
-	// Transport is http.transport's value: inline (the hand-written
-	// HTTP/1.1 layer) or net_http.
-	Transport string `json:"transport"`
-	// JSON is the codec of the request and answer bodies: "encoding/json"
-	// (the hand-written one it was measured against is gone).
-	JSON string `json:"json"`
-	// MicrosPerTurn is the median over the rounds of the CPU per turn.
-	MicrosPerTurn float64 `json:"cpu_us_per_turn"`
-	// Ratio is the median over the rounds of the CPU per turn over that of
-	// the baseline in the same round; RatioMin and RatioMax are the
-	// extremes over the rounds.
-	Ratio    float64 `json:"ratio"`
-	RatioMin float64 `json:"ratio_min"`
-	RatioMax float64 `json:"ratio_max"`
-	// ExtraSecondsPerPaperStep is the CPU seconds the combination adds, or
-	// saves (negative), against the baseline over a paper-scale step of
-	// benchPaperTurns policy turns: (Ratio-1) x the baseline's median
-	// MicrosPerTurn x benchPaperTurns.
-	ExtraSecondsPerPaperStep float64 `json:"extra_cpu_seconds_per_paper_step"`
-}
-
 // benchPaperTurns is the policy turns of a paper-scale step at most: 2,560
 // trajectories (512 questions x 5) of up to 4 turns (docs/gpu.md).
 const benchPaperTurns = 2560 * 4
-
-// benchInfraCombos are the infra comparison's combinations, the baseline
-// (the defaults) first. The hand-written JSON encoders and scanners were
-// measured against encoding/json here too, and replaced by it
-// (docs/bench.md): JSON is encoding/json in every combination now.
-var benchInfraCombos = []struct{ transport, json string }{
-	{recipes.TransportInline, "encoding/json"}, {recipes.TransportNetHTTP, "encoding/json"},
-}
-
-// benchInfraRounds is how many rounds of the infra comparison run.
-const benchInfraRounds = 5
-
-// benchInfra runs the infra comparison: benchInfraRounds rounds, each
-// running every combination once from scratch, the first combination of
-// round i being i mod len(benchInfraCombos).
-func benchInfra(ctx context.Context, o BenchOptions, batch int, rep *BenchReport) error {
-	k := len(benchInfraCombos)
-	us := make([][]float64, k)     // per combination, per round
-	ratios := make([][]float64, k) // per combination, per round
-	for i := range benchInfraRounds {
-		round := make([]float64, k)
-		for j := range k {
-			c := (i + j) % k
-			v := benchInfraCombos[c]
-			name := fmt.Sprintf("infra-%s-%s-%d", v.transport, strings.ReplaceAll(v.json, "/", "_"), i+1)
-			fmt.Fprintf(o.Out, "bench: %s ...\n", name)
-			cpu, err := benchCPU(ctx, o, batch, name, "http.transport="+v.transport)
-			if err != nil {
-				return fmt.Errorf("scenario %s: %w", name, err)
-			}
-			fmt.Fprintf(o.Out, "bench: %s: %.0f turns, %.0f us CPU per turn\n", name, cpu["turns"], cpu["cpu_us_per_turn"])
-			rep.Scenarios[name] = cpu
-			round[c] = cpu["cpu_us_per_turn"]
-		}
-		for c := range k {
-			us[c] = append(us[c], round[c])
-			ratios[c] = append(ratios[c], round[c]/round[0])
-		}
-	}
-	base := lowerMedian(slices.Clone(us[0]))
-	rep.Infra = nil
-	for c, v := range benchInfraCombos {
-		r := lowerMedian(slices.Clone(ratios[c]))
-		rep.Infra = append(rep.Infra, BenchInfra{Transport: v.transport, JSON: v.json,
-			MicrosPerTurn: lowerMedian(slices.Clone(us[c])), Ratio: r,
-			RatioMin: slices.Min(ratios[c]), RatioMax: slices.Max(ratios[c]),
-			ExtraSecondsPerPaperStep: (r - 1) * base * benchPaperTurns / 1e6})
-	}
-	return nil
-}
 
 // benchLatency is the simulated GPU and servers of the timed scenarios: a
 // vLLM-like replica (decode step 6 ms + 0.03 ms per running sequence,
@@ -292,17 +212,14 @@ func Bench(ctx context.Context, o BenchOptions) (*BenchReport, error) {
 	// run's, so that one run disturbed by other work on a shared machine
 	// does not decide them. Every run is in Scenarios (cpu-1, ...).
 	if o.SimCommand != nil && o.wants("cpu") {
-		// Each run is followed by one whose clients use net/http's
-		// Transport (http.transport=net_http) and one that tokenizes in
-		// process (policy.tokenize=local), so that they are compared at
-		// the same machine pace.
+		// Each run is followed by one that tokenizes in process
+		// (policy.tokenize=local), so that the two are compared at the
+		// same machine pace.
 		var runs, locals []map[string]float64
-		var ratios []float64
 		for i := range benchCPURuns {
-			var trio [3]map[string]float64
+			var pair [2]map[string]float64
 			for k, v := range []struct{ name, set string }{
-				{fmt.Sprintf("cpu-%d", i+1), "http.transport=" + recipes.TransportInline},
-				{fmt.Sprintf("cpu-%s-%d", recipes.TransportNetHTTP, i+1), "http.transport=" + recipes.TransportNetHTTP},
+				{fmt.Sprintf("cpu-%d", i+1), "policy.tokenize=" + recipes.TokenizeServer},
 				{fmt.Sprintf("cpu-local-%d", i+1), "policy.tokenize=" + recipes.TokenizeLocal},
 			} {
 				fmt.Fprintf(o.Out, "bench: %s ...\n", v.name)
@@ -312,10 +229,9 @@ func Bench(ctx context.Context, o BenchOptions) (*BenchReport, error) {
 				}
 				fmt.Fprintf(o.Out, "bench: %s: %.0f turns, %.0f us CPU per turn\n", v.name, cpu["turns"], cpu["cpu_us_per_turn"])
 				rep.Scenarios[v.name] = cpu
-				trio[k] = cpu
+				pair[k] = cpu
 			}
-			runs, locals = append(runs, trio[0]), append(locals, trio[2])
-			ratios = append(ratios, trio[1]["cpu_us_per_turn"]/trio[0]["cpu_us_per_turn"])
+			runs, locals = append(runs, pair[0]), append(locals, pair[1])
 		}
 		cpu := medianRun(runs, "cpu_us_per_turn")
 		rep.Scenarios["cpu"] = cpu
@@ -323,12 +239,7 @@ func Bench(ctx context.Context, o BenchOptions) (*BenchReport, error) {
 		rep.CPUMicrosPerTurn = cpu["cpu_us_per_turn"]
 		rep.CPUMicrosPerTurnLocal = rep.Scenarios["cpu-local"]["cpu_us_per_turn"]
 		rep.BytesPerInflightToken = cpu["bytes_per_token"]
-		rep.NetHTTPCPURatio = lowerMedian(ratios)
-	}
-	if o.SimCommand != nil && o.wants("infra") {
-		if err := benchInfra(ctx, o, n(400), rep); err != nil {
-			return nil, err
-		}
+		rep.CPUSecondsPerPaperStep = rep.CPUMicrosPerTurn * benchPaperTurns / 1e6
 	}
 	rep.Seconds = time.Since(t0).Seconds()
 	return rep, nil
@@ -645,7 +556,7 @@ var benchTargets = []struct {
 	{"busy_fraction", ">= 0.95", "share of the async rollout with policy work running", func(r *BenchReport) float64 { return r.BusyFraction }},
 	{"cpu_us_per_turn", "<= 200", "orchestrator CPU per policy turn, servers in another process", func(r *BenchReport) float64 { return r.CPUMicrosPerTurn }},
 	{"cpu_us_per_turn_local", "-", "the same with policy.tokenize local (no /tokenize round trips)", func(r *BenchReport) float64 { return r.CPUMicrosPerTurnLocal }},
-	{"net_http_cpu_ratio", "-", "CPU per turn, net/http transport / inline, paired runs", func(r *BenchReport) float64 { return r.NetHTTPCPURatio }},
+	{"cpu_seconds_per_paper_step", "-", "cpu_us_per_turn x 10,240 turns (a paper-scale step), in seconds", func(r *BenchReport) float64 { return r.CPUSecondsPerPaperStep }},
 	{"bytes_per_inflight_token", "-", "orchestrator heap per token held by trajectories", func(r *BenchReport) float64 { return r.BytesPerInflightToken }},
 	{"replica_scaling_2", ">= 1.8", "throughput, 2 replicas / 1", func(r *BenchReport) float64 { return r.ReplicaScaling2 }},
 	{"replica_scaling_4", ">= 3.4", "throughput, 4 replicas / 1", func(r *BenchReport) float64 { return r.ReplicaScaling4 }},
@@ -665,24 +576,6 @@ func WriteBenchTable(w io.Writer, r *BenchReport) error {
 	}
 	if err := t.Render(); err != nil {
 		return err
-	}
-	if len(r.Infra) > 0 {
-		if _, err := fmt.Fprintf(w, "\nHand-written infrastructure against the standard library (%d rounds side by side; a paper-scale step is %d policy turns):\n", benchInfraRounds, benchPaperTurns); err != nil {
-			return err
-		}
-		t := tablewriter.NewTable(w, tablewriter.WithConfig(tablewriter.Config{
-			Header: tw.CellConfig{Formatting: tw.CellFormatting{AutoFormat: tw.Off}},
-		}))
-		t.Header("transport", "json", "cpu_us_per_turn", "ratio", "ratio range", "extra CPU s per paper step")
-		for _, b := range r.Infra {
-			if err := t.Append(b.Transport, b.JSON, fmt.Sprintf("%.1f", b.MicrosPerTurn), fmt.Sprintf("%.3f", b.Ratio),
-				fmt.Sprintf("%.3f-%.3f", b.RatioMin, b.RatioMax), fmt.Sprintf("%+.2f", b.ExtraSecondsPerPaperStep)); err != nil {
-				return err
-			}
-		}
-		if err := t.Render(); err != nil {
-			return err
-		}
 	}
 	_, err := fmt.Fprintf(w, "SIMULATED: figures from the simulator's latency model (docs/bench.md); %.0f s on %d CPUs.\n", r.Seconds, runtime.NumCPU())
 	return err

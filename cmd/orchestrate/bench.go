@@ -23,11 +23,10 @@ func newBenchCmd(e *env) *cobra.Command {
 vLLM-like continuous-batching policy, and judge, trainer and retriever
 latencies), side by side in one invocation, and print the figures with their
 targets: async_speedup, hindsight_overhead, busy_fraction, cpu_us_per_turn
-(and cpu_us_per_turn_local, with policy.tokenize local), bytes_per_inflight_token, replica_scaling_2, replica_scaling_4 and
-retriever_calls_saved; and (infra) the CPU per turn with net/http's
-Transport against the inline connection layer, with the CPU seconds either
-adds to a paper-scale step. docs/bench.md defines each figure and its
-scenario.
+(and cpu_us_per_turn_local, with policy.tokenize local, and
+cpu_seconds_per_paper_step, over a paper-scale step's 10,240 turns),
+bytes_per_inflight_token, replica_scaling_2, replica_scaling_4 and
+retriever_calls_saved. docs/bench.md defines each figure and its scenario.
 The figures are ratios measured in the same run; they are SIMULATED.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -96,6 +95,6 @@ The figures are ratios measured in the same run; they are SIMULATED.`,
 	cmd.Flags().BoolVar(&keep, "keep", false, "keep the temporary directory")
 	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of this process (the orchestrator side) to this file")
 	cmd.Flags().StringVar(&memProfile, "memprofile", "", "write an allocation profile of this process (the orchestrator side) to this file at the end")
-	cmd.Flags().StringSliceVar(&o.Only, "only", nil, "run only these scenarios: speedup, hindsight, replicas, cpu, infra")
+	cmd.Flags().StringSliceVar(&o.Only, "only", nil, "run only these scenarios: speedup, hindsight, replicas, cpu")
 	return cmd
 }
