@@ -69,10 +69,10 @@ type BenchReport struct {
 	ReplicaScaling2       float64 `json:"replica_scaling_2"`
 	ReplicaScaling4       float64 `json:"replica_scaling_4"`
 	RetrieverCallsSaved   float64 `json:"retriever_calls_saved"`
-	// NetHTTPCPURatio is the orchestrator's CPU per turn with net/http's
-	// Transport over the same with the inline transport, the median of
-	// paired runs.
-	NetHTTPCPURatio float64 `json:"net_http_cpu_ratio"`
+	// CPUSecondsPerPaperStep is cpu_us_per_turn over a paper-scale step's
+	// benchPaperTurns policy turns, in seconds: the control plane's CPU
+	// next to a step's minutes of GPU time (docs/bench.md).
+	CPUSecondsPerPaperStep float64 `json:"cpu_seconds_per_paper_step"`
 	// Scenarios holds the raw measurements behind the figures.
 	Scenarios map[string]map[string]float64 `json:"scenarios"`
 	// Simulated is always true: the figures come from the simulator's
@@ -80,6 +80,10 @@ type BenchReport struct {
 	Simulated bool    `json:"simulated"`
 	Seconds   float64 `json:"seconds"`
 }
+
+// benchPaperTurns is the policy turns of a paper-scale step at most: 2,560
+// trajectories (512 questions x 5) of up to 4 turns (docs/gpu.md).
+const benchPaperTurns = 2560 * 4
 
 // benchLatency is the simulated GPU and servers of the timed scenarios: a
 // vLLM-like replica (decode step 6 ms + 0.03 ms per running sequence,
@@ -208,17 +212,14 @@ func Bench(ctx context.Context, o BenchOptions) (*BenchReport, error) {
 	// run's, so that one run disturbed by other work on a shared machine
 	// does not decide them. Every run is in Scenarios (cpu-1, ...).
 	if o.SimCommand != nil && o.wants("cpu") {
-		// Each run is followed by one whose clients use net/http's
-		// Transport (http.transport=net_http) and one that tokenizes in
-		// process (policy.tokenize=local), so that they are compared at
-		// the same machine pace.
+		// Each run is followed by one that tokenizes in process
+		// (policy.tokenize=local), so that the two are compared at the
+		// same machine pace.
 		var runs, locals []map[string]float64
-		var ratios []float64
 		for i := range benchCPURuns {
-			var trio [3]map[string]float64
+			var pair [2]map[string]float64
 			for k, v := range []struct{ name, set string }{
-				{fmt.Sprintf("cpu-%d", i+1), "http.transport=" + recipes.TransportInline},
-				{fmt.Sprintf("cpu-%s-%d", recipes.TransportNetHTTP, i+1), "http.transport=" + recipes.TransportNetHTTP},
+				{fmt.Sprintf("cpu-%d", i+1), "policy.tokenize=" + recipes.TokenizeServer},
 				{fmt.Sprintf("cpu-local-%d", i+1), "policy.tokenize=" + recipes.TokenizeLocal},
 			} {
 				fmt.Fprintf(o.Out, "bench: %s ...\n", v.name)
@@ -228,10 +229,9 @@ func Bench(ctx context.Context, o BenchOptions) (*BenchReport, error) {
 				}
 				fmt.Fprintf(o.Out, "bench: %s: %.0f turns, %.0f us CPU per turn\n", v.name, cpu["turns"], cpu["cpu_us_per_turn"])
 				rep.Scenarios[v.name] = cpu
-				trio[k] = cpu
+				pair[k] = cpu
 			}
-			runs, locals = append(runs, trio[0]), append(locals, trio[2])
-			ratios = append(ratios, trio[1]["cpu_us_per_turn"]/trio[0]["cpu_us_per_turn"])
+			runs, locals = append(runs, pair[0]), append(locals, pair[1])
 		}
 		cpu := medianRun(runs, "cpu_us_per_turn")
 		rep.Scenarios["cpu"] = cpu
@@ -239,7 +239,7 @@ func Bench(ctx context.Context, o BenchOptions) (*BenchReport, error) {
 		rep.CPUMicrosPerTurn = cpu["cpu_us_per_turn"]
 		rep.CPUMicrosPerTurnLocal = rep.Scenarios["cpu-local"]["cpu_us_per_turn"]
 		rep.BytesPerInflightToken = cpu["bytes_per_token"]
-		rep.NetHTTPCPURatio = lowerMedian(ratios)
+		rep.CPUSecondsPerPaperStep = rep.CPUMicrosPerTurn * benchPaperTurns / 1e6
 	}
 	rep.Seconds = time.Since(t0).Seconds()
 	return rep, nil
@@ -556,7 +556,7 @@ var benchTargets = []struct {
 	{"busy_fraction", ">= 0.95", "share of the async rollout with policy work running", func(r *BenchReport) float64 { return r.BusyFraction }},
 	{"cpu_us_per_turn", "<= 200", "orchestrator CPU per policy turn, servers in another process", func(r *BenchReport) float64 { return r.CPUMicrosPerTurn }},
 	{"cpu_us_per_turn_local", "-", "the same with policy.tokenize local (no /tokenize round trips)", func(r *BenchReport) float64 { return r.CPUMicrosPerTurnLocal }},
-	{"net_http_cpu_ratio", "-", "CPU per turn, net/http transport / inline, paired runs", func(r *BenchReport) float64 { return r.NetHTTPCPURatio }},
+	{"cpu_seconds_per_paper_step", "-", "cpu_us_per_turn x 10,240 turns (a paper-scale step), in seconds", func(r *BenchReport) float64 { return r.CPUSecondsPerPaperStep }},
 	{"bytes_per_inflight_token", "-", "orchestrator heap per token held by trajectories", func(r *BenchReport) float64 { return r.BytesPerInflightToken }},
 	{"replica_scaling_2", ">= 1.8", "throughput, 2 replicas / 1", func(r *BenchReport) float64 { return r.ReplicaScaling2 }},
 	{"replica_scaling_4", ">= 3.4", "throughput, 4 replicas / 1", func(r *BenchReport) float64 { return r.ReplicaScaling4 }},

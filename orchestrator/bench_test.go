@@ -33,7 +33,7 @@ func TestBenchPlumbing(t *testing.T) {
 	}
 	b, _ := json.Marshal(rep)
 	for _, k := range []string{"async_speedup", "hindsight_overhead", "busy_fraction", "cpu_us_per_turn",
-		"bytes_per_inflight_token", "replica_scaling_2", "replica_scaling_4", "retriever_calls_saved", "net_http_cpu_ratio", "cpu_us_per_turn_local"} {
+		"bytes_per_inflight_token", "replica_scaling_2", "replica_scaling_4", "retriever_calls_saved", "cpu_seconds_per_paper_step", "cpu_us_per_turn_local"} {
 		if !strings.Contains(string(b), `"`+k+`"`) {
 			t.Errorf("JSON lacks %q", k)
 		}

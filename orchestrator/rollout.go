@@ -257,10 +257,6 @@ type roller struct {
 
 	mu       sync.Mutex
 	tokCache map[string][]int // environment texts tokenized this step
-	// prompts holds the encoded first prompt of each group this step (its
-	// trajectories share one prompt slice), for the first completion
-	// request of each of them.
-	prompts map[promptKey]*policy.PromptCache
 
 	// metrics counts trajectories in flight (nil: none); progress, when
 	// set, is told of each finished trajectory.
@@ -325,47 +321,13 @@ func (r *roller) tokenize(ctx context.Context, text string) ([]int, error) {
 	return ids, nil
 }
 
-// resetStep starts a new step: the retrieval, tokenization and prompt caches are
+// resetStep starts a new step: the retrieval and tokenization caches are
 // emptied and retrieval calls are made under ctx.
 func (r *roller) resetStep(ctx context.Context) {
 	r.batch.reset(ctx)
 	r.mu.Lock()
 	r.tokCache = nil
-	r.prompts = nil
 	r.mu.Unlock()
-}
-
-// promptKey identifies a shared prompt slice and the model it is sent to.
-type promptKey struct {
-	first *int
-	model string
-}
-
-// startPrompt fills l's prompt cache with its prompt's encoding, encoded
-// once per group and step and copied by each trajectory.
-func (r *roller) startPrompt(l *live, model string) {
-	ids := l.t.PromptIDs
-	if len(ids) == 0 || len(l.ctxIDs) < len(ids) {
-		return
-	}
-	k := promptKey{&ids[0], model}
-	r.mu.Lock()
-	pc := r.prompts[k]
-	r.mu.Unlock()
-	if pc == nil {
-		pc = policy.EncodePrompt(model, ids)
-		r.mu.Lock()
-		if r.prompts == nil {
-			r.prompts = map[promptKey]*policy.PromptCache{}
-		}
-		if old := r.prompts[k]; old != nil {
-			pc = old
-		} else {
-			r.prompts[k] = pc
-		}
-		r.mu.Unlock()
-	}
-	l.pc.CopyFrom(pc)
 }
 
 func (r *roller) invalidTokens(ctx context.Context) ([]int, error) {
@@ -413,9 +375,6 @@ type live struct {
 	// environment step.
 	kind, content string
 	tr            Turn
-	// pc keeps the encoded context between the trajectory's completion
-	// requests: each encodes only the ids added since the last.
-	pc policy.PromptCache
 }
 
 func newLive(t *Trajectory, model string, sp policy.Sampling, seed int64) *live {
@@ -434,7 +393,6 @@ func (l *live) finish(reason string) {
 	l.t.Response = string(l.resp)
 	l.t.done = time.Now()
 	l.done = true
-	l.pc = policy.PromptCache{} // its memory is not needed any more
 }
 
 // policyTurn samples the next turn of l and appends its tokens. It marks
@@ -454,10 +412,6 @@ func (r *roller) policyTurn(ctx context.Context, l *live) error {
 		Sampling: l.sp, Stop: format.StopStrings}
 	s := seedFor(l.seed, int64(l.turn))
 	req.Seed = &s
-	if l.pc.Empty() {
-		r.startPrompt(l, req.Model)
-	}
-	req.PromptCache = &l.pc
 	var c *policy.Completion
 	err := r.reps.callFor(ctx, l.model, func(p policy.Policy) error {
 		done := r.phases.start("rollout_policy")

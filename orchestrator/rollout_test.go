@@ -429,25 +429,10 @@ func TestRolloutTokenInTokenOut(t *testing.T) {
 			!reflect.DeepEqual(req.Stop, []string{"</search>", "</answer>"}) || req.Seed == nil || *req.Seed != seedFor(42, int64(i)) {
 			t.Errorf("turn %d request %+v", i, req)
 		}
-		if req.PromptCache == nil || req.PromptCache != p.reqs[0].PromptCache {
-			t.Errorf("turn %d: not the trajectory's prompt cache", i)
-		}
 		ctxIDs = append(append(ctxIDs, turns[i].TokenIDs...), envs[i]...)
-	}
-	// A second trajectory of the group starts from the same encoded prompt.
-	tr2 := &Trajectory{ID: "t2", PromptIDs: prompt, Question: tr.Question}
-	p.script = []*policy.Completion{answer}
-	if err := r.rollout(ctx, tr2, "adapter-1", policy.Neutral(), 43); err != nil {
-		t.Fatal(err)
-	}
-	if len(r.prompts) != 1 {
-		t.Errorf("%d encoded prompts for one group", len(r.prompts))
 	}
 	r.batch = newBatcher(rt, 3, 0, 1, false)
 	r.resetStep(ctx)
-	if r.prompts != nil {
-		t.Error("encoded prompts kept past the step")
-	}
 
 	tr.score()
 	if tr.Answer != "Paris" || !tr.Answered || tr.Reward != 1 || tr.F1 != 1 {

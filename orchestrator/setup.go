@@ -235,7 +235,6 @@ func Connect(ctx context.Context, r *recipes.Recipe, environ []string, log io.Wr
 		o.RetryWaitMin = time.Duration(h.RetryWaitMinMS) * time.Millisecond
 		o.RetryWaitMax = time.Duration(h.RetryWaitMaxMS) * time.Millisecond
 		o.PoolSize = h.PoolSize
-		o.NetHTTP = h.Transport == recipes.TransportNetHTTP
 		cfg.metrics.instrument(&o)
 		return o
 	}

@@ -241,7 +241,7 @@ func Defaults() Recipe {
 			RetryWaitMinMS: 50,
 			RetryWaitMaxMS: 2000,
 			PoolSize:       64,
-			Transport:      TransportInline,
+			Transport:      TransportNetHTTP,
 		},
 		Sim: Sim{
 			Epsilon: 1e-6,

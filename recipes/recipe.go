@@ -351,20 +351,15 @@ type HTTP struct {
 	RetryWaitMaxMS int `mapstructure:"retry_wait_max_ms" yaml:"retry_wait_max_ms"`
 	// PoolSize is the connection pool size of the shared transport.
 	PoolSize int `mapstructure:"pool_size" yaml:"pool_size"`
-	// Transport is how plain-HTTP calls are made: TransportInline (each
-	// call written and answered on the caller's goroutine) or
-	// TransportNetHTTP (net/http's Transport, as https calls always are).
+	// Transport is how calls are made: TransportNetHTTP, the one value
+	// left (the hand-written inline transport was replaced by net/http's,
+	// docs/bench.md).
 	Transport string `mapstructure:"transport" yaml:"transport"`
 }
 
-// http.transport values.
-const (
-	// TransportInline makes plain-HTTP calls on the caller's goroutine over
-	// pooled keep-alive connections (the default; less CPU a call).
-	TransportInline = "inline"
-	// TransportNetHTTP makes every call with net/http's Transport.
-	TransportNetHTTP = "net_http"
-)
+// TransportNetHTTP, http.transport's only value, makes every call with
+// net/http's Transport.
+const TransportNetHTTP = "net_http"
 
 // sim.retriever_style values: which of Search-R1's retrieval servers the
 // embedded retriever answers like.

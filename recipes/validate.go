@@ -331,7 +331,7 @@ func (r *Recipe) Validate() error {
 			r.HTTP.RetryWaitMinMS, r.HTTP.RetryWaitMaxMS)
 	}
 	atLeast("http.pool_size", r.HTTP.PoolSize, 1)
-	oneOf("http.transport", r.HTTP.Transport, TransportInline, TransportNetHTTP)
+	oneOf("http.transport", r.HTTP.Transport, TransportNetHTTP)
 
 	oneOf("rollout.schedule", r.Rollout.Schedule, ScheduleAsync, ScheduleLockstep)
 	positive("trainer.call_timeout_seconds", r.Trainer.CallTimeoutSeconds)

@@ -75,7 +75,7 @@ func TestValidateNamesEveryProblem(t *testing.T) {
 		"\ttrain.group_size: must be at least 2, got 1\n",
 		"\ttrainer.loss: must be one of importance_sampling, ppo, got \"grpo\"\n",
 		"\thindsight.broadcast: must be one of search, response, trajectory, got \"all\"\n",
-		"\thttp.transport: must be one of inline, net_http, got \"h2\"\n",
+		"\thttp.transport: must be one of net_http, got \"h2\"\n",
 		"\ttrain.data[1]: " + missing + ": no such file\n",
 		"\teval.datasets.nq: " + missing + ": no such file\n",
 	} {

@@ -114,12 +114,8 @@ func (c *Client) Complete(ctx context.Context, req CompletionRequest) (*Completi
 		Logprobs:               1,
 		ReturnTokensAsTokenIDs: true,
 	}
-	enc, err := body.encodeWith(req.PromptCache)
-	if err != nil {
-		return nil, fmt.Errorf("policy complete: encode request: %w", err)
-	}
 	var d completionDecoder
-	if err := c.do(ctx, http.MethodPost, "/v1/completions", enc, &d); err != nil {
+	if err := c.do(ctx, http.MethodPost, "/v1/completions", body, &d); err != nil {
 		return nil, fmt.Errorf("policy complete: %w", err)
 	}
 	if d.bad != nil {
@@ -128,72 +124,7 @@ func (c *Client) Complete(ctx context.Context, req CompletionRequest) (*Completi
 	return d.out, nil
 }
 
-// appendPromptHead appends the start of a completion body up to the last
-// prompt id: {"model":...,"prompt":[ids.
-func appendPromptHead(dst []byte, model string, prompt []int) []byte {
-	if n := 256 + 7*len(prompt) + len(model); cap(dst)-len(dst) < n {
-		dst = append(make([]byte, 0, len(dst)+n), dst...)
-	}
-	dst = append(dst, `{"model":`...)
-	dst = appendJSONString(dst, model)
-	dst = append(dst, `,"prompt":[`...)
-	return appendInts(dst, prompt)
-}
-
-// PromptCache keeps the JSON of a growing token-id prompt between the
-// completion requests of one trajectory, so that each request encodes only
-// the ids added since the one before (a turn's prompt is the whole context
-// so far, hundreds to thousands of ids, all but the last turn's
-// unchanged). It belongs to one trajectory (not safe for concurrent use),
-// and the prompts passed with it must each extend the one before by
-// appending, as a trajectory's context does: the cache checks only the
-// length and the first and last ids it holds, and a prompt that fails
-// those checks, or comes for another model, is encoded afresh. The zero
-// value is empty.
-type PromptCache struct {
-	model       string
-	ids         int    // prompt ids encoded in buf
-	first, last int    // the first and last of them
-	buf         []byte // {"model":...,"prompt":[ and the ids
-}
-
-// EncodePrompt returns a PromptCache holding the encoding of prompt for
-// model, for trajectories that start from the same prompt (a group) to
-// copy with CopyFrom; it is only read after that.
-func EncodePrompt(model string, prompt []int) *PromptCache {
-	pc := &PromptCache{}
-	if len(prompt) == 0 {
-		return pc
-	}
-	pc.buf = appendPromptHead(nil, model, prompt)
-	pc.model, pc.ids = model, len(prompt)
-	pc.first, pc.last = prompt[0], prompt[len(prompt)-1]
-	return pc
-}
-
-// CopyFrom makes pc hold the prompt src holds (src is only read).
-func (pc *PromptCache) CopyFrom(src *PromptCache) {
-	buf := pc.buf[:0]
-	if cap(buf) < len(src.buf) {
-		// Room for the turns to come, as appendPromptHead leaves.
-		buf = make([]byte, 0, 2*len(src.buf)+256)
-	}
-	buf = append(buf, src.buf...)
-	*pc = *src
-	pc.buf = buf
-}
-
-// Empty reports whether pc holds no prompt.
-func (pc *PromptCache) Empty() bool { return pc.ids == 0 }
-
-// extends reports whether prompt, for model, extends the cached prompt.
-func (pc *PromptCache) extends(model string, prompt []int) bool {
-	return pc.ids > 0 && pc.model == model && len(prompt) >= pc.ids &&
-		prompt[0] == pc.first && prompt[pc.ids-1] == pc.last
-}
-
-// parseCompletion reads the first choice of a decoded answer (the slow
-// path; scanCompletion applies the same rules).
+// parseCompletion reads the first choice of a decoded answer.
 func parseCompletion(resp *completionResponse) (*Completion, error) {
 	if len(resp.Choices) == 0 {
 		return nil, errors.New("no choices in response")
@@ -348,6 +279,13 @@ func (c *Client) Score(ctx context.Context, model string, seq []int) ([]float64,
 	return out, nil
 }
 
+// tokenizeBody is the body of Tokenize.
+type tokenizeBody struct {
+	AddSpecialTokens bool   `json:"add_special_tokens"`
+	Model            string `json:"model"`
+	Prompt           string `json:"prompt"`
+}
+
 type tokenizeResponse struct {
 	Count       int   `json:"count"`
 	MaxModelLen int   `json:"max_model_len"`
@@ -356,14 +294,15 @@ type tokenizeResponse struct {
 
 // Tokenize tokenizes text without a chat template (POST /tokenize).
 func (c *Client) Tokenize(ctx context.Context, model, text string, addSpecialTokens bool) ([]int, error) {
+	body := tokenizeBody{AddSpecialTokens: addSpecialTokens, Model: model, Prompt: text}
 	var d tokensDecoder
-	if err := c.do(ctx, http.MethodPost, "/tokenize", tokenizeBody(model, text, addSpecialTokens), &d); err != nil {
+	if err := c.do(ctx, http.MethodPost, "/tokenize", body, &d); err != nil {
 		return nil, fmt.Errorf("policy tokenize: %w", err)
 	}
 	return d.ids, nil
 }
 
-// completionDecoder and tokensDecoder decode hot answers through the
+// completionDecoder and tokensDecoder decode answers through the
 // transport, so a malformed one is retried. A completion answer that is
 // well-formed JSON but unusable (bad is set) is not retried.
 type completionDecoder struct {
@@ -381,6 +320,31 @@ type tokensDecoder struct{ ids []int }
 func (d *tokensDecoder) DecodeJSON(b []byte) (err error) {
 	d.ids, err = decodeTokens(b)
 	return err
+}
+
+// decodeCompletion reads a /v1/completions answer into a Completion. A
+// body that is not JSON of the answer's shape is an error (the transport
+// retries it as a malformed answer); a well-formed answer that
+// parseCompletion rejects comes back as bad, with the reason.
+func decodeCompletion(raw []byte) (c *Completion, bad error, err error) {
+	var resp completionResponse
+	if err := json.Unmarshal(raw, &resp); err != nil {
+		return nil, nil, err
+	}
+	c, bad = parseCompletion(&resp)
+	return c, bad, nil
+}
+
+// decodeTokens reads the ids of a /tokenize answer.
+func decodeTokens(raw []byte) ([]int, error) {
+	var resp tokenizeResponse
+	if err := json.Unmarshal(raw, &resp); err != nil {
+		return nil, err
+	}
+	if resp.Tokens == nil {
+		return nil, errors.New(`no "tokens" array`)
+	}
+	return resp.Tokens, nil
 }
 
 // TokenizeChat applies the server's chat template to messages and tokenizes
@@ -481,88 +445,6 @@ func (c *Client) Models(ctx context.Context) ([]string, error) {
 		ids[i] = d.ID
 	}
 	return ids, nil
-}
-
-// encode writes the body as JSON, the prompt's ids with strconv rather
-// than reflection: a turn's prompt is thousands of ids, and this is the
-// orchestrator's hottest encoding. The output equals json.Marshal's, and
-// so does the error for a value JSON cannot carry (a NaN temperature).
-func (b completionBody) encode() (json.RawMessage, error) {
-	return b.encodeWith(nil)
-}
-
-// encodeWith is encode, taking the model and the prompt's first ids, already
-// encoded, from pc where it holds them, and keeping this prompt's encoding
-// in pc for the next request. The body is a new slice: the transport may
-// still read a body after its call returned (net/http closes it in its own
-// time), so the cache's memory is never handed out.
-func (b completionBody) encodeWith(pc *PromptCache) (json.RawMessage, error) {
-	var head []byte
-	switch {
-	case pc == nil || len(b.Prompt) == 0:
-		head = appendPromptHead(nil, b.Model, b.Prompt)
-	case pc.extends(b.Model, b.Prompt):
-		head = pc.buf
-		if pc.ids < len(b.Prompt) {
-			head = appendInts(append(head, ','), b.Prompt[pc.ids:])
-		}
-	default:
-		head = appendPromptHead(pc.buf[:0], b.Model, b.Prompt)
-	}
-	if pc != nil && len(b.Prompt) > 0 {
-		pc.model, pc.ids, pc.buf = b.Model, len(b.Prompt), head
-		pc.first, pc.last = b.Prompt[0], b.Prompt[len(b.Prompt)-1]
-	}
-	out := head
-	if pc != nil {
-		out = append(make([]byte, 0, len(head)+256), head...)
-	}
-	out = append(out, `],"max_tokens":`...)
-	out = strconv.AppendInt(out, int64(b.MaxTokens), 10)
-	out = append(out, `,"temperature":`...)
-	var err error
-	if out, err = appendJSONFloat(out, b.Temperature); err != nil {
-		return nil, fmt.Errorf("temperature: %w", err)
-	}
-	out = append(out, `,"top_p":`...)
-	if out, err = appendJSONFloat(out, b.TopP); err != nil {
-		return nil, fmt.Errorf("top_p: %w", err)
-	}
-	out = append(out, `,"top_k":`...)
-	out = strconv.AppendInt(out, int64(b.TopK), 10)
-	for _, f := range [...]struct {
-		key string
-		v   float64
-	}{{`,"min_p":`, b.MinP}, {`,"repetition_penalty":`, b.RepetitionPenalty},
-		{`,"presence_penalty":`, b.PresencePenalty}, {`,"frequency_penalty":`, b.FrequencyPenalty}} {
-		out = append(out, f.key...)
-		if out, err = appendJSONFloat(out, f.v); err != nil {
-			return nil, fmt.Errorf("%s: %w", strings.Trim(f.key, `,":`), err)
-		}
-	}
-	if b.Seed != nil {
-		out = append(out, `,"seed":`...)
-		out = strconv.AppendInt(out, *b.Seed, 10)
-	}
-	out = append(out, `,"n":`...)
-	out = strconv.AppendInt(out, int64(b.N), 10)
-	out = append(out, `,"stop":[`...)
-	for i, s := range b.Stop {
-		if i > 0 {
-			out = append(out, ',')
-		}
-		out = appendJSONString(out, s)
-	}
-	out = append(out, `],"include_stop_str_in_output":`...)
-	out = strconv.AppendBool(out, b.IncludeStopStrInOutput)
-	out = append(out, `,"skip_special_tokens":`...)
-	out = strconv.AppendBool(out, b.SkipSpecialTokens)
-	out = append(out, `,"logprobs":`...)
-	out = strconv.AppendInt(out, int64(b.Logprobs), 10)
-	out = append(out, `,"return_tokens_as_token_ids":`...)
-	out = strconv.AppendBool(out, b.ReturnTokensAsTokenIDs)
-	out = append(out, '}')
-	return out, nil
 }
 
 // AlreadyLoaded reports an error of LoadLoRA saying the adapter is already

@@ -12,10 +12,9 @@ import (
 	"github.com/hindsearch/hindsearch/clients/transport"
 )
 
-// A trajectory passes one PromptCache with each of its completion
-// requests: every request still carries the whole context as token ids,
-// and only the ids added since the previous request are encoded anew.
-func ExamplePromptCache() {
+// A trajectory's completion requests each carry the whole context so far
+// as token ids: the sampled ids are appended for the next turn.
+func ExampleClient_Complete() {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		var req struct{ Prompt []int }
@@ -31,11 +30,10 @@ func ExamplePromptCache() {
 	}
 	defer c.Close()
 
-	var pc policy.PromptCache
 	ids := []int{1, 2, 3}
 	for range 2 {
 		out, err := c.Complete(context.Background(), policy.CompletionRequest{Model: "m", Prompt: ids,
-			MaxTokens: 1, Sampling: policy.Neutral(), PromptCache: &pc})
+			MaxTokens: 1, Sampling: policy.Neutral()})
 		if err != nil {
 			panic(err)
 		}

@@ -106,10 +106,6 @@ type CompletionRequest struct {
 	Seed *int64
 	// Stop strings; the stop string is kept in the output.
 	Stop []string
-	// PromptCache, when non-nil, holds the encoded prompt of the
-	// trajectory's previous request and keeps this one's (see
-	// PromptCache); it must not be shared by concurrent requests.
-	PromptCache *PromptCache
 }
 
 // Completion is the result of one sampling request.

@@ -58,11 +58,11 @@ func TestRetrieveAcceptsSearchR1BM25HitsWithoutID(t *testing.T) {
 	}
 }
 
-// The fast path takes Search-R1's BM25 answers as well.
-func TestScanRetrieveTakesSearchR1BM25Answers(t *testing.T) {
-	hits, ok := scanRetrieve([]byte(bm25Body), 2)
+// Search-R1's BM25 answers are read, each hit's id synthesised.
+func TestRetrieveReadsSearchR1BM25Answers(t *testing.T) {
+	hits, ok := readAnswer([]byte(bm25Body), 2)
 	if !ok {
-		t.Fatal("slow path for a BM25 answer")
+		t.Fatal("BM25 answer not read")
 	}
 	if h := hits[0][0]; h.ID != wantSynthID(h.Contents) || !h.IDFromContents {
 		t.Fatalf("id %q", hits[0][0].ID)
@@ -99,7 +99,7 @@ func TestSynthID(t *testing.T) {
 
 // A document that sends its id keeps it, even beside title and text.
 func TestRetrieveKeepsSentIDs(t *testing.T) {
-	hits, ok := scanRetrieve([]byte(`{"result":[[{"document":{"id":"0","title":"T","text":"x","contents":"\"T\"\nx"},"score":1}]]}`), 1)
+	hits, ok := readAnswer([]byte(`{"result":[[{"document":{"id":"0","title":"T","text":"x","contents":"\"T\"\nx"},"score":1}]]}`), 1)
 	if !ok || hits[0][0].ID != "0" || hits[0][0].IDFromContents {
 		t.Fatalf("%v %v", hits, ok)
 	}

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/hindsearch/hindsearch/clients/internal/jsonscan"
 	"github.com/hindsearch/hindsearch/clients/transport"
 )
 
@@ -74,15 +73,12 @@ func (c *Client) Retrieve(ctx context.Context, queries []string, topk int) ([][]
 	if topk <= 0 {
 		return nil, fmt.Errorf("retriever retrieve: topk %d, want > 0", topk)
 	}
-	d := retrieveDecoder{queries: len(queries)}
+	var resp retrieveResponse
 	body := retrieveBody{Queries: queries, TopK: topk, ReturnScores: true}
-	if err := c.do(ctx, http.MethodPost, "/retrieve", body, &d); err != nil {
+	if err := c.do(ctx, http.MethodPost, "/retrieve", body, &resp); err != nil {
 		return nil, fmt.Errorf("retriever retrieve: %w", err)
 	}
-	if d.hits != nil {
-		return d.hits, nil
-	}
-	out, err := d.resp.hits(len(queries))
+	out, err := resp.hits(len(queries))
 	if err != nil {
 		return nil, fmt.Errorf("retriever retrieve %s: %w", c.URL(), err)
 	}
@@ -111,25 +107,6 @@ func (r *retrieveResponse) hits(queries int) ([][]Hit, error) {
 // retrieveResponse is a /retrieve answer as encoding/json reads it.
 type retrieveResponse struct {
 	Result [][]wireHit `json:"result"`
-}
-
-// retrieveDecoder reads a /retrieve answer: with the scanner when every
-// hit is complete and the answer has one result per query (hits), else
-// with encoding/json (resp), whose result Retrieve checks and converts,
-// naming what is wrong. A body that is not JSON of the answer's shape is a
-// malformed answer, which the transport asks again for.
-type retrieveDecoder struct {
-	queries int
-	hits    [][]Hit
-	resp    retrieveResponse
-}
-
-func (d *retrieveDecoder) DecodeJSON(b []byte) error {
-	if hits, ok := scanRetrieve(b, d.queries); ok {
-		d.hits = hits
-		return nil
-	}
-	return json.Unmarshal(b, &d.resp)
 }
 
 func convertHit(h wireHit) (Hit, error) {
@@ -180,110 +157,4 @@ func titleText(title, text string) string { return "\"" + title + "\"\n" + text 
 func SplitContents(contents string) (title, text string) {
 	title, text, _ = strings.Cut(contents, "\n")
 	return title, text
-}
-
-// scanRetrieve is the fast path of a /retrieve answer: ok only when it
-// reads exactly what encoding/json and convertHit would make of it, with
-// one result per query and every hit complete (contents or title and
-// text, a score, and an id that is a string or an integer, or none).
-// Anything else (an error to report, a null, an unusual key) is left to
-// the slow path.
-func scanRetrieve(raw []byte, queries int) ([][]Hit, bool) {
-	s := jsonscan.New(raw)
-	var out [][]Hit
-	seen := false
-	ok := s.Object(func(key []byte) bool {
-		switch jsonscan.Match(key, "result") {
-		case 0:
-			if seen {
-				return false
-			}
-			seen = true
-			out = make([][]Hit, 0, queries)
-			return s.Array(func() bool {
-				if len(out) == queries {
-					return false
-				}
-				hits := []Hit{}
-				ok := s.Array(func() bool {
-					h, ok := scanHit(&s)
-					hits = append(hits, h)
-					return ok
-				})
-				out = append(out, hits)
-				return ok
-			})
-		case -1:
-			return s.Skip()
-		}
-		return false
-	}) && s.End()
-	return out, ok && seen && len(out) == queries
-}
-
-// scanHit reads one complete hit.
-func scanHit(s *jsonscan.Scanner) (Hit, bool) {
-	var h Hit
-	var seen uint16
-	var score, doc bool
-	ok := s.Object(func(key []byte) bool {
-		k := jsonscan.Match(key, "document", "score")
-		if k == -1 {
-			return s.Skip()
-		}
-		if k < 0 || !jsonscan.SeenOnce(&seen, k) {
-			return false
-		}
-		if k == 1 {
-			var ok bool
-			h.Score, ok = s.Float()
-			score = ok
-			return ok
-		}
-		var d uint16
-		var title, text string
-		var hasID, hasContents, hasTitle, hasText bool
-		doc = s.Object(func(key []byte) bool {
-			k := jsonscan.Match(key, "id", "contents", "title", "text")
-			if k == -1 {
-				return s.Skip()
-			}
-			if k < 0 || !jsonscan.SeenOnce(&d, k) {
-				return false
-			}
-			var ok bool
-			switch k {
-			case 0:
-				if s.Peek() == '"' {
-					h.ID, ok = s.Str()
-				} else {
-					var num []byte
-					var integer bool
-					num, integer, ok = s.Number()
-					ok = ok && integer
-					h.ID = string(num)
-				}
-				hasID = ok
-			case 1:
-				h.Contents, ok = s.Str()
-				hasContents = ok
-			case 2:
-				title, ok = s.Str()
-				hasTitle = ok
-			case 3:
-				text, ok = s.Str()
-				hasText = ok
-			}
-			return ok
-		})
-		if !hasContents && hasTitle && hasText {
-			h.Contents = titleText(title, text)
-		}
-		doc = doc && (hasContents || hasTitle && hasText)
-		if doc && !hasID {
-			h.ID, h.IDFromContents = SynthID(h.Contents), true
-		}
-		return doc
-	})
-	return h, ok && doc && score
 }

@@ -24,18 +24,11 @@ func benchServer(b *testing.B) *httptest.Server {
 }
 
 // BenchmarkDo is one POST of an 8 KB body through the whole stack (resty,
-// retryablehttp, the inline transport) over loopback, server in this
+// retryablehttp, net/http's Transport) over loopback, server in this
 // process.
-func BenchmarkDo(b *testing.B) { benchmarkDo(b, false) }
-
-// BenchmarkDoNetHTTP is BenchmarkDo with Options.NetHTTP (net/http's
-// Transport under retryablehttp), for comparison.
-func BenchmarkDoNetHTTP(b *testing.B) { benchmarkDo(b, true) }
-
-func benchmarkDo(b *testing.B, netHTTP bool) {
+func BenchmarkDo(b *testing.B) {
 	srv := benchServer(b)
 	o := DefaultOptions("policy", srv.URL)
-	o.NetHTTP = netHTTP
 	c, err := New(o)
 	if err != nil {
 		b.Fatal(err)

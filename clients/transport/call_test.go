@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/hindsearch/hindsearch/clients/internal/fake"
 )
@@ -124,7 +123,6 @@ func TestStatusErrorCountsAnEarlierSend(t *testing.T) {
 	o := testOptions("trainer", s.URL)
 	o.Retries = 0
 	c := newClient(t, o)
-	c.h1.peekAfter = time.Hour
 	warm := func() {
 		if err := c.Do(context.Background(), http.MethodGet, "/warm", nil, nil); err != nil {
 			t.Fatal(err)

@@ -76,10 +76,6 @@ type Options struct {
 	// PoolSize is the connection pool size: the most connections, idle or
 	// busy, kept to the server.
 	PoolSize int
-	// NetHTTP sends every call through net/http's Transport; by default
-	// plain-HTTP calls without a proxy are made on the caller's goroutine
-	// (see h1Transport), and only https and proxied calls go to net/http.
-	NetHTTP bool
 	// Headers are sent with every request (e.g. Authorization). Their
 	// values are secrets: they never appear in errors or logs.
 	Headers map[string]string
@@ -147,7 +143,7 @@ type Client struct {
 	opts    Options
 	rc      *resty.Client
 	tr      *http.Transport
-	h1      *h1Transport
+	at      *attemptTransport
 	secrets []string
 }
 
@@ -308,15 +304,13 @@ func New(o Options) (*Client, error) {
 		WriteBufferSize: writeBufferSize,
 		ReadBufferSize:  readBufferSize,
 	}
-	// Plain-HTTP exchanges run on the caller's goroutine (h1Transport);
-	// https and proxied requests go through c.tr. The per-attempt timeout
-	// is h1Transport's: an http.Client timeout over a transport it does
-	// not know would cost a goroutine and a timer per request.
-	c.h1 = &h1Transport{std: c.tr, proxy: http.ProxyFromEnvironment, dial: d.DialContext,
-		timeout: o.Timeout, max: o.PoolSize, idleTimeout: 90 * time.Second, peekAfter: defaultPeekAfter,
-		allStd: o.NetHTTP}
+	// RetryUnsent calls (rare: trainer calls that must not run twice) go
+	// on connections of their own, each new (attemptTransport).
+	fresh := c.tr.Clone()
+	fresh.DisableKeepAlives = true
+	c.at = &attemptTransport{std: c.tr, fresh: fresh, timeout: o.Timeout}
 	rc := &retryablehttp.Client{
-		HTTPClient:   &http.Client{Transport: c.h1, CheckRedirect: checkRedirect},
+		HTTPClient:   &http.Client{Transport: c.at, CheckRedirect: checkRedirect},
 		RetryWaitMin: o.RetryWaitMin,
 		RetryWaitMax: o.RetryWaitMax,
 		RetryMax:     o.Retries,
@@ -374,7 +368,7 @@ func (c *Client) Backoff(attempt int) time.Duration {
 }
 
 // Close closes the client's idle connections.
-func (c *Client) Close() { c.h1.CloseIdleConnections() }
+func (c *Client) Close() { c.at.CloseIdleConnections() }
 
 // Do sends a request to path (appended to the base URL) and decodes the
 // answer. in is sent as JSON (nil: no body; a json.RawMessage is sent

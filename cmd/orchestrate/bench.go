@@ -23,7 +23,9 @@ func newBenchCmd(e *env) *cobra.Command {
 vLLM-like continuous-batching policy, and judge, trainer and retriever
 latencies), side by side in one invocation, and print the figures with their
 targets: async_speedup, hindsight_overhead, busy_fraction, cpu_us_per_turn
-(and cpu_us_per_turn_local, with policy.tokenize local), bytes_per_inflight_token, replica_scaling_2, replica_scaling_4 and
+(and cpu_us_per_turn_local, with policy.tokenize local, and
+cpu_seconds_per_paper_step, over a paper-scale step's 10,240 turns),
+bytes_per_inflight_token, replica_scaling_2, replica_scaling_4 and
 retriever_calls_saved. docs/bench.md defines each figure and its scenario.
 The figures are ratios measured in the same run; they are SIMULATED.`,
 		Args: cobra.NoArgs,

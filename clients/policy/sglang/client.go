@@ -113,7 +113,6 @@ func params(maxNew int, s policy.Sampling, stop []string, seed *int64) samplingP
 // input_ids, every sampling field sent, no_stop_trim true so the text keeps
 // the stop string, return_logprob true, logprob_start_len -1) and returns
 // output_ids with meta_info.output_token_logprobs and finish_reason.
-// req.PromptCache is not used.
 func (c *Client) Complete(ctx context.Context, req policy.CompletionRequest) (*policy.Completion, error) {
 	if len(req.Prompt) == 0 {
 		return nil, errors.New("policy complete: empty prompt")

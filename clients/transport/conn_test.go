@@ -110,7 +110,7 @@ func answer(body string, extra ...string) string {
 	return h + "\r\n" + body
 }
 
-func TestH1RequestOnTheWire(t *testing.T) {
+func TestRequestOnTheWire(t *testing.T) {
 	s := newRawServer(t, func(s *rawServer, c net.Conn, br *bufio.Reader) {
 		for {
 			if _, err := s.read(br); err != nil {
@@ -149,6 +149,9 @@ func TestH1RequestOnTheWire(t *testing.T) {
 			t.Errorf("header %q missing in\n%s", want, head)
 		}
 	}
+	if strings.Contains(head, "Idempotency") {
+		t.Errorf("the idempotency mark went out:\n%s", head)
+	}
 	if body != `{"prompt":[1,2,3]}` {
 		t.Errorf("body %q", body)
 	}
@@ -161,7 +164,7 @@ func TestH1RequestOnTheWire(t *testing.T) {
 	}
 }
 
-func TestH1RejectsLineBreakInHeader(t *testing.T) {
+func TestRejectsLineBreakInHeader(t *testing.T) {
 	s := newRawServer(t, func(s *rawServer, c net.Conn, br *bufio.Reader) {
 		s.read(br)
 	})
@@ -179,14 +182,14 @@ func TestH1RejectsLineBreakInHeader(t *testing.T) {
 	}
 }
 
-// TestH1ServerClosedIdleConnection: a server that closes each connection
-// after answering, without saying so. The next call must notice (by
-// looking at the idle socket, or, when it was idle too briefly to be
-// looked at, by sending again on a new connection) and succeed with one
-// attempt, no retry.
-func TestH1ServerClosedIdleConnection(t *testing.T) {
-	for _, peek := range []bool{true, false} {
-		t.Run(fmt.Sprintf("peek=%v", peek), func(t *testing.T) {
+// TestServerClosedIdleConnection: a server that closes each connection
+// after answering, without saying so. The next call must notice (net/http
+// sees the close on the idle connection, or sends again on a new one when
+// the close comes as the request goes out) and succeed with one attempt,
+// no retry.
+func TestServerClosedIdleConnection(t *testing.T) {
+	for _, pause := range []time.Duration{20 * time.Millisecond, 0} {
+		t.Run(fmt.Sprintf("pause=%s", pause), func(t *testing.T) {
 			s := newRawServer(t, func(s *rawServer, c net.Conn, br *bufio.Reader) {
 				if _, err := s.read(br); err != nil {
 					return
@@ -204,14 +207,9 @@ func TestH1ServerClosedIdleConnection(t *testing.T) {
 				mu.Unlock()
 			}
 			c := newClient(t, o)
-			if peek {
-				c.h1.peekAfter = 0
-			} else {
-				c.h1.peekAfter = time.Hour
-			}
 			for i := range 5 {
 				if i > 0 {
-					time.Sleep(20 * time.Millisecond) // the server's close arrives
+					time.Sleep(pause) // the server's close arrives, or not yet
 				}
 				if err := c.Do(context.Background(), http.MethodPost, "/x", json.RawMessage(`{}`), nil); err != nil {
 					t.Fatalf("call %d: %v", i, err)
@@ -237,7 +235,7 @@ func TestH1ServerClosedIdleConnection(t *testing.T) {
 	}
 }
 
-func TestH1ChunkedAndCloseAnswers(t *testing.T) {
+func TestChunkedAndCloseAnswers(t *testing.T) {
 	s := newRawServer(t, func(s *rawServer, c net.Conn, br *bufio.Reader) {
 		for i := 0; ; i++ {
 			r, err := s.read(br)
@@ -274,7 +272,7 @@ func TestH1ChunkedAndCloseAnswers(t *testing.T) {
 	}
 }
 
-func TestH1PoolBoundsRequestsInFlight(t *testing.T) {
+func TestPoolBoundsRequestsInFlight(t *testing.T) {
 	var cur, peak atomic.Int32
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n := cur.Add(1)
@@ -319,7 +317,7 @@ func TestH1PoolBoundsRequestsInFlight(t *testing.T) {
 	}
 }
 
-func TestH1CancelMidAnswer(t *testing.T) {
+func TestCancelMidAnswer(t *testing.T) {
 	closed := make(chan struct{})
 	s := newRawServer(t, func(s *rawServer, c net.Conn, br *bufio.Reader) {
 		if _, err := s.read(br); err != nil {
@@ -349,7 +347,7 @@ func TestH1CancelMidAnswer(t *testing.T) {
 	}
 }
 
-func TestH1AttemptTimeoutIsRetried(t *testing.T) {
+func TestAttemptTimeoutIsRetried(t *testing.T) {
 	var calls atomic.Int32
 	s := newRawServer(t, func(s *rawServer, c net.Conn, br *bufio.Reader) {
 		for {
@@ -386,9 +384,9 @@ func TestH1AttemptTimeoutIsRetried(t *testing.T) {
 	}
 }
 
-// TestH1ProxiedRequestsUseNetHTTP: a request that goes through a proxy is
-// sent by net/http's Transport (absolute URI to the proxy).
-func TestH1ProxiedRequestsUseNetHTTP(t *testing.T) {
+// TestProxiedRequests: a request that goes through a proxy is sent to it
+// with the absolute URI.
+func TestProxiedRequests(t *testing.T) {
 	var mu sync.Mutex
 	var seen []string
 	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -400,7 +398,6 @@ func TestH1ProxiedRequestsUseNetHTTP(t *testing.T) {
 	t.Cleanup(proxy.Close)
 	pu, _ := url.Parse(proxy.URL)
 	c := newClient(t, testOptions("judge", "http://judge.invalid:8000"))
-	c.h1.proxy = http.ProxyURL(pu)
 	c.tr.Proxy = http.ProxyURL(pu)
 	var out struct{ Via string }
 	if err := c.Do(context.Background(), http.MethodPost, "/v1/chat/completions", json.RawMessage(`{}`), &out); err != nil {
@@ -410,40 +407,5 @@ func TestH1ProxiedRequestsUseNetHTTP(t *testing.T) {
 	defer mu.Unlock()
 	if out.Via != "proxy" || len(seen) != 1 || seen[0] != "http://judge.invalid:8000/v1/chat/completions" {
 		t.Fatalf("via %q, proxy saw %q", out.Via, seen)
-	}
-}
-
-// Options.NetHTTP sends plain-HTTP calls through net/http's Transport; by
-// default they are made inline.
-func TestH1NetHTTPOption(t *testing.T) {
-	s := newRawServer(t, func(s *rawServer, c net.Conn, br *bufio.Reader) {
-		for {
-			if _, err := s.read(br); err != nil {
-				return
-			}
-			io.WriteString(c, answer(`{"a":1}`))
-		}
-	})
-	for _, netHTTP := range []bool{false, true} {
-		o := testOptions("policy", s.URL)
-		o.NetHTTP = netHTTP
-		c := newClient(t, o)
-		var out struct{ A int }
-		if err := c.Do(context.Background(), http.MethodPost, "/x", json.RawMessage(`{}`), &out); err != nil || out.A != 1 {
-			t.Fatalf("NetHTTP %v: %v %v", netHTTP, out, err)
-		}
-		c.h1.mu.Lock()
-		inline := len(c.h1.hosts) > 0
-		c.h1.mu.Unlock()
-		if inline == netHTTP {
-			t.Errorf("NetHTTP %v: call made inline: %v", netHTTP, inline)
-		}
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	// net/http asks for gzip on its own; the inline transport sends only
-	// the call's headers.
-	if len(s.requests) != 2 || strings.Contains(string(s.requests[0]), "Accept-Encoding") || !strings.Contains(string(s.requests[1]), "Accept-Encoding: gzip") {
-		t.Errorf("requests %q", s.requests)
 	}
 }
