@@ -90,8 +90,12 @@ func (e *Embedded) Close() {
 		e.retFaults.Close()
 	}
 	if e.srv != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_ = e.srv.Shutdown(ctx)
+		// A short grace, as sim.Servers.Close: a client's spare
+		// connection would otherwise hold Shutdown for 5 s.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		if e.srv.Shutdown(ctx) != nil {
+			_ = e.srv.Close()
+		}
 		cancel()
 	}
 	if e.index != nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"reflect"
 	"sort"
@@ -203,4 +204,36 @@ func labelled(h http.Handler) http.Handler {
 		w.Header().Set(SimulatorHeader, "true")
 		h.ServeHTTP(w, r)
 	})
+}
+
+// freshConns tracks, for http.Server.ConnState, the connections that have
+// not sent a request yet (a client Transport's spare dial), which
+// http.Server.Shutdown waits for until they are 5 s old.
+type freshConns struct {
+	mu sync.Mutex
+	m  map[net.Conn]struct{}
+}
+
+// track is an http.Server.ConnState hook.
+func (f *freshConns) track(c net.Conn, st http.ConnState) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if st == http.StateNew {
+		if f.m == nil {
+			f.m = map[net.Conn]struct{}{}
+		}
+		f.m[c] = struct{}{}
+		return
+	}
+	delete(f.m, c)
+}
+
+// closeAll closes the connections that have not sent a request yet.
+func (f *freshConns) closeAll() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for c := range f.m {
+		_ = c.Close()
+	}
+	f.m = nil
 }

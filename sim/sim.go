@@ -76,7 +76,10 @@ type Servers struct {
 	JudgeSrv *JudgeServer
 	Trainer  *TrainerServer
 
-	https  []*http.Server
+	https []*http.Server
+	// fresh are the servers' connections that have not sent a request
+	// yet, closed first by Close.
+	fresh  freshConns
 	faults []*Faulty
 
 	cfg       Config
@@ -109,7 +112,7 @@ func Start(cfg Config) (*Servers, error) {
 		if err != nil {
 			return "", fmt.Errorf("sim listen: %w", err)
 		}
-		srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+		srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ConnState: s.fresh.track}
 		s.https = append(s.https, srv)
 		go func() { _ = srv.Serve(l) }()
 		return "http://" + l.Addr().String(), nil
@@ -168,7 +171,12 @@ func (s *Servers) Close() {
 	for _, f := range s.faults {
 		f.Close()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	// A client's spare connection that never carried a request counts as
+	// active for Shutdown until it is 5 s old (net/http's rule for new
+	// connections): close those first, and give the rest a short grace (no
+	// request is meant to be in flight when the servers close).
+	s.fresh.closeAll()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	if s.Trainer != nil {
 		s.Trainer.Close()
@@ -234,8 +242,10 @@ func (s *Servers) RestartPolicy(i int) error {
 	if s.cfg.GenerationConfig != nil {
 		p.SetGenerationConfig(*s.cfg.GenerationConfig)
 	}
+	p.SetPrefillNoise(s.cfg.PrefillNoise)
 	s.Policies[i] = p
-	srv := &http.Server{Handler: s.faulty(p.Handler(), s.cfg.Faults.Policy, uint64(i)), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: s.faulty(p.Handler(), s.cfg.Faults.Policy, uint64(i)), ReadHeaderTimeout: 10 * time.Second,
+		ConnState: s.fresh.track}
 	s.policySrv[i] = srv
 	s.https = append(s.https, srv)
 	go func() { _ = srv.Serve(l) }()
