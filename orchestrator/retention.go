@@ -161,18 +161,11 @@ func (rt *retention) counts() (deleted, failures int) {
 // id: tinker://<id>/weights/<name>, tinker://<id>/sampler_weights/<name>,
 // or SkyRL's sampler answer tinker://<id>/<name>.
 func checkpointRef(path string) (modelID, id string, ok bool) {
-	rest, ok := strings.CutPrefix(path, "tinker://")
-	if !ok {
+	modelID, kind, name, err := parseTinkerPath(path)
+	if err != nil || checkTinkerRef(path, modelID, name) != nil {
 		return "", "", false
 	}
-	seg := strings.Split(rest, "/")
-	switch {
-	case len(seg) == 2 && seg[0] != "" && reSamplerName.MatchString(seg[1]):
-		return seg[0], "sampler_weights/" + seg[1], true
-	case len(seg) == 3 && seg[0] != "" && (seg[1] == "weights" || seg[1] == "sampler_weights") && reSamplerName.MatchString(seg[2]):
-		return seg[0], seg[1] + "/" + seg[2], true
-	}
-	return "", "", false
+	return modelID, kind + "/" + name, true
 }
 
 // modelFile names, in the run directory, the trainer model the run created

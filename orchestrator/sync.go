@@ -52,29 +52,49 @@ var (
 // anywhere, a query or fragment. Nothing is cleaned: a path that would need
 // cleaning is refused, so a path can never reach outside checkpointsDir.
 func ArchivePath(checkpointsDir, tinkerPath string) (string, error) {
-	rest, ok := strings.CutPrefix(tinkerPath, "tinker://")
-	if !ok || rest == "" {
-		return "", fmt.Errorf("sampler path %q is not a tinker:// path", tinkerPath)
+	id, kind, name, err := parseTinkerPath(tinkerPath)
+	if err != nil {
+		return "", err
 	}
-	seg := strings.Split(rest, "/")
-	var id, name string
-	switch {
-	case len(seg) == 2:
-		id, name = seg[0], seg[1]
-	case len(seg) == 3 && seg[1] == "sampler_weights":
-		id, name = seg[0], seg[2]
-	case len(seg) == 3 && seg[1] == "weights":
+	if kind == "weights" {
 		return "", fmt.Errorf("sampler path %q is a training state (weights/), not sampler weights", tinkerPath)
-	default:
-		return "", fmt.Errorf("sampler path %q: want tinker://<model_id>/<name> or tinker://<model_id>/sampler_weights/<name>", tinkerPath)
 	}
-	if id == "." || id == ".." || !reModelID.MatchString(id) {
-		return "", fmt.Errorf("sampler path %q: model id %q must be letters, digits, '_', '-', '.' or ':' (and not . or ..)", tinkerPath, id)
-	}
-	if !reSamplerName.MatchString(name) {
-		return "", fmt.Errorf("sampler path %q: name %q must match ^[A-Za-z0-9_-]+$", tinkerPath, name)
+	if err := checkTinkerRef(tinkerPath, id, name); err != nil {
+		return "", err
 	}
 	return filepath.Join(checkpointsDir, id, "sampler_weights", name+".tar.gz"), nil
+}
+
+// parseTinkerPath splits a trainer's checkpoint path into its model id,
+// kind ("weights" for a training state, "sampler_weights") and name:
+// tinker://<id>/<name> (SkyRL's sampler answer),
+// tinker://<id>/sampler_weights/<name> or tinker://<id>/weights/<name>.
+// It checks the shape only; checkTinkerRef checks the id and name.
+func parseTinkerPath(tinkerPath string) (id, kind, name string, err error) {
+	rest, ok := strings.CutPrefix(tinkerPath, "tinker://")
+	if !ok || rest == "" {
+		return "", "", "", fmt.Errorf("sampler path %q is not a tinker:// path", tinkerPath)
+	}
+	seg := strings.Split(rest, "/")
+	switch {
+	case len(seg) == 2:
+		return seg[0], "sampler_weights", seg[1], nil
+	case len(seg) == 3 && (seg[1] == "sampler_weights" || seg[1] == "weights"):
+		return seg[0], seg[1], seg[2], nil
+	}
+	return "", "", "", fmt.Errorf("sampler path %q: want tinker://<model_id>/<name> or tinker://<model_id>/sampler_weights/<name>", tinkerPath)
+}
+
+// checkTinkerRef refuses a model id or checkpoint name of tinkerPath that
+// could reach outside the checkpoints directory or that SkyRL refuses.
+func checkTinkerRef(tinkerPath, id, name string) error {
+	if id == "." || id == ".." || !reModelID.MatchString(id) {
+		return fmt.Errorf("sampler path %q: model id %q must be letters, digits, '_', '-', '.' or ':' (and not . or ..)", tinkerPath, id)
+	}
+	if !reSamplerName.MatchString(name) {
+		return fmt.Errorf("sampler path %q: name %q must match ^[A-Za-z0-9_-]+$", tinkerPath, name)
+	}
+	return nil
 }
 
 // UnpackAdapter extracts an archive of a PEFT adapter into dir (replacing
