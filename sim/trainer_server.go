@@ -511,13 +511,20 @@ func (s *TrainerServer) unloadModel(w http.ResponseWriter, r *http.Request) {
 		detail(w, http.StatusNotFound, "Model not found")
 		return
 	}
-	rid := s.submit(0, 0, func() (int, any) {
+	rid := s.submit(0, 0, s.unloadJob(m))
+	writeJSON(w, http.StatusOK, map[string]any{"request_id": rid, "model_id": m.id})
+}
+
+// unloadJob is the worker's part of unloading m (unload_model, the
+// stale-session cleanup): the model is freed, its checkpoints stay, and
+// the answer is SkyRL's, also for a model no longer loaded.
+func (s *TrainerServer) unloadJob(m *trainedModel) func() (int, any) {
+	return func() (int, any) {
 		m.loaded = false
 		m.pending = nil
 		delete(s.live, m.id)
 		return http.StatusOK, map[string]any{"model_id": m.id, "status": "unloaded", "type": "unload_model"}
-	})
-	writeJSON(w, http.StatusOK, map[string]any{"request_id": rid, "model_id": m.id})
+	}
 }
 
 // cleanupStaleSessions unloads the models of the active sessions silent
@@ -541,14 +548,7 @@ func (s *TrainerServer) cleanupStaleSessions(now time.Time) int {
 			continue
 		}
 		n++
-		s.submit(0, 0, func() (int, any) {
-			if m.loaded {
-				m.loaded = false
-				m.pending = nil
-				delete(s.live, m.id)
-			}
-			return http.StatusOK, map[string]any{"model_id": m.id, "status": "unloaded", "type": "unload_model"}
-		})
+		s.submit(0, 0, s.unloadJob(m))
 	}
 	for id := range stale {
 		s.expired[id] = true
