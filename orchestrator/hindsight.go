@@ -219,17 +219,25 @@ func (h *hinter) rescore(ctx context.Context, t *Trajectory, p policy.Policy, mo
 	if n == 0 {
 		return t.Logprobs, nil
 	}
-	seq := append(append(make([]int, 0, len(t.PromptIDs)+n), t.PromptIDs...), t.Tokens[:n]...)
-	done := h.phases.start("rescore")
+	return h.scoreResponse(ctx, p, model, t.PromptIDs, t, n, t.Logprobs, "rescore", "student rescore")
+}
+
+// scoreResponse scores prompt followed by t's first n response tokens
+// with model on p (the prefill route), timed as phase, and returns the
+// response tokens' logprobs: the scored ones, then tail's for the unscored
+// rest. Errors start with what.
+func (h *hinter) scoreResponse(ctx context.Context, p policy.Policy, model string, prompt []int, t *Trajectory, n int, tail []float64, phase, what string) ([]float64, error) {
+	seq := append(append(make([]int, 0, len(prompt)+n), prompt...), t.Tokens[:n]...)
+	done := h.phases.start(phase)
 	lps, err := p.Score(ctx, model, seq)
 	done()
 	if err != nil {
-		return nil, fmt.Errorf("student rescore: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	if len(lps) != len(seq) {
-		return nil, fmt.Errorf("student rescore: %d logprobs for %d tokens", len(lps), len(seq))
+		return nil, fmt.Errorf("%s: %d logprobs for %d tokens", what, len(lps), len(seq))
 	}
-	return append(lps[len(t.PromptIDs):], t.Logprobs[n:]...), nil
+	return append(lps[len(prompt):], tail[n:]...), nil
 }
 
 // opd scores the trajectory's response tokens under the teacher context and
@@ -241,18 +249,11 @@ func (h *hinter) opd(ctx context.Context, t *Trajectory, teacherPrompt []int, p 
 	if n == 0 {
 		return make([]float64, len(t.Tokens)), nil
 	}
-	seq := append(append(make([]int, 0, len(teacherPrompt)+n), teacherPrompt...), t.Tokens[:n]...)
-	done := h.phases.start("teacher")
-	lps, err := p.Score(ctx, teacherModel, seq)
-	done()
-	if err != nil {
-		return nil, fmt.Errorf("teacher score: %w", err)
-	}
-	if len(lps) != len(seq) {
-		return nil, fmt.Errorf("teacher score: %d logprobs for %d tokens", len(lps), len(seq))
-	}
 	// Unscored tails are the student's own logprobs: a difference of 0.
-	teacher := append(lps[len(teacherPrompt):], student[n:]...)
+	teacher, err := h.scoreResponse(ctx, p, teacherModel, teacherPrompt, t, n, student, "teacher", "teacher score")
+	if err != nil {
+		return nil, err
+	}
 	return OPDTerm(teacher, student, t.Policy, t.Search, h.loss, h.broadcast, h.clamp), nil
 }
 

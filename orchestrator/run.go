@@ -830,7 +830,7 @@ func (ru *run) finish(ctx context.Context, c *collected) (*results.StepRecord, e
 	ru.mu.Unlock()
 	// The replicas serve name now: older sampler archives that no resume
 	// point and no later step needs go.
-	ru.ret.prune(ctx, ru.trainer, ru.samplerNeeded, ru.Out)
+	ru.pruneTrainer(ctx)
 
 	var all []*Trajectory
 	for _, g := range c.groups {
@@ -1251,8 +1251,14 @@ func (ru *run) checkpoint(ctx context.Context, step int, adapter string) error {
 	if err := ru.ret.complete(ru.modelID, "weights/"+name, step); err != nil {
 		return err
 	}
-	ru.ret.prune(ctx, ru.trainer, ru.samplerNeeded, ru.Out)
+	ru.pruneTrainer(ctx)
 	return nil
+}
+
+// pruneTrainer deletes the trainer checkpoints the run no longer needs
+// (retention.prune with the run's trainer, sampler rule and output).
+func (ru *run) pruneTrainer(ctx context.Context) {
+	ru.ret.prune(ctx, ru.trainer, ru.samplerNeeded, ru.Out)
 }
 
 // samplerNeeded reports whether the sampler archive name of modelID is
@@ -1383,7 +1389,7 @@ func (ru *run) restore(ctx context.Context, sum *Summary) error {
 			return err
 		}
 	}
-	ru.ret.prune(ctx, ru.trainer, ru.samplerNeeded, ru.Out)
+	ru.pruneTrainer(ctx)
 	fmt.Fprintf(ru.Out, "resuming %s after step %d\n", ru.dir.Path, st.Step)
 	return nil
 }
