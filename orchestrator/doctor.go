@@ -771,6 +771,28 @@ func (c *checker) sglangLoRARoute(ch Check, err error, other CheckStatus) Check 
 // distribution's, which coincide with raw ones only at train.temperature
 // 1. Only positions whose scored logprob is at least minModeLogprob away
 // from 0 are compared: for a near-certain token both modes give about 0.
+// sampleThenScore samples req on p and, when it returned tokens with their
+// logprobs, scores req.Prompt followed by them through the prefill route:
+// the probes that compare the two routes' logprobs of the same tokens.
+// err is the sampling call's failure, scoreErr the scoring's (a failed
+// call, or not one logprob per token); lps is nil unless both succeeded.
+func (c *checker) sampleThenScore(ctx context.Context, p policy.Policy, req policy.CompletionRequest) (comp *policy.Completion, lps []float64, scoreErr, err error) {
+	cctx, cancel := c.bounded(ctx)
+	comp, err = p.Complete(cctx, req)
+	cancel()
+	if err != nil || len(comp.TokenIDs) == 0 || len(comp.TokenIDs) != len(comp.Logprobs) {
+		return comp, nil, nil, err
+	}
+	seq := append(slices.Clone(req.Prompt), comp.TokenIDs...)
+	cctx, cancel = c.bounded(ctx)
+	lps, scoreErr = p.Score(cctx, req.Model, seq)
+	cancel()
+	if scoreErr == nil && len(lps) != len(seq) {
+		lps, scoreErr = nil, fmt.Errorf("%d logprobs for %d tokens", len(lps), len(seq))
+	}
+	return comp, lps, scoreErr, nil
+}
+
 func (c *checker) logprobsMode(ctx context.Context, p policy.Policy, ids []int) Check {
 	ch := Check{Role: "policy", Server: p.URL(), Name: "logprobs mode"}
 	if len(ids) < 2 {
@@ -781,21 +803,16 @@ func (c *checker) logprobsMode(ctx context.Context, p policy.Policy, ids []int) 
 	seed := int64(1)
 	s := policy.Neutral()
 	s.Temperature = probeTemp
-	cctx, cancel := c.bounded(ctx)
-	comp, err := p.Complete(cctx, policy.CompletionRequest{Model: c.r.Policy.Model, Prompt: ids, MaxTokens: probeTokens, Sampling: s, Seed: &seed})
-	cancel()
-	if err != nil || len(comp.TokenIDs) == 0 || len(comp.TokenIDs) != len(comp.Logprobs) {
-		ch.Status, ch.Detail = CheckSkip, "the temperature 0.5 probe returned no token"
-		if err != nil {
-			ch.Detail = "POST /generate at temperature 0.5: " + reason(err)
-		}
+	comp, lps, scoreErr, err := c.sampleThenScore(ctx, p, policy.CompletionRequest{Model: c.r.Policy.Model, Prompt: ids, MaxTokens: probeTokens, Sampling: s, Seed: &seed})
+	switch {
+	case err != nil:
+		ch.Status, ch.Detail = CheckSkip, "POST /generate at temperature 0.5: "+reason(err)
 		return ch
-	}
-	cctx, cancel = c.bounded(ctx)
-	lps, err := p.Score(cctx, c.r.Policy.Model, append(slices.Clone(ids), comp.TokenIDs...))
-	cancel()
-	if err != nil {
-		ch.Status, ch.Detail = CheckSkip, "scoring the sampled tokens: "+reason(err)
+	case len(comp.TokenIDs) == 0 || len(comp.TokenIDs) != len(comp.Logprobs):
+		ch.Status, ch.Detail = CheckSkip, "the temperature 0.5 probe returned no token"
+		return ch
+	case scoreErr != nil:
+		ch.Status, ch.Detail = CheckSkip, "scoring the sampled tokens: "+reason(scoreErr)
 		return ch
 	}
 	used, differ := 0, 0

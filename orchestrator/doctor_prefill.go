@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"slices"
 
 	"github.com/hindsearch/hindsearch/clients/policy"
 	"github.com/hindsearch/hindsearch/orchestrator/format"
@@ -64,26 +63,16 @@ func (c *checker) prefillCheck(ctx context.Context, p policy.Policy) Check {
 	var diffs []float64
 	for s := int64(1); s <= prefillProbeSeeds; s++ {
 		seed := s
-		cctx, cancel := c.bounded(ctx)
-		comp, err := p.Complete(cctx, policy.CompletionRequest{Model: c.r.Policy.Model, Prompt: prompt, MaxTokens: 64,
+		comp, lps, scoreErr, err := c.sampleThenScore(ctx, p, policy.CompletionRequest{Model: c.r.Policy.Model, Prompt: prompt, MaxTokens: 64,
 			Sampling: policy.Neutral(), Seed: &seed, Stop: []string{"</search>", "</answer>"}})
-		cancel()
-		if err != nil {
+		switch {
+		case err != nil:
 			ch.Status, ch.Detail = CheckSkip, "sampling the probe: "+reason(err)
 			return ch
-		}
-		if len(comp.TokenIDs) == 0 || len(comp.Logprobs) != len(comp.TokenIDs) {
+		case len(comp.TokenIDs) == 0 || len(comp.Logprobs) != len(comp.TokenIDs):
 			continue
-		}
-		cctx, cancel = c.bounded(ctx)
-		lps, err := p.Score(cctx, c.r.Policy.Model, append(slices.Clone(prompt), comp.TokenIDs...))
-		cancel()
-		if err != nil {
-			ch.Status, ch.Detail = CheckSkip, "scoring the probe: "+reason(err)
-			return ch
-		}
-		if len(lps) != len(prompt)+len(comp.TokenIDs) {
-			ch.Status, ch.Detail = CheckSkip, fmt.Sprintf("scoring the probe: %d logprobs for %d tokens", len(lps), len(prompt)+len(comp.TokenIDs))
+		case scoreErr != nil:
+			ch.Status, ch.Detail = CheckSkip, "scoring the probe: "+reason(scoreErr)
 			return ch
 		}
 		for j, lp := range comp.Logprobs {
