@@ -329,12 +329,8 @@ func (c *Client) CreateModel(ctx context.Context, s *Session, baseModel string, 
 			return "", fmt.Errorf("%w (sent %d times; GET %s/api/v1/training_runs shows no model made)", err, try+1, c.URL())
 		}
 		before = after
-		t := time.NewTimer(c.tc.Backoff(try))
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if sleep(ctx, c.tc.Backoff(try)) != nil {
 			return "", err
-		case <-t.C:
 		}
 	}
 }
@@ -601,12 +597,8 @@ func (c *Client) resolve(ctx context.Context, op, reqID string) (json.RawMessage
 		}
 		_ = json.Unmarshal(raw, &probe) // a result need not be an object
 		if probe.Type == "try_again" {
-			t := time.NewTimer(wait)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return nil, fmt.Errorf("trainer %s: request %s: %w", op, reqID, ctx.Err())
-			case <-t.C:
+			if err := sleep(ctx, wait); err != nil {
+				return nil, fmt.Errorf("trainer %s: request %s: %w", op, reqID, err)
 			}
 			wait = min(wait*2, max(c.PollWaitMax, wait))
 			continue
@@ -834,17 +826,13 @@ func (c *Client) awaitCheckpoint(ctx context.Context, op, ckType, modelID, name 
 		default:
 			last = err
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if err := sleep(ctx, wait); err != nil {
 			msg := fmt.Sprintf("an earlier attempt reached the server, but checkpoint %q of model %s was not listed as completed by GET %s/api/v1/training_runs/%s/checkpoints in time (its save may have failed on the server)",
 				name, modelID, c.URL(), modelID)
 			if last != nil {
 				msg += fmt.Sprintf("; last listing: %v", last)
 			}
-			return "", fmt.Errorf("%w; %s (%v)", cause, msg, ctx.Err())
-		case <-t.C:
+			return "", fmt.Errorf("%w; %s (%v)", cause, msg, err)
 		}
 		wait = min(wait*2, max(most, wait))
 	}
@@ -937,14 +925,22 @@ func (c *Client) DeleteCheckpoint(ctx context.Context, modelID, id string) error
 			}
 			return fmt.Errorf("trainer delete checkpoint %s/%s: %w", modelID, id, err)
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("trainer delete checkpoint %s/%s: %w", modelID, id, ctx.Err())
-		case <-t.C:
+		if err := sleep(ctx, wait); err != nil {
+			return fmt.Errorf("trainer delete checkpoint %s/%s: %w", modelID, id, err)
 		}
 		wait = min(wait*2, most)
+	}
+}
+
+// sleep waits d, or until ctx ends (then its error).
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
 
