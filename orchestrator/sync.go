@@ -16,6 +16,7 @@ import (
 	"sync"
 
 	"github.com/hindsearch/hindsearch/clients/policy"
+	"github.com/hindsearch/hindsearch/clients/trainer"
 	"github.com/hindsearch/hindsearch/recipes"
 )
 
@@ -25,15 +26,10 @@ const maxAdapterBytes = 16 << 30
 // maxModelBytes bounds what a full-weights archive may unpack to.
 const maxModelBytes = 1 << 40
 
-// The two forms of a trainer's sampler path that ArchivePath accepts.
-var (
-	// reSamplerName is a checkpoint name as SkyRL accepts it (its
-	// ID_PATTERN), which every name the program saves matches.
-	reSamplerName = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
-	// reModelID is a model or training-run id: SkyRL's model_<hex>, the
-	// hosted service's <uuid>:train:<n>.
-	reModelID = regexp.MustCompile(`^[A-Za-z0-9_.:-]+$`)
-)
+// reSamplerName is a checkpoint name as SkyRL accepts it (its ID_PATTERN),
+// which every name the program saves matches; a model id is
+// trainer.ValidModelID's.
+var reSamplerName = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 
 // ArchivePath maps a trainer's sampler path, as save_weights_for_sampler
 // returns it, to the archive under checkpointsDir (the trainer's
@@ -88,7 +84,7 @@ func parseTinkerPath(tinkerPath string) (id, kind, name string, err error) {
 // checkTinkerRef refuses a model id or checkpoint name of tinkerPath that
 // could reach outside the checkpoints directory or that SkyRL refuses.
 func checkTinkerRef(tinkerPath, id, name string) error {
-	if id == "." || id == ".." || !reModelID.MatchString(id) {
+	if !trainer.ValidModelID(id) {
 		return fmt.Errorf("sampler path %q: model id %q must be letters, digits, '_', '-', '.' or ':' (and not . or ..)", tinkerPath, id)
 	}
 	if !reSamplerName.MatchString(name) {

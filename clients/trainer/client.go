@@ -901,7 +901,7 @@ var reCheckpointID = regexp.MustCompile(`^(weights|sampler_weights)/[A-Za-z0-9_-
 // being created") is asked again after a growing wait, at most DeleteTries
 // times in all. Any other failure is returned.
 func (c *Client) DeleteCheckpoint(ctx context.Context, modelID, id string) error {
-	if modelID == "" || modelID == "." || modelID == ".." || !reModelID.MatchString(modelID) {
+	if !ValidModelID(modelID) {
 		return fmt.Errorf("trainer delete checkpoint: model id %q: want letters, digits, '_', '-', '.' or ':'", modelID)
 	}
 	if !reCheckpointID.MatchString(id) {
@@ -947,6 +947,14 @@ func sleep(ctx context.Context, d time.Duration) error {
 // reModelID is a model id as SkyRL (model_<hex>) or the hosted service
 // (<uuid>:train:<n>) makes them.
 var reModelID = regexp.MustCompile(`^[A-Za-z0-9_.:-]+$`)
+
+// ValidModelID reports whether id can be a trainer model id (SkyRL's
+// model_<hex>, the hosted service's <uuid>:train:<n>: letters, digits,
+// '_', '.', ':' and '-', not "." or ".."), and so is safe as one segment of
+// a URL path or of a file path under the checkpoints directory.
+func ValidModelID(id string) bool {
+	return id != "." && id != ".." && reModelID.MatchString(id)
+}
 
 // DecodeFloats returns the values of a tensor as float64s: data decoded
 // from JSON ([]any of numbers) or built by this package. When the shape is
