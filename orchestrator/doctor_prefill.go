@@ -6,7 +6,7 @@ import (
 	"math"
 
 	"github.com/hindsearch/hindsearch/clients/policy"
-	"github.com/hindsearch/hindsearch/orchestrator/format"
+	"github.com/hindsearch/hindsearch/clients/policy/format"
 	"github.com/hindsearch/hindsearch/recipes"
 )
 

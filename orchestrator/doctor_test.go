@@ -20,10 +20,10 @@ import (
 
 	"github.com/hindsearch/hindsearch/clients/judge"
 	"github.com/hindsearch/hindsearch/clients/policy"
+	"github.com/hindsearch/hindsearch/clients/policy/format"
 	"github.com/hindsearch/hindsearch/clients/retriever"
 	"github.com/hindsearch/hindsearch/clients/trainer"
 	"github.com/hindsearch/hindsearch/clients/transport"
-	"github.com/hindsearch/hindsearch/orchestrator/format"
 	"github.com/hindsearch/hindsearch/recipes"
 )
 

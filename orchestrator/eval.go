@@ -16,7 +16,7 @@ import (
 	"github.com/sourcegraph/conc/pool"
 
 	"github.com/hindsearch/hindsearch/clients/policy"
-	"github.com/hindsearch/hindsearch/orchestrator/format"
+	"github.com/hindsearch/hindsearch/clients/policy/format"
 	"github.com/hindsearch/hindsearch/orchestrator/progress"
 	"github.com/hindsearch/hindsearch/recipes"
 	"github.com/hindsearch/hindsearch/results"

@@ -14,7 +14,7 @@ import (
 
 	"github.com/hindsearch/hindsearch/clients/judge"
 	"github.com/hindsearch/hindsearch/clients/policy"
-	"github.com/hindsearch/hindsearch/orchestrator/format"
+	"github.com/hindsearch/hindsearch/clients/policy/format"
 )
 
 // DefaultJudgePrompt is the judge prompt template shipped for a 7B-class

@@ -9,8 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hindsearch/hindsearch/orchestrator/format"
 	"github.com/parquet-go/parquet-go"
+
+	"github.com/hindsearch/hindsearch/clients/policy/format"
 )
 
 // The structs below write Search-R1's parquet schema the way pyarrow does

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/hindsearch/hindsearch/clients/policy"
-	"github.com/hindsearch/hindsearch/orchestrator/format"
+	"github.com/hindsearch/hindsearch/clients/policy/format"
 	"github.com/hindsearch/hindsearch/recipes"
 )
 

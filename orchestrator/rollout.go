@@ -13,8 +13,8 @@ import (
 	"github.com/sourcegraph/conc/pool"
 
 	"github.com/hindsearch/hindsearch/clients/policy"
+	"github.com/hindsearch/hindsearch/clients/policy/format"
 	"github.com/hindsearch/hindsearch/clients/retriever"
-	"github.com/hindsearch/hindsearch/orchestrator/format"
 	"github.com/hindsearch/hindsearch/orchestrator/progress"
 )
 

@@ -13,8 +13,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/hindsearch/hindsearch/clients/policy"
+	"github.com/hindsearch/hindsearch/clients/policy/format"
 	"github.com/hindsearch/hindsearch/clients/retriever"
-	"github.com/hindsearch/hindsearch/orchestrator/format"
 	"github.com/hindsearch/hindsearch/recipes"
 )
 

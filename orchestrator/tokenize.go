@@ -3,14 +3,15 @@ package orchestrator
 import (
 	"errors"
 	"fmt"
-	"github.com/hindsearch/hindsearch/orchestrator/tokenizer"
 	"os"
 	"path/filepath"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/hindsearch/hindsearch/clients/policy/tokenizer"
+
 	"github.com/hindsearch/hindsearch/clients/policy"
-	"github.com/hindsearch/hindsearch/orchestrator/format"
+	"github.com/hindsearch/hindsearch/clients/policy/format"
 	"github.com/hindsearch/hindsearch/recipes"
 	"github.com/hindsearch/hindsearch/sim"
 )

@@ -16,10 +16,10 @@ import (
 	"time"
 
 	"github.com/hindsearch/hindsearch/clients/policy"
+	"github.com/hindsearch/hindsearch/clients/policy/format"
+	"github.com/hindsearch/hindsearch/clients/policy/tokenizer"
 	"github.com/hindsearch/hindsearch/clients/retriever"
 	"github.com/hindsearch/hindsearch/clients/transport"
-	"github.com/hindsearch/hindsearch/orchestrator/format"
-	"github.com/hindsearch/hindsearch/orchestrator/tokenizer"
 	"github.com/hindsearch/hindsearch/recipes"
 )
 
@@ -77,7 +77,7 @@ func (t *byteTokenizer) AppendEncode(dst []int, text string) []int {
 }
 
 // spanTestTokenizer is the tokenizer of the search-span tests: Qwen2.5's
-// own (the embedded copy of orchestrator/tokenizer), so the token
+// own (the embedded copy of clients/policy/tokenizer), so the token
 // boundaries are the ones a real Qwen2.5 policy samples.
 func spanTestTokenizer(t *testing.T) Vocab {
 	t.Helper()

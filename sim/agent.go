@@ -7,7 +7,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/hindsearch/hindsearch/orchestrator/format"
+	"github.com/hindsearch/hindsearch/clients/policy/format"
 )
 
 // The simulated policy is a small stochastic search agent. At the start of

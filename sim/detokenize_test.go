@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hindsearch/hindsearch/orchestrator/format"
+	"github.com/hindsearch/hindsearch/clients/policy/format"
 )
 
 // searchChoice asks the policy server, with the orchestrator's rollout

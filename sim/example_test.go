@@ -3,7 +3,7 @@ package sim
 import (
 	"fmt"
 
-	"github.com/hindsearch/hindsearch/orchestrator/format"
+	"github.com/hindsearch/hindsearch/clients/policy/format"
 )
 
 // The simulator's tokenizer is Qwen2.5's: a search turn ends in the token

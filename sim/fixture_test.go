@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hindsearch/hindsearch/clients/policy/format"
 	"github.com/hindsearch/hindsearch/clients/retriever/bm25"
-	"github.com/hindsearch/hindsearch/orchestrator/format"
 )
 
 // The shipped sample data (relative to the sim package directory).

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hindsearch/hindsearch/orchestrator/format"
+	"github.com/hindsearch/hindsearch/clients/policy/format"
 )
 
 // trainSampling is Search-R1's training sampling: temperature 1, no top-p

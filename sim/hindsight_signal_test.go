@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hindsearch/hindsearch/orchestrator/format"
+	"github.com/hindsearch/hindsearch/clients/policy/format"
 )
 
 // TestHindsightTermCarriesSignal trains the simulated policy on the

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hindsearch/hindsearch/orchestrator/format"
+	"github.com/hindsearch/hindsearch/clients/policy/format"
 )
 
 func judgeRequest(t *testing.T, url, key string, body any) (int, map[string]any, http.Header) {

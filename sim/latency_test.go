@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hindsearch/hindsearch/orchestrator/format"
+	"github.com/hindsearch/hindsearch/clients/policy/format"
 	"github.com/hindsearch/hindsearch/recipes"
 )
 

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/hindsearch/hindsearch/orchestrator/format"
+	"github.com/hindsearch/hindsearch/clients/policy/format"
 )
 
 // InvalidActionText is the Search-R1 text appended after a turn with no

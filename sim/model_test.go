@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/hindsearch/hindsearch/orchestrator/format"
+	"github.com/hindsearch/hindsearch/clients/policy/format"
 )
 
 // draws is the number of samples of the statistical tests.

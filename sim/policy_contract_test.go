@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/hindsearch/hindsearch/clients/policy"
+	"github.com/hindsearch/hindsearch/clients/policy/format"
 	"github.com/hindsearch/hindsearch/clients/policy/policytest"
 	"github.com/hindsearch/hindsearch/clients/policy/sglang"
 	"github.com/hindsearch/hindsearch/clients/transport"
-	"github.com/hindsearch/hindsearch/orchestrator/format"
 	"github.com/hindsearch/hindsearch/sim"
 )
 

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hindsearch/hindsearch/orchestrator/format"
+	"github.com/hindsearch/hindsearch/clients/policy/format"
 )
 
 // neutralFields are every sampling field a request can send, at the values

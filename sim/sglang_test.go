@@ -13,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hindsearch/hindsearch/orchestrator/format"
+	"github.com/hindsearch/hindsearch/clients/policy/format"
 )
 
 // generated is the decoded part of a /generate answer the tests read.

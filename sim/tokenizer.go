@@ -6,7 +6,7 @@ import (
 	"sync"
 	"unicode/utf8"
 
-	"github.com/hindsearch/hindsearch/orchestrator/tokenizer"
+	"github.com/hindsearch/hindsearch/clients/policy/tokenizer"
 )
 
 // Added tokens of Qwen2.5's tokenizer that the simulator names.
@@ -17,7 +17,7 @@ const (
 )
 
 // Tokenizer is the simulator's tokenizer: Qwen2.5's byte-level BPE
-// (orchestrator/tokenizer.Qwen25), so that every id the simulated servers
+// (clients/policy/tokenizer.Qwen25), so that every id the simulated servers
 // take or return is a Qwen2.5 id with Qwen's token boundaries. It adds each
 // id's bytes as a string (Piece) and a bounded cache of the encodings the
 // policy makes again and again (its candidate turns). It is safe for

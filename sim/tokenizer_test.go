@@ -6,8 +6,9 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/hindsearch/hindsearch/orchestrator/format"
 	"golang.org/x/text/unicode/norm"
+
+	"github.com/hindsearch/hindsearch/clients/policy/format"
 )
 
 var roundTripSeeds = []string{

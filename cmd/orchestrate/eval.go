@@ -7,8 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hindsearch/hindsearch/clients/policy/format"
 	"github.com/hindsearch/hindsearch/orchestrator"
-	"github.com/hindsearch/hindsearch/orchestrator/format"
 )
 
 func newEvalCmd(e *env) *cobra.Command {

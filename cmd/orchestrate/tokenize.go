@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/hindsearch/hindsearch/orchestrator/tokenizer"
+	"github.com/hindsearch/hindsearch/clients/policy/tokenizer"
 )
 
 // tokenizeFlags are the flags of the tokenize subcommand.

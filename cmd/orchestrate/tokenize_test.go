@@ -72,7 +72,7 @@ func TestTokenizePieces(t *testing.T) {
 func TestTokenizeTokenizerFile(t *testing.T) {
 	// The embedded file itself, given as a path (gzip, detected by content).
 	path := filepath.Join(t.TempDir(), "tokenizer.json")
-	data, err := os.ReadFile("../../orchestrator/tokenizer/qwen2.5/tokenizer.json.gz")
+	data, err := os.ReadFile("../../clients/policy/tokenizer/qwen2.5/tokenizer.json.gz")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,7 @@ package tokenizer_test
 import (
 	"fmt"
 
-	"github.com/hindsearch/hindsearch/orchestrator/tokenizer"
+	"github.com/hindsearch/hindsearch/clients/policy/tokenizer"
 )
 
 // The ids of a turn that stopped at </search>, and the exact bytes of each:

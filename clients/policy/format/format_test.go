@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hindsearch/hindsearch/orchestrator/format"
+	"github.com/hindsearch/hindsearch/clients/policy/format"
 )
 
 // searchR1Prefix is Search-R1's make_prefix instruction, written out here

@@ -1,12 +1,12 @@
-// make_reference.mjs writes the reference ids of orchestrator/tokenizer's
+// make_reference.mjs writes the reference ids of clients/policy/tokenizer's
 // tests (see README.md beside it). It is not run by go test.
 //
 //   mkdir /tmp/tokref && cd /tmp/tokref && npm init -y &&
 //     npm install @lenml/tokenizers@3.7.2 @huggingface/tokenizers@0.2.0
-//   TOKREF_DIR=/tmp/tokref node orchestrator/tokenizer/testdata/make_reference.mjs
+//   TOKREF_DIR=/tmp/tokref node clients/policy/tokenizer/testdata/make_reference.mjs
 //
 // run from the repository root. It reads the tokenizer from
-// orchestrator/tokenizer/qwen2.5/tokenizer.json.gz and the texts from
+// clients/policy/tokenizer/qwen2.5/tokenizer.json.gz and the texts from
 // recipes/data, and writes testdata/reference.jsonl and testdata/hard.jsonl.
 import fs from 'node:fs';
 import path from 'node:path';
@@ -17,7 +17,7 @@ const require = createRequire(path.join(process.env.TOKREF_DIR ?? '.', 'package.
 const { TokenizerLoader } = require('@lenml/tokenizers');
 const { Tokenizer } = require('@huggingface/tokenizers');
 
-const here = 'orchestrator/tokenizer';
+const here = 'clients/policy/tokenizer';
 const json = () => JSON.parse(zlib.gunzipSync(fs.readFileSync(`${here}/qwen2.5/tokenizer.json.gz`)).toString('utf8'));
 const config = { model_max_length: 131072, clean_up_tokenization_spaces: false };
 const lenml = TokenizerLoader.fromPreTrained({ tokenizerJSON: json(), tokenizerConfig: config });
@@ -42,7 +42,7 @@ const passages = lines('recipes/data/corpus/passages.jsonl');
 const datasets = fs.readdirSync('recipes/data/qa').filter((f) => f.endsWith('.jsonl')).sort();
 const questions = datasets.flatMap((f) => lines(`recipes/data/qa/${f}`));
 
-// orchestrator/format: Search-R1's instruction, prompt and <information> block.
+// clients/policy/format: Search-R1's instruction, prompt and <information> block.
 const instruction = "Answer the given question. You must conduct reasoning inside <think> and </think> first every time you get new information. After reasoning, if you find you lack some knowledge, you can call a search engine by <search> query </search> and it will return the top searched results between <information> and </information>. You can search as many times as your want. If you find no further external knowledge needed, you can directly provide the answer inside <answer> and </answer>, without detailed illustrations. For example, <answer> Beijing </answer>. ";
 const norm = (q) => { q = q.trim(); return q.endsWith('?') ? q : q + '?'; };
 const userPrompt = (q) => instruction + 'Question: ' + norm(q) + '\n';

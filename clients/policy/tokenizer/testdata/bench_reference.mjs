@@ -2,7 +2,7 @@
 // corpus, the texts of BenchmarkEncodeCorpus (docs/bench.md). Not run by
 // go test. Set up as in make_reference.mjs, then from the repository root:
 //
-//   TOKREF_DIR=/tmp/tokref node orchestrator/tokenizer/testdata/bench_reference.mjs
+//   TOKREF_DIR=/tmp/tokref node clients/policy/tokenizer/testdata/bench_reference.mjs
 import fs from 'node:fs';
 import path from 'node:path';
 import zlib from 'node:zlib';
@@ -12,7 +12,7 @@ const require = createRequire(path.join(process.env.TOKREF_DIR ?? '.', 'package.
 const { TokenizerLoader } = require('@lenml/tokenizers');
 const { Tokenizer } = require('@huggingface/tokenizers');
 
-const json = () => JSON.parse(zlib.gunzipSync(fs.readFileSync('orchestrator/tokenizer/qwen2.5/tokenizer.json.gz')).toString('utf8'));
+const json = () => JSON.parse(zlib.gunzipSync(fs.readFileSync('clients/policy/tokenizer/qwen2.5/tokenizer.json.gz')).toString('utf8'));
 const config = { model_max_length: 131072, clean_up_tokenization_spaces: false };
 const texts = fs.readFileSync('recipes/data/corpus/passages.jsonl', 'utf8').split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l).contents);
 const bytes = texts.reduce((n, t) => n + Buffer.byteLength(t), 0);
