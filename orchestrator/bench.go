@@ -25,6 +25,7 @@ import (
 	"github.com/sourcegraph/conc/pool"
 
 	"github.com/hindsearch/hindsearch/clients/policy"
+	"github.com/hindsearch/hindsearch/orchestrator/dataset"
 	"github.com/hindsearch/hindsearch/recipes"
 )
 
@@ -306,9 +307,9 @@ func benchCPU(ctx context.Context, o BenchOptions, batch int, name string, extra
 		return nil, err
 	}
 	defer emb.Close()
-	train := []Question{}
+	train := []dataset.Question{}
 	for _, f := range r.Train.Data {
-		qs, err := LoadQuestions(f)
+		qs, err := dataset.Load(f)
 		if err != nil {
 			return nil, err
 		}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/hindsearch/hindsearch/clients/policy"
 	"github.com/hindsearch/hindsearch/clients/policy/format"
+	"github.com/hindsearch/hindsearch/orchestrator/dataset"
 	"github.com/hindsearch/hindsearch/orchestrator/progress"
 	"github.com/hindsearch/hindsearch/recipes"
 	"github.com/hindsearch/hindsearch/results"
@@ -25,7 +26,7 @@ import (
 // evaluator runs greedy evaluation of one model on the eval datasets.
 type evaluator struct {
 	roller      *roller
-	datasets    map[string][]Question
+	datasets    map[string][]dataset.Question
 	concurrency int
 	seed        int64
 	out         io.Writer
@@ -196,7 +197,7 @@ func Evaluate(ctx context.Context, r *recipes.Recipe, deps Deps, opt EvalOptions
 	if _, err := deps.localTokenizer(); err != nil {
 		return nil, err
 	}
-	sets, err := loadEvalSets(r)
+	sets, err := dataset.EvalSets(r)
 	if err != nil {
 		return nil, err
 	}
@@ -252,26 +253,6 @@ func Evaluate(ctx context.Context, r *recipes.Recipe, deps Deps, opt EvalOptions
 	}
 	fmt.Fprintln(opt.Out)
 	return recs, results.EvalTable(opt.Out, recs, caption)
-}
-
-// loadEvalSets loads eval.datasets, each cut to its eval.sizes entry or
-// eval.per_dataset questions.
-func loadEvalSets(r *recipes.Recipe) (map[string][]Question, error) {
-	sets := map[string][]Question{}
-	for name, f := range r.Eval.Datasets {
-		qs, err := LoadQuestions(f)
-		if err != nil {
-			return nil, fmt.Errorf("eval.datasets.%s: %w", name, err)
-		}
-		if n := r.Eval.EvalSize(name); n > 0 && len(qs) > n {
-			qs = qs[:n]
-		}
-		for i := range qs {
-			qs[i].Dataset = name
-		}
-		sets[name] = qs
-	}
-	return sets, nil
 }
 
 // checkpointFullWeights loads full weights (a model directory, or an

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/hindsearch/hindsearch/clients/judge"
+	"github.com/hindsearch/hindsearch/orchestrator/dataset"
 )
 
 // opdFixture is six response tokens: policy (not search), two search
@@ -230,7 +231,7 @@ func TestHinterCritique(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	traj := &Trajectory{Step: 2, Group: 3, Sample: 1, Question: Question{Question: "who wrote hamlet", Golds: []string{"Shakespeare"}},
+	traj := &Trajectory{Step: 2, Group: 3, Sample: 1, Question: dataset.Question{Question: "who wrote hamlet", Golds: []string{"Shakespeare"}},
 		Response: "<answer> Marlowe </answer>"}
 	j := &fakeJudge{reply: "  Search for \"Hamlet author\", not Shakespeare's rivals; Shakespeare wrote it. \n"}
 	h := &hinter{judge: j, prompt: tmpl, maxTokens: 64, seed: 9, gold: true, redact: true, maxChars: 500, hint: "Hint: {critique}\n"}

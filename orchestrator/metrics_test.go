@@ -15,6 +15,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hindsearch/hindsearch/orchestrator/dataset"
 	"github.com/hindsearch/hindsearch/orchestrator/progress"
 	"github.com/hindsearch/hindsearch/recipes"
 	"github.com/hindsearch/hindsearch/results"
@@ -269,16 +270,16 @@ func TestPruneTrajectoriesKeepsRecentAndEvalSteps(t *testing.T) {
 }
 
 func TestExcludeEvalAndContamination(t *testing.T) {
-	train := []Question{{Question: "Who wrote Hamlet?"}, {Question: "where is  Utah"}, {Question: "What is 2+2?"}}
-	sets := map[string][]Question{"nq": {{Question: "who wrote hamlet"}, {Question: "Capital of France?"}}, "popqa": {{Question: "Where is Utah?"}}}
-	if w := contamination(train, sets); w != "evaluation questions also in train.data (nq 1/2, popqa 1/1): their EM is inflated by training on them; point train.data at a training split" {
+	train := []dataset.Question{{Question: "Who wrote Hamlet?"}, {Question: "where is  Utah"}, {Question: "What is 2+2?"}}
+	sets := map[string][]dataset.Question{"nq": {{Question: "who wrote hamlet"}, {Question: "Capital of France?"}}, "popqa": {{Question: "Where is Utah?"}}}
+	if w := dataset.Contamination(train, sets); w != "evaluation questions also in train.data (nq 1/2, popqa 1/1): their EM is inflated by training on them; point train.data at a training split" {
 		t.Errorf("contamination = %q", w)
 	}
-	kept, n := excludeEval(train, sets)
+	kept, n := dataset.Exclude(train, sets)
 	if n != 2 || len(kept) != 1 || kept[0].Question != "What is 2+2?" {
 		t.Errorf("excludeEval kept %v, dropped %d", kept, n)
 	}
-	if w := contamination(kept, sets); w != "" {
+	if w := dataset.Contamination(kept, sets); w != "" {
 		t.Errorf("contamination after exclusion = %q", w)
 	}
 }
@@ -300,7 +301,7 @@ func TestRunRefusesWhenEveryTrainingQuestionIsEvaluated(t *testing.T) {
 // orchestrate show (results.TrajectoryRecord): every field goes both ways.
 func TestTrajectoryJSONMatchesResultsRecord(t *testing.T) {
 	tr := Trajectory{ID: "s0001-g000001-k0", Step: 1, Group: 1, Sample: 0, Model: "m",
-		Question:  Question{ID: "q1", Question: "who?", Golds: []string{"a"}, Dataset: "nq"},
+		Question:  dataset.Question{ID: "q1", Question: "who?", Golds: []string{"a"}, Dataset: "nq"},
 		PromptIDs: []int{1, 2}, Tokens: []int{3, 4, 5}, Policy: []bool{true, false, true}, Search: []bool{true, false, false},
 		Logprobs: []float64{-0.5, 0, -1}, Turns: []Turn{{Text: "x", Action: "search", Content: "q", Titles: []string{"T"}, Finish: "stop"}},
 		Response: "xy", Answer: "a", Answered: true, Finish: "answer", Reward: 1, F1: 1, Advantage: 0.5,

@@ -15,6 +15,7 @@ import (
 	"github.com/hindsearch/hindsearch/clients/policy"
 	"github.com/hindsearch/hindsearch/clients/policy/format"
 	"github.com/hindsearch/hindsearch/clients/retriever"
+	"github.com/hindsearch/hindsearch/orchestrator/dataset"
 	"github.com/hindsearch/hindsearch/orchestrator/progress"
 )
 
@@ -35,11 +36,11 @@ type Turn struct {
 // Trajectory is one rollout: the prompt, every response token with its loss
 // mask and sampling logprob, and what was made of it.
 type Trajectory struct {
-	ID       string   `json:"id"`
-	Step     int      `json:"step"`
-	Group    int      `json:"group"`
-	Sample   int      `json:"sample"`
-	Question Question `json:"question"`
+	ID       string           `json:"id"`
+	Step     int              `json:"step"`
+	Group    int              `json:"group"`
+	Sample   int              `json:"sample"`
+	Question dataset.Question `json:"question"`
 	// Model is the policy model name that sampled it.
 	Model string `json:"model"`
 	// PromptIDs are the chat-templated prompt's token ids.

@@ -15,6 +15,7 @@ import (
 	"github.com/hindsearch/hindsearch/clients/policy"
 	"github.com/hindsearch/hindsearch/clients/policy/format"
 	"github.com/hindsearch/hindsearch/clients/retriever"
+	"github.com/hindsearch/hindsearch/orchestrator/dataset"
 	"github.com/hindsearch/hindsearch/recipes"
 )
 
@@ -353,7 +354,7 @@ func TestRolloutTokenInTokenOut(t *testing.T) {
 	if got := p.chats[0]; len(got) != 1 || got[0].Role != "user" || got[0].Content != format.UserPrompt("what is the capital of france", "") {
 		t.Errorf("chat messages %+v", got)
 	}
-	tr := &Trajectory{ID: "t", PromptIDs: prompt, Question: Question{Question: "what is the capital of france", Golds: []string{"Paris"}}}
+	tr := &Trajectory{ID: "t", PromptIDs: prompt, Question: dataset.Question{Question: "what is the capital of france", Golds: []string{"Paris"}}}
 	if err := r.rollout(ctx, tr, "adapter-1", policy.Neutral(), 42); err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -33,6 +32,7 @@ import (
 	"github.com/hindsearch/hindsearch/clients/policy/format"
 	"github.com/hindsearch/hindsearch/clients/retriever"
 	"github.com/hindsearch/hindsearch/clients/trainer"
+	"github.com/hindsearch/hindsearch/orchestrator/dataset"
 	"github.com/hindsearch/hindsearch/orchestrator/progress"
 	"github.com/hindsearch/hindsearch/recipes"
 	"github.com/hindsearch/hindsearch/results"
@@ -124,8 +124,8 @@ type run struct {
 	*Runner
 	r       *recipes.Recipe
 	dir     *results.RunDir
-	train   []Question
-	evalSet map[string][]Question
+	train   []dataset.Question
+	evalSet map[string][]dataset.Question
 	roller  *roller
 	hinter  *hinter
 	ev      *evaluator
@@ -227,7 +227,7 @@ func (rn *Runner) Run(ctx context.Context) (*Summary, error) {
 	}
 	// With train.exclude_eval no evaluation question is left to train on.
 	if !r.Train.ExcludeEval {
-		if w := contamination(ru.train, ru.evalSet); w != "" {
+		if w := dataset.Contamination(ru.train, ru.evalSet); w != "" {
 			fmt.Fprintf(rn.Out, "WARNING: %s\n", w)
 		}
 	}
@@ -266,19 +266,19 @@ func (rn *Runner) claim(dir *results.RunDir) error {
 func (ru *run) load() error {
 	r := ru.r
 	for _, f := range r.Train.Data {
-		qs, err := LoadQuestions(f)
+		qs, err := dataset.Load(f)
 		if err != nil {
 			return fmt.Errorf("train.data: %w", err)
 		}
 		ru.train = append(ru.train, qs...)
 	}
-	sets, err := loadEvalSets(r)
+	sets, err := dataset.EvalSets(r)
 	if err != nil {
 		return err
 	}
 	ru.evalSet = sets
 	if r.Train.ExcludeEval {
-		ru.train, ru.excluded = excludeEval(ru.train, sets)
+		ru.train, ru.excluded = dataset.Exclude(ru.train, sets)
 		if len(ru.train) == 0 && r.Train.Steps > 0 {
 			return fmt.Errorf("train.data: every training question is also an evaluation question (train.exclude_eval drops them): point train.data at a training split, or set train.exclude_eval=false")
 		}
@@ -309,50 +309,6 @@ func (ru *run) load() error {
 		return ru.sync.restore(ctx, p)
 	}
 	return nil
-}
-
-// excludeEval returns train without the questions of sets (by normalised
-// text), and how many it dropped.
-func excludeEval(train []Question, sets map[string][]Question) ([]Question, int) {
-	held := map[string]bool{}
-	for _, qs := range sets {
-		for _, q := range qs {
-			held[format.Normalize(q.Question)] = true
-		}
-	}
-	kept := make([]Question, 0, len(train))
-	for _, q := range train {
-		if !held[format.Normalize(q.Question)] {
-			kept = append(kept, q)
-		}
-	}
-	return kept, len(train) - len(kept)
-}
-
-// contamination says how many evaluation questions also appear in the
-// training data (same normalised question text), "" when none do: training
-// on them inflates the evaluation.
-func contamination(train []Question, sets map[string][]Question) string {
-	seen := make(map[string]bool, len(train))
-	for _, q := range train {
-		seen[format.Normalize(q.Question)] = true
-	}
-	var parts []string
-	for _, name := range slices.Sorted(maps.Keys(sets)) {
-		n := 0
-		for _, q := range sets[name] {
-			if seen[format.Normalize(q.Question)] {
-				n++
-			}
-		}
-		if n > 0 {
-			parts = append(parts, fmt.Sprintf("%s %d/%d", name, n, len(sets[name])))
-		}
-	}
-	if len(parts) == 0 {
-		return ""
-	}
-	return "evaluation questions also in train.data (" + strings.Join(parts, ", ") + "): their EM is inflated by training on them; point train.data at a training split"
 }
 
 func newHinter(r *recipes.Recipe, j judge.Judge, tmpl *template.Template, clock *phaseClock) *hinter {
@@ -544,8 +500,8 @@ func (ru *run) printStep(rec *results.StepRecord) {
 
 // draw returns the next batch of training questions: a deterministic
 // shuffle of the training mix per epoch, read from a cursor.
-func (ru *run) draw(n int) []Question {
-	out := make([]Question, 0, n)
+func (ru *run) draw(n int) []dataset.Question {
+	out := make([]dataset.Question, 0, n)
 	for len(out) < n {
 		epoch, pos := ru.cursor/len(ru.train), ru.cursor%len(ru.train)
 		perm := rand.New(rand.NewPCG(uint64(ru.r.Seed), uint64(epoch))).Perm(len(ru.train))

@@ -19,6 +19,7 @@ import (
 	"github.com/hindsearch/hindsearch/clients/retriever/bm25"
 	"github.com/hindsearch/hindsearch/clients/trainer"
 	"github.com/hindsearch/hindsearch/clients/transport"
+	"github.com/hindsearch/hindsearch/orchestrator/dataset"
 	"github.com/hindsearch/hindsearch/orchestrator/progress"
 	"github.com/hindsearch/hindsearch/recipes"
 	"github.com/hindsearch/hindsearch/sim"
@@ -197,7 +198,7 @@ func Connect(ctx context.Context, r *recipes.Recipe, environ []string, log io.Wr
 	}
 	needSim := nEmbedded > 0 || r.Judge.URL == recipes.Embedded || r.Trainer.URL == recipes.Embedded
 	if needSim {
-		corpus, err := LoadCorpus(r.Retriever.Corpus)
+		corpus, err := dataset.LoadCorpus(r.Retriever.Corpus)
 		if err != nil {
 			return fail(fmt.Errorf("retriever.corpus: %w", err))
 		}
@@ -205,7 +206,7 @@ func Connect(ctx context.Context, r *recipes.Recipe, environ []string, log io.Wr
 		if cfg.simFaults != nil {
 			cfg.simFaults(&faults)
 		}
-		answers, err := SimAnswers(r)
+		answers, err := dataset.Answers(r)
 		if err != nil {
 			return fail(err)
 		}

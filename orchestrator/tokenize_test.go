@@ -20,6 +20,7 @@ import (
 	"github.com/hindsearch/hindsearch/clients/policy/tokenizer"
 	"github.com/hindsearch/hindsearch/clients/retriever"
 	"github.com/hindsearch/hindsearch/clients/transport"
+	"github.com/hindsearch/hindsearch/orchestrator/dataset"
 	"github.com/hindsearch/hindsearch/recipes"
 )
 
@@ -234,7 +235,7 @@ func checkSearchSpan(t *testing.T, tk Vocab) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := &Trajectory{ID: "t", PromptIDs: prompt, Question: Question{Question: "where was zoë saldaña born", Golds: []string{"Passaic"}}}
+	tr := &Trajectory{ID: "t", PromptIDs: prompt, Question: dataset.Question{Question: "where was zoë saldaña born", Golds: []string{"Passaic"}}}
 	if err := r.rollout(ctx, tr, "m", policy.Neutral(), 1); err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hindsearch/hindsearch/clients/retriever/bm25"
-	"github.com/hindsearch/hindsearch/orchestrator"
+	"github.com/hindsearch/hindsearch/orchestrator/dataset"
 	"github.com/hindsearch/hindsearch/recipes"
 	"github.com/hindsearch/hindsearch/sim"
 )
@@ -99,7 +99,7 @@ func serveSim(ctx context.Context, e *env, r *recipes.Recipe, stdin io.Reader, j
 
 	var servers *sim.Servers
 	if replicas > 0 || judge || trainer {
-		corpus, err := orchestrator.LoadCorpus(r.Retriever.Corpus)
+		corpus, err := dataset.LoadCorpus(r.Retriever.Corpus)
 		if err != nil {
 			return fmt.Errorf("retriever.corpus: %w", err)
 		}
@@ -107,7 +107,7 @@ func serveSim(ctx context.Context, e *env, r *recipes.Recipe, stdin io.Reader, j
 		if trainer && ckpt == "" {
 			ckpt = filepath.Join(r.Output.Dir, "checkpoints")
 		}
-		answers, err := orchestrator.SimAnswers(r)
+		answers, err := dataset.Answers(r)
 		if err != nil {
 			return err
 		}

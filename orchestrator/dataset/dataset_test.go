@@ -1,4 +1,4 @@
-package orchestrator
+package dataset
 
 import (
 	"os"
@@ -27,7 +27,7 @@ func TestLoadQuestions(t *testing.T) {
 {"id": null, "question": "null id", "golden_answers": ["y"]}
 {"id": "a\"b", "question": "escaped id", "golden_answers": ["z"]}
 `)
-	qs, err := LoadQuestions(p)
+	qs, err := Load(p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,17 +39,17 @@ func TestLoadQuestions(t *testing.T) {
 		{ID: `a"b`, Question: "escaped id", Golds: []string{"z"}, Dataset: "nq"},
 	}
 	if !reflect.DeepEqual(qs, want) {
-		t.Errorf("LoadQuestions:\n got %+v\nwant %+v", qs, want)
+		t.Errorf("Load:\n got %+v\nwant %+v", qs, want)
 	}
 }
 
 func TestLoadQuestionsShippedData(t *testing.T) {
-	ents, err := filepath.Glob("../recipes/data/qa/*.jsonl")
+	ents, err := filepath.Glob("../../recipes/data/qa/*.jsonl")
 	if err != nil || len(ents) == 0 {
 		t.Skipf("no shipped data: %v", err)
 	}
 	for _, f := range ents {
-		qs, err := LoadQuestions(f)
+		qs, err := Load(f)
 		if err != nil {
 			t.Errorf("%s: %v", f, err)
 			continue
@@ -83,18 +83,18 @@ func TestLoadQuestionsErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		p := writeDataFile(t, "d.jsonl", c.body)
-		_, err := LoadQuestions(p)
+		_, err := Load(p)
 		if err == nil || !strings.Contains(err.Error(), p+c.want) {
-			t.Errorf("%s: LoadQuestions error %v, want it to contain %q", c.name, err, p+c.want)
+			t.Errorf("%s: Load error %v, want it to contain %q", c.name, err, p+c.want)
 		}
 	}
 	missing := filepath.Join(t.TempDir(), "missing.jsonl")
-	if _, err := LoadQuestions(missing); err == nil || !strings.Contains(err.Error(), missing) {
+	if _, err := Load(missing); err == nil || !strings.Contains(err.Error(), missing) {
 		t.Errorf("missing file: %v", err)
 	}
 	// A line past the scanner's limit names its line.
 	p := writeDataFile(t, "big.jsonl", "{\"question\": \"q\", \"golden_answers\": [\"a\"]}\n{\"question\": \""+strings.Repeat("x", 17<<20)+"\"}\n")
-	if _, err := LoadQuestions(p); err == nil || !strings.Contains(err.Error(), p+":2:") {
+	if _, err := Load(p); err == nil || !strings.Contains(err.Error(), p+":2:") {
 		t.Errorf("over-long line: %v", err)
 	}
 }
@@ -140,31 +140,34 @@ func TestSimAnswers(t *testing.T) {
 	r := &recipes.Recipe{}
 	r.Train.Data = []string{train}
 	r.Eval.Datasets = map[string]string{"ev": ev}
-	got, err := SimAnswers(r)
+	got, err := Answers(r)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := map[string][]string{"who wrote hamlet": {"Shakespeare", "William Shakespeare"}, "capital of france?": {"Paris"}}
 	if !reflect.DeepEqual(got, want) {
-		t.Errorf("SimAnswers = %v, want %v", got, want)
+		t.Errorf("Answers = %v, want %v", got, want)
 	}
 	r.Eval.Datasets["broken"] = filepath.Join(t.TempDir(), "missing.jsonl")
-	if _, err := SimAnswers(r); err == nil || !strings.HasPrefix(err.Error(), "eval.datasets.broken: ") {
+	if _, err := Answers(r); err == nil || !strings.HasPrefix(err.Error(), "eval.datasets.broken: ") {
 		t.Errorf("missing eval file: err %v, want it to name eval.datasets.broken", err)
 	}
 	r.Train.Data = append(r.Train.Data, "/nonexistent/train.jsonl")
-	if _, err := SimAnswers(r); err == nil || !strings.HasPrefix(err.Error(), "train.data[1]: ") {
+	if _, err := Answers(r); err == nil || !strings.HasPrefix(err.Error(), "train.data[1]: ") {
 		t.Errorf("missing train file: err %v, want it to name train.data[1]", err)
 	}
 }
 
 func TestLoadEvalSetsSizes(t *testing.T) {
-	r := testRecipe(t, "", "eval.sizes.nq=0")
-	sets, err := loadEvalSets(r)
+	r := &recipes.Recipe{}
+	r.Eval.PerDataset = 4
+	r.Eval.Sizes = map[string]int{"nq": 0}
+	r.Eval.Datasets = map[string]string{"hotpotqa": "../../recipes/data/qa/hotpotqa.jsonl", "nq": "../../recipes/data/qa/nq.jsonl"}
+	sets, err := EvalSets(r)
 	if err != nil {
 		t.Fatal(err)
 	}
-	all, err := LoadQuestions(r.Eval.Datasets["nq"])
+	all, err := Load(r.Eval.Datasets["nq"])
 	if err != nil {
 		t.Fatal(err)
 	}

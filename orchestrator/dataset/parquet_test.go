@@ -1,4 +1,4 @@
-package orchestrator
+package dataset
 
 import (
 	"errors"
@@ -131,7 +131,7 @@ func TestLoadSearchR1Parquet(t *testing.T) {
 			RewardModel: srRM("yes")},
 	}
 	p := writeParquet(t, "train.parquet", rows)
-	qs, err := LoadQuestions(p)
+	qs, err := Load(p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +144,7 @@ func TestLoadSearchR1Parquet(t *testing.T) {
 		{ID: "nq-3", Question: "spaced out?", Golds: []string{"yes"}, Dataset: "nq"},
 	}
 	if !reflect.DeepEqual(qs, want) {
-		t.Errorf("LoadQuestions:\n got %+v\nwant %+v", qs, want)
+		t.Errorf("Load:\n got %+v\nwant %+v", qs, want)
 	}
 	// The question round-trips through Search-R1's prompt.
 	if got := format.UserPrompt(qs[0].Question, ""); got != rows[0].Prompt[0].Content {
@@ -167,7 +167,7 @@ func TestLoadSearchR1ParquetFlashRAGColumns(t *testing.T) {
 		{ID: "t_4", Question: "q4", GoldenAnswers: []string{"z"}},
 	}
 	p := writeParquet(t, "mixed.parquet", rows)
-	qs, err := LoadQuestions(p)
+	qs, err := Load(p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +178,7 @@ func TestLoadSearchR1ParquetFlashRAGColumns(t *testing.T) {
 		{ID: "t_4", Question: "q4", Golds: []string{"z"}, Dataset: "mixed"},
 	}
 	if !reflect.DeepEqual(qs, want) {
-		t.Errorf("LoadQuestions:\n got %+v\nwant %+v", qs, want)
+		t.Errorf("Load:\n got %+v\nwant %+v", qs, want)
 	}
 }
 
@@ -210,7 +210,7 @@ func TestLoadSearchR1ParquetLegacyList(t *testing.T) {
 	}
 	// Two rows per row group: row numbers run on across row groups.
 	p := writeParquet(t, "legacy.parquet", rows, parquet.MaxRowsPerRowGroup(2))
-	qs, err := LoadQuestions(p)
+	qs, err := Load(p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +223,7 @@ func TestLoadSearchR1ParquetLegacyList(t *testing.T) {
 
 	rows[3].RewardModel = rm()
 	p = writeParquet(t, "legacy.parquet", rows, parquet.MaxRowsPerRowGroup(2))
-	if _, err := LoadQuestions(p); err == nil || !strings.Contains(err.Error(), p+": row 3: reward_model.ground_truth.target: no gold answer") {
+	if _, err := Load(p); err == nil || !strings.Contains(err.Error(), p+": row 3: reward_model.ground_truth.target: no gold answer") {
 		t.Errorf("empty target in the second row group: %v", err)
 	}
 }
@@ -250,38 +250,38 @@ func TestLoadSearchR1ParquetErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		p := writeParquet(t, "train.parquet", []srRow{ok, ok, c.bad, ok})
-		_, err := LoadQuestions(p)
+		_, err := Load(p)
 		if err == nil || !strings.Contains(err.Error(), p+c.want) {
-			t.Errorf("%s: LoadQuestions error %v, want it to contain %q", c.name, err, p+c.want)
+			t.Errorf("%s: Load error %v, want it to contain %q", c.name, err, p+c.want)
 		}
 	}
 
 	// Not parquet, though named so.
 	p := writeDataFile(t, "nq.parquet", "{\"question\": \"q\", \"golden_answers\": [\"a\"]}\n")
-	if _, err := LoadQuestions(p); err == nil || !strings.Contains(err.Error(), p+": not a parquet file") {
+	if _, err := Load(p); err == nil || !strings.Contains(err.Error(), p+": not a parquet file") {
 		t.Errorf("JSONL named .parquet: %v", err)
 	}
 	p = writeDataFile(t, "short.parquet", "PAR1")
-	if _, err := LoadQuestions(p); err == nil || !strings.Contains(err.Error(), p+": not a parquet file") {
+	if _, err := Load(p); err == nil || !strings.Contains(err.Error(), p+": not a parquet file") {
 		t.Errorf("truncated parquet: %v", err)
 	}
 	p = writeDataFile(t, "empty.parquet", "")
-	if _, err := LoadQuestions(p); err == nil || !strings.Contains(err.Error(), p+": empty file") {
+	if _, err := Load(p); err == nil || !strings.Contains(err.Error(), p+": empty file") {
 		t.Errorf("empty file: %v", err)
 	}
 	p = writeParquet[srRow](t, "norows.parquet", nil)
-	if _, err := LoadQuestions(p); err == nil || !strings.Contains(err.Error(), p+": no questions") {
+	if _, err := Load(p); err == nil || !strings.Contains(err.Error(), p+": no questions") {
 		t.Errorf("parquet with no rows: %v", err)
 	}
 	type other struct {
 		A string `parquet:"a"`
 	}
 	p = writeParquet(t, "other.parquet", []other{{"x"}})
-	if _, err := LoadQuestions(p); err == nil || !strings.Contains(err.Error(), p+": no Search-R1 columns") {
+	if _, err := Load(p); err == nil || !strings.Contains(err.Error(), p+": no Search-R1 columns") {
 		t.Errorf("parquet with other columns: %v", err)
 	}
 	missing := filepath.Join(t.TempDir(), "missing.parquet")
-	if _, err := LoadQuestions(missing); err == nil || !strings.Contains(err.Error(), missing) {
+	if _, err := Load(missing); err == nil || !strings.Contains(err.Error(), missing) {
 		t.Errorf("missing file: %v", err)
 	}
 }
@@ -289,12 +289,12 @@ func TestLoadSearchR1ParquetErrors(t *testing.T) {
 func TestLoadQuestionsDispatch(t *testing.T) {
 	// Upper-case extension: parquet.
 	p := writeParquet(t, "TEST.PARQUET", []srRow{{DataSource: "nq", Prompt: srPrompt("q?"), RewardModel: srRM("a"), ExtraInfo: srExtra("test", 3)}})
-	qs, err := LoadQuestions(p)
+	qs, err := Load(p)
 	if err != nil || len(qs) != 1 || qs[0].ID != "nq-test-3" {
-		t.Errorf("LoadQuestions(%s) = %+v, %v", p, qs, err)
+		t.Errorf("Load(%s) = %+v, %v", p, qs, err)
 	}
 	// Anything else: JSONL, as shipped.
-	qs, err = LoadQuestions("../recipes/data/qa/nq.jsonl")
+	qs, err = Load("../../recipes/data/qa/nq.jsonl")
 	if errors.Is(err, fs.ErrNotExist) {
 		t.Skip("no shipped nq.jsonl")
 	}

@@ -1,4 +1,4 @@
-package orchestrator
+package dataset
 
 import (
 	"bufio"
@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/hindsearch/hindsearch/clients/policy/format"
 	"github.com/hindsearch/hindsearch/recipes"
 )
 
@@ -25,11 +26,11 @@ type Question struct {
 	Dataset string `json:"dataset"`
 }
 
-// LoadQuestions reads a question file, choosing the format by extension: a
+// Load reads a question file, choosing the format by extension: a
 // ".parquet" file is read as Search-R1 parquet (see loadSearchR1Parquet),
 // anything else as FlashRAG JSONL (see loadJSONL). Errors name the file and
 // the line or row.
-func LoadQuestions(path string) ([]Question, error) {
+func Load(path string) ([]Question, error) {
 	if strings.EqualFold(filepath.Ext(path), ".parquet") {
 		return loadSearchR1Parquet(path)
 	}
@@ -133,16 +134,16 @@ func LoadCorpus(path string) ([]string, error) {
 	return out, nil
 }
 
-// SimAnswers collects the gold answers of the recipe's training
+// Answers collects the gold answers of the recipe's training
 // (train.data) and evaluation (eval.datasets) questions, question text to
 // gold answers (merged when a question is in several files), for the
 // embedded simulator's reading skill (sim.Config.Answers: the simulated
 // agent recognises a gold answer in a passage it has read). Errors name
 // the recipe key of the file.
-func SimAnswers(r *recipes.Recipe) (map[string][]string, error) {
+func Answers(r *recipes.Recipe) (map[string][]string, error) {
 	out := map[string][]string{}
 	add := func(key, path string) error {
-		qs, err := LoadQuestions(path)
+		qs, err := Load(path)
 		if err != nil {
 			return fmt.Errorf("%s: %w", key, err)
 		}
@@ -167,4 +168,68 @@ func SimAnswers(r *recipes.Recipe) (map[string][]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// EvalSets loads eval.datasets, each cut to its eval.sizes entry or
+// eval.per_dataset questions.
+func EvalSets(r *recipes.Recipe) (map[string][]Question, error) {
+	sets := map[string][]Question{}
+	for name, f := range r.Eval.Datasets {
+		qs, err := Load(f)
+		if err != nil {
+			return nil, fmt.Errorf("eval.datasets.%s: %w", name, err)
+		}
+		if n := r.Eval.EvalSize(name); n > 0 && len(qs) > n {
+			qs = qs[:n]
+		}
+		for i := range qs {
+			qs[i].Dataset = name
+		}
+		sets[name] = qs
+	}
+	return sets, nil
+}
+
+// Exclude returns train without the questions of sets (by normalised
+// text), and how many it dropped.
+func Exclude(train []Question, sets map[string][]Question) ([]Question, int) {
+	held := map[string]bool{}
+	for _, qs := range sets {
+		for _, q := range qs {
+			held[format.Normalize(q.Question)] = true
+		}
+	}
+	kept := make([]Question, 0, len(train))
+	for _, q := range train {
+		if !held[format.Normalize(q.Question)] {
+			kept = append(kept, q)
+		}
+	}
+	return kept, len(train) - len(kept)
+}
+
+// Contamination says how many evaluation questions also appear in the
+// training data (same normalised question text), "" when none do: training
+// on them inflates the evaluation.
+func Contamination(train []Question, sets map[string][]Question) string {
+	seen := make(map[string]bool, len(train))
+	for _, q := range train {
+		seen[format.Normalize(q.Question)] = true
+	}
+	var parts []string
+	for _, name := range slices.Sorted(maps.Keys(sets)) {
+		n := 0
+		for _, q := range sets[name] {
+			if seen[format.Normalize(q.Question)] {
+				n++
+			}
+		}
+		if n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d/%d", name, n, len(sets[name])))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "evaluation questions also in train.data (" + strings.Join(parts, ", ") + "): their EM is inflated by training on them; point train.data at a training split"
 }
