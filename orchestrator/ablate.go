@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/hindsearch/hindsearch/orchestrator/metrics"
 	"github.com/hindsearch/hindsearch/orchestrator/progress"
 	"github.com/hindsearch/hindsearch/recipes"
 	"github.com/hindsearch/hindsearch/results"
@@ -100,7 +101,7 @@ type AblateOptions struct {
 	// Format is the comparison table's format (table, markdown or csv).
 	Format string
 	// Metrics and Progress, when set, watch every variant's run.
-	Metrics  *Metrics
+	Metrics  *metrics.Metrics
 	Progress *progress.Reporter
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/hindsearch/hindsearch/clients/policy"
 	"github.com/hindsearch/hindsearch/clients/policy/format"
 	"github.com/hindsearch/hindsearch/orchestrator/dataset"
+	"github.com/hindsearch/hindsearch/orchestrator/metrics"
 	"github.com/hindsearch/hindsearch/orchestrator/progress"
 	"github.com/hindsearch/hindsearch/recipes"
 	"github.com/hindsearch/hindsearch/results"
@@ -179,7 +180,7 @@ type EvalOptions struct {
 	// be its Writer.
 	Progress *progress.Reporter
 	// Metrics, when set, counts the evaluation's trajectories.
-	Metrics *Metrics
+	Metrics *metrics.Metrics
 }
 
 var reStepSuffix = regexp.MustCompile(`-step0*(\d+)$`)

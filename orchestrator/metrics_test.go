@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/hindsearch/hindsearch/orchestrator/dataset"
+	"github.com/hindsearch/hindsearch/orchestrator/metrics"
 	"github.com/hindsearch/hindsearch/orchestrator/progress"
 	"github.com/hindsearch/hindsearch/recipes"
 	"github.com/hindsearch/hindsearch/results"
@@ -23,7 +24,7 @@ import (
 
 // scrape fetches the metrics over HTTP and returns every sample as
 // "name{labels}" -> value.
-func scrape(t *testing.T, m *Metrics) map[string]float64 {
+func scrape(t *testing.T, m *metrics.Metrics) map[string]float64 {
 	t.Helper()
 	srv := httptest.NewServer(m.Handler())
 	defer srv.Close()
@@ -74,7 +75,7 @@ func sum(samples map[string]float64, name string, parts ...string) float64 {
 // returns the samples scraped after the run.
 func runScraped(t *testing.T, r *recipes.Recipe) map[string]float64 {
 	t.Helper()
-	m := NewMetrics()
+	m := metrics.New()
 	ctx := context.Background()
 	deps, emb, err := Connect(ctx, r, nil, nil, WithMetrics(m))
 	if err != nil {
@@ -266,21 +267,6 @@ func TestPruneTrajectoriesKeepsRecentAndEvalSteps(t *testing.T) {
 	}
 	if ents2, _ := os.ReadDir(dir); len(ents2) != len(ents) {
 		t.Errorf("keep 0 removed files")
-	}
-}
-
-func TestExcludeEvalAndContamination(t *testing.T) {
-	train := []dataset.Question{{Question: "Who wrote Hamlet?"}, {Question: "where is  Utah"}, {Question: "What is 2+2?"}}
-	sets := map[string][]dataset.Question{"nq": {{Question: "who wrote hamlet"}, {Question: "Capital of France?"}}, "popqa": {{Question: "Where is Utah?"}}}
-	if w := dataset.Contamination(train, sets); w != "evaluation questions also in train.data (nq 1/2, popqa 1/1): their EM is inflated by training on them; point train.data at a training split" {
-		t.Errorf("contamination = %q", w)
-	}
-	kept, n := dataset.Exclude(train, sets)
-	if n != 2 || len(kept) != 1 || kept[0].Question != "What is 2+2?" {
-		t.Errorf("excludeEval kept %v, dropped %d", kept, n)
-	}
-	if w := dataset.Contamination(kept, sets); w != "" {
-		t.Errorf("contamination after exclusion = %q", w)
 	}
 }
 

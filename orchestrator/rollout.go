@@ -16,6 +16,7 @@ import (
 	"github.com/hindsearch/hindsearch/clients/policy/format"
 	"github.com/hindsearch/hindsearch/clients/retriever"
 	"github.com/hindsearch/hindsearch/orchestrator/dataset"
+	"github.com/hindsearch/hindsearch/orchestrator/metrics"
 	"github.com/hindsearch/hindsearch/orchestrator/progress"
 )
 
@@ -261,7 +262,7 @@ type roller struct {
 
 	// metrics counts trajectories in flight (nil: none); progress, when
 	// set, is told of each finished trajectory.
-	metrics  *Metrics
+	metrics  *metrics.Metrics
 	progress *progress.Task
 	// sampled, when set, records which replica sampled with which weights
 	// (a training step's rollouts).
@@ -277,7 +278,7 @@ type roller struct {
 // ended reports a finished (or abandoned) trajectory to the metrics and the
 // progress task.
 func (r *roller) ended(t *Trajectory) {
-	r.metrics.trajectoryDone(t)
+	r.metrics.TrajectoryDone(t.Finish)
 	r.progress.Add(1)
 }
 
@@ -504,7 +505,7 @@ func (r *roller) envTurn(ctx context.Context, l *live, hits []retriever.Hit) err
 // seed identifies the request stream; model is the policy model to sample.
 func (r *roller) rollout(ctx context.Context, t *Trajectory, model string, sp policy.Sampling, seed int64) error {
 	l := newLive(t, model, sp, seed)
-	r.metrics.trajectoryStarted()
+	r.metrics.TrajectoryStarted()
 	defer r.ended(t)
 	for !l.done {
 		if err := r.policyTurn(ctx, l); err != nil {
@@ -551,7 +552,7 @@ func (r *roller) search(ctx context.Context, query string) ([]retriever.Hit, err
 // search of that turn in batched /retrieve calls, then the next turn.
 func (r *roller) lockstep(ctx context.Context, ls []*live, concurrency int) error {
 	for range ls {
-		r.metrics.trajectoryStarted()
+		r.metrics.TrajectoryStarted()
 	}
 	ended := make([]bool, len(ls))
 	defer func() {

@@ -33,6 +33,7 @@ import (
 	"github.com/hindsearch/hindsearch/clients/retriever"
 	"github.com/hindsearch/hindsearch/clients/trainer"
 	"github.com/hindsearch/hindsearch/orchestrator/dataset"
+	"github.com/hindsearch/hindsearch/orchestrator/metrics"
 	"github.com/hindsearch/hindsearch/orchestrator/progress"
 	"github.com/hindsearch/hindsearch/recipes"
 	"github.com/hindsearch/hindsearch/results"
@@ -76,7 +77,7 @@ type Runner struct {
 	Resume bool
 	// Metrics, when set, receives the run's Prometheus metrics (the
 	// transport's request metrics are wired by Connect's WithMetrics).
-	Metrics *Metrics
+	Metrics *metrics.Metrics
 	// Progress, when set, shows the rollouts' and evaluations' progress;
 	// Out should then be its Writer, so lines appear above live bars.
 	Progress *progress.Reporter
@@ -435,7 +436,7 @@ func (ru *run) loop(ctx context.Context) (*Summary, error) {
 			ru.plotCurves()
 		}
 		sum.Steps = append(sum.Steps, *rec)
-		ru.Metrics.recordStep(rec)
+		ru.Metrics.RecordStep(rec)
 		ru.printStep(rec)
 		if ru.afterStep != nil {
 			ru.afterStep(step)
@@ -1136,7 +1137,7 @@ func (ru *run) evaluate(ctx context.Context, step int, strategy string) ([]resul
 	if err != nil {
 		return nil, err
 	}
-	ru.Metrics.recordEval(recs)
+	ru.Metrics.RecordEval(recs)
 	return recs, recordEval(ru.dir, step, strategy, recs, qrecs)
 }
 

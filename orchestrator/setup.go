@@ -20,6 +20,7 @@ import (
 	"github.com/hindsearch/hindsearch/clients/trainer"
 	"github.com/hindsearch/hindsearch/clients/transport"
 	"github.com/hindsearch/hindsearch/orchestrator/dataset"
+	"github.com/hindsearch/hindsearch/orchestrator/metrics"
 	"github.com/hindsearch/hindsearch/orchestrator/progress"
 	"github.com/hindsearch/hindsearch/recipes"
 	"github.com/hindsearch/hindsearch/sim"
@@ -128,7 +129,7 @@ func (e *Embedded) serveIndex(ix *bm25.Index, style bm25.Style, lat sim.Latency,
 type ConnectOption func(*connectConfig)
 
 type connectConfig struct {
-	metrics  *Metrics
+	metrics  *metrics.Metrics
 	progress *progress.Reporter
 	// simFaults, when set, changes the embedded simulator's faults after
 	// they are read from the recipe (tests aim faults at routes with it).
@@ -150,7 +151,7 @@ func withSimFaults(f func(*sim.RoleFaults)) ConnectOption {
 }
 
 // WithMetrics makes every client report its calls and retries to m.
-func WithMetrics(m *Metrics) ConnectOption { return func(c *connectConfig) { c.metrics = m } }
+func WithMetrics(m *metrics.Metrics) ConnectOption { return func(c *connectConfig) { c.metrics = m } }
 
 // WithProgress shows the embedded index build's progress on p.
 func WithProgress(p *progress.Reporter) ConnectOption {
@@ -240,7 +241,7 @@ func Connect(ctx context.Context, r *recipes.Recipe, environ []string, log io.Wr
 		o.RetryWaitMin = time.Duration(h.RetryWaitMinMS) * time.Millisecond
 		o.RetryWaitMax = time.Duration(h.RetryWaitMaxMS) * time.Millisecond
 		o.PoolSize = h.PoolSize
-		cfg.metrics.instrument(&o)
+		cfg.metrics.Instrument(&o)
 		return o
 	}
 	simURL := 0

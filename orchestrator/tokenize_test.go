@@ -21,6 +21,7 @@ import (
 	"github.com/hindsearch/hindsearch/clients/retriever"
 	"github.com/hindsearch/hindsearch/clients/transport"
 	"github.com/hindsearch/hindsearch/orchestrator/dataset"
+	"github.com/hindsearch/hindsearch/orchestrator/metrics"
 	"github.com/hindsearch/hindsearch/recipes"
 )
 
@@ -555,7 +556,7 @@ func TestLocalTokenizationGivesTheServersBatches(t *testing.T) {
 	}
 	run := func(mode string) outcome {
 		r := testRecipe(t, "", "policy.tokenize="+mode)
-		m := NewMetrics()
+		m := metrics.New()
 		ctx := context.Background()
 		deps, emb, err := Connect(ctx, r, nil, nil, WithMetrics(m))
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/hindsearch/hindsearch/orchestrator"
+	"github.com/hindsearch/hindsearch/orchestrator/metrics"
 	"github.com/hindsearch/hindsearch/orchestrator/progress"
 )
 
@@ -33,7 +34,7 @@ type watch struct {
 	// out is where the command's ordinary lines go (above any bars).
 	out      io.Writer
 	progress *progress.Reporter
-	metrics  *orchestrator.Metrics
+	metrics  *metrics.Metrics
 	srv      *http.Server
 	served   chan struct{}
 }
@@ -52,7 +53,7 @@ func (w *watchFlags) start(e *env) (*watch, error) {
 		return nil, err
 	}
 	rep := progress.New(e.stdout, mode, 0)
-	wa := &watch{out: rep.Writer(), progress: rep, metrics: orchestrator.NewMetrics()}
+	wa := &watch{out: rep.Writer(), progress: rep, metrics: metrics.New()}
 	if w.metricsAddr != "" {
 		l, err := net.Listen("tcp", w.metricsAddr)
 		if err != nil {

@@ -175,3 +175,18 @@ func TestLoadEvalSetsSizes(t *testing.T) {
 		t.Errorf("eval sets: hotpotqa %d (want eval.per_dataset 4), nq %d (want the whole file, %d)", len(sets["hotpotqa"]), len(sets["nq"]), len(all))
 	}
 }
+
+func TestExcludeEvalAndContamination(t *testing.T) {
+	train := []Question{{Question: "Who wrote Hamlet?"}, {Question: "where is  Utah"}, {Question: "What is 2+2?"}}
+	sets := map[string][]Question{"nq": {{Question: "who wrote hamlet"}, {Question: "Capital of France?"}}, "popqa": {{Question: "Where is Utah?"}}}
+	if w := Contamination(train, sets); w != "evaluation questions also in train.data (nq 1/2, popqa 1/1): their EM is inflated by training on them; point train.data at a training split" {
+		t.Errorf("contamination = %q", w)
+	}
+	kept, n := Exclude(train, sets)
+	if n != 2 || len(kept) != 1 || kept[0].Question != "What is 2+2?" {
+		t.Errorf("excludeEval kept %v, dropped %d", kept, n)
+	}
+	if w := Contamination(kept, sets); w != "" {
+		t.Errorf("contamination after exclusion = %q", w)
+	}
+}

@@ -1,4 +1,7 @@
-package orchestrator
+// Package metrics holds a run's Prometheus metrics: the servers' calls and
+// retries (through the transport's hooks), the trajectories in flight, and
+// each recorded step and evaluation, on a registry of their own.
+package metrics
 
 import (
 	"net/http"
@@ -44,8 +47,8 @@ type Metrics struct {
 	evalEM       *prometheus.GaugeVec
 }
 
-// NewMetrics returns metrics registered on a new registry.
-func NewMetrics() *Metrics {
+// New returns metrics registered on a new registry.
+func New() *Metrics {
 	reg := prometheus.NewRegistry()
 	f := func(c prometheus.Collector) { reg.MustRegister(c) }
 	m := &Metrics{Registry: reg,
@@ -92,8 +95,10 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry})
 }
 
-// instrument makes the transport options o report to m.
-func (m *Metrics) instrument(o *transport.Options) {
+// Instrument makes the transport options o report their calls and
+// retries to m (chained before any hooks o already has); a nil m changes
+// nothing.
+func (m *Metrics) Instrument(o *transport.Options) {
 	if m == nil {
 		return
 	}
@@ -113,17 +118,18 @@ func (m *Metrics) instrument(o *transport.Options) {
 	}
 }
 
-// trajectoryStarted and trajectoryDone track the trajectories in flight.
-func (m *Metrics) trajectoryStarted() {
+// TrajectoryStarted counts a trajectory in flight.
+func (m *Metrics) TrajectoryStarted() {
 	if m != nil {
 		m.inflight.Inc()
 	}
 }
 
-func (m *Metrics) trajectoryDone(t *Trajectory) {
+// TrajectoryDone counts a trajectory no longer in flight, by how it
+// finished ("" for one abandoned when its step failed).
+func (m *Metrics) TrajectoryDone(finish string) {
 	if m != nil {
 		m.inflight.Dec()
-		finish := t.Finish
 		if finish == "" {
 			finish = "error" // abandoned: its step failed
 		}
@@ -131,8 +137,8 @@ func (m *Metrics) trajectoryDone(t *Trajectory) {
 	}
 }
 
-// recordStep publishes a recorded step.
-func (m *Metrics) recordStep(rec *results.StepRecord) {
+// RecordStep publishes a recorded step.
+func (m *Metrics) RecordStep(rec *results.StepRecord) {
 	if m == nil {
 		return
 	}
@@ -151,8 +157,8 @@ func (m *Metrics) recordStep(rec *results.StepRecord) {
 	}
 }
 
-// recordEval publishes an evaluation's EM per dataset.
-func (m *Metrics) recordEval(recs []results.EvalRecord) {
+// RecordEval publishes an evaluation's EM per dataset.
+func (m *Metrics) RecordEval(recs []results.EvalRecord) {
 	if m == nil {
 		return
 	}
