@@ -11,6 +11,7 @@ import (
 
 	"github.com/hindsearch/hindsearch/orchestrator/metrics"
 	"github.com/hindsearch/hindsearch/orchestrator/progress"
+	"github.com/hindsearch/hindsearch/orchestrator/setup"
 	"github.com/hindsearch/hindsearch/recipes"
 	"github.com/hindsearch/hindsearch/results"
 )
@@ -82,7 +83,7 @@ func Variants(path string, sets, environ, only []string) ([]Variant, error) {
 		if v.Skip != "" {
 			continue
 		}
-		if err := ApplyRunDefaults(v.Recipe); err != nil {
+		if err := setup.ApplyRunDefaults(v.Recipe); err != nil {
 			return nil, fmt.Errorf("variant %s: %w", v.Name, err)
 		}
 	}
@@ -146,7 +147,7 @@ func Ablate(ctx context.Context, vs []Variant, opt AblateOptions) ([]results.Run
 // runVariant runs v's recipe against its own embedded or remote servers,
 // its lines to out.
 func runVariant(ctx context.Context, v Variant, out io.Writer, opt AblateOptions) error {
-	deps, emb, err := Connect(ctx, v.Recipe, opt.Environ, opt.Log, WithMetrics(opt.Metrics), WithProgress(opt.Progress))
+	deps, emb, err := setup.Connect(ctx, v.Recipe, opt.Environ, opt.Log, setup.WithMetrics(opt.Metrics), setup.WithProgress(opt.Progress))
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hindsearch/hindsearch/orchestrator/setup"
 	"github.com/hindsearch/hindsearch/recipes"
 	"github.com/hindsearch/hindsearch/sim"
 )
@@ -28,7 +29,7 @@ func TestRunSyncsBothArchiveLayouts(t *testing.T) {
 				}
 				r := testRecipe(t, "", sets...)
 				ctx := context.Background()
-				deps, emb, err := Connect(ctx, r, nil, nil)
+				deps, emb, err := setup.Connect(ctx, r, nil, nil)
 				if err != nil {
 					t.Fatal(err)
 				}

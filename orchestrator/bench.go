@@ -26,6 +26,8 @@ import (
 
 	"github.com/hindsearch/hindsearch/clients/policy"
 	"github.com/hindsearch/hindsearch/orchestrator/dataset"
+	"github.com/hindsearch/hindsearch/orchestrator/roles"
+	"github.com/hindsearch/hindsearch/orchestrator/setup"
 	"github.com/hindsearch/hindsearch/recipes"
 )
 
@@ -248,7 +250,7 @@ func Bench(ctx context.Context, o BenchOptions) (*BenchReport, error) {
 
 // benchRun runs one scenario recipe against its own embedded servers.
 func benchRun(ctx context.Context, path string, sets []string) (*benchOutcome, error) {
-	r, deps, emb, err := LoadAndConnect(ctx, path, sets, nil, nil)
+	r, deps, emb, err := setup.LoadAndConnect(ctx, path, sets, nil, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -302,7 +304,7 @@ func benchCPU(ctx context.Context, o BenchOptions, batch int, name string, extra
 	sets = append(sets, "policy.urls="+strings.Join(urls.Policy, ","), "retriever.url="+urls.Retriever,
 		"judge.url="+urls.Judge, "trainer.url="+urls.Trainer, "trainer.checkpoints_dir="+urls.Checkpoints,
 		"output.dir="+filepath.Join(o.Dir, name))
-	r, deps, emb, err := LoadAndConnect(ctx, o.Recipe, sets, nil, nil)
+	r, deps, emb, err := setup.LoadAndConnect(ctx, o.Recipe, sets, nil, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -349,7 +351,7 @@ func benchCPU(ctx context.Context, o BenchOptions, batch int, name string, extra
 	sp := policy.Neutral()
 	for _, t := range trajs {
 		p.Go(func(ctx context.Context) error {
-			err := rl.rollout(ctx, t, r.Policy.Model, sp, seedFor(r.Seed, int64(t.Group), int64(t.Sample)))
+			err := rl.rollout(ctx, t, r.Policy.Model, sp, roles.Seed(r.Seed, int64(t.Group), int64(t.Sample)))
 			turns.Add(int64(len(t.Turns)))
 			return err
 		})

@@ -32,6 +32,7 @@ import (
 	"github.com/hindsearch/hindsearch/clients/retriever"
 	"github.com/hindsearch/hindsearch/clients/trainer"
 	"github.com/hindsearch/hindsearch/clients/transport"
+	"github.com/hindsearch/hindsearch/orchestrator/roles"
 	"github.com/hindsearch/hindsearch/recipes"
 	"github.com/hindsearch/hindsearch/sim"
 )
@@ -196,7 +197,7 @@ func (d *DoctorReport) Write(w io.Writer) error {
 //
 // Each check is bounded by opt.CheckTimeout; the servers are checked
 // concurrently. r must have its run defaults applied (ApplyRunDefaults).
-func Doctor(ctx context.Context, r *recipes.Recipe, deps Deps, opt DoctorOptions) *DoctorReport {
+func Doctor(ctx context.Context, r *recipes.Recipe, deps roles.Deps, opt DoctorOptions) *DoctorReport {
 	c := newChecker(r, deps, opt.Environ, opt.CheckTimeout, true)
 	return &DoctorReport{Checks: c.run(ctx), Simulated: slices.Clone(deps.Simulated)}
 }
@@ -206,13 +207,13 @@ func Doctor(ctx context.Context, r *recipes.Recipe, deps Deps, opt DoctorOptions
 // probe and the trainer's base model.
 type checker struct {
 	r       *recipes.Recipe
-	deps    Deps
+	deps    roles.Deps
 	env     map[string]string
 	timeout time.Duration
 	full    bool
 }
 
-func newChecker(r *recipes.Recipe, deps Deps, environ []string, timeout time.Duration, full bool) *checker {
+func newChecker(r *recipes.Recipe, deps roles.Deps, environ []string, timeout time.Duration, full bool) *checker {
 	if timeout <= 0 {
 		timeout = DefaultCheckTimeout
 	}
@@ -483,7 +484,7 @@ func (c *checker) localTokenizerCheck(ctx context.Context, p policy.Policy, bare
 		return ch
 	}
 	ch := Check{Role: "policy", Server: p.URL(), Name: localTokenizerRow}
-	tok, _ := c.deps.localTokenizer()
+	tok, _ := c.deps.LocalTokenizer()
 	fix := localTokenizerFix
 	switch {
 	case bareErr != nil:
@@ -548,14 +549,14 @@ const localTokenizerFix = "set policy.tokenizer to the tokenizer.json of the mod
 // missingLocalTokenizer is the failed local tokenizer row of server when
 // there is no local tokenizer (bad is false when there is one).
 func (c *checker) missingLocalTokenizer(server string) (ch Check, bad bool) {
-	_, err := c.deps.localTokenizer()
+	_, err := c.deps.LocalTokenizer()
 	if err == nil {
 		return Check{}, false
 	}
 	ch = Check{Role: "policy", Server: server, Name: localTokenizerRow, Status: CheckFail, Detail: err.Error(), Fix: localTokenizerFix}
-	var te *tokenizerError
+	var te *roles.TokenizerError
 	if errors.As(err, &te) {
-		ch.Detail, ch.Fix = te.what, te.fix
+		ch.Detail, ch.Fix = te.What, te.Fix
 	}
 	return ch, true
 }
@@ -564,11 +565,11 @@ func (c *checker) missingLocalTokenizer(server string) (ch Check, bad bool) {
 // the server's ids ("" when it does not): the local encoding must be the
 // server's ids, and the server's ids must spell text under the local
 // tokenizer's bytes.
-func tokenizerDiff(tok *Tokenizer, text string, server []int) string {
+func tokenizerDiff(tok *roles.Tokenizer, text string, server []int) string {
 	if d := idsDiff(tok.Vocab.AppendEncode(nil, text), server); d != "" {
 		return d
 	}
-	got := turnBytes(tok.Vocab, server, nil)
+	got := roles.TurnBytes(tok.Vocab, server, nil)
 	if string(got) == text {
 		return ""
 	}
@@ -594,8 +595,8 @@ func idsDiff(local, server []int) string {
 }
 
 // chatTemplateName names the local tokenizer's chat template.
-func chatTemplateName(tok *Tokenizer) string {
-	if tok.Source == simTokenizerSource {
+func chatTemplateName(tok *roles.Tokenizer) string {
+	if tok.Source == roles.SimTokenizerSource {
 		return "the simulator's chat template"
 	}
 	return "Qwen2.5's chat template"
@@ -870,10 +871,10 @@ const originalLogprobVarsFix = "SGLANG_RETURN_ORIGINAL_LOGPROB=True (after 0.5.3
 // /get_server_info reports.
 func (c *checker) generateProbe(ctx context.Context, p policy.Policy) Check {
 	ch := Check{Role: "policy", Server: p.URL(), Name: "generate"}
-	seed := seedFor(c.r.Seed, 0)
+	seed := roles.Seed(c.r.Seed, 0)
 	cctx, cancel := c.bounded(ctx)
 	comp, err := p.Complete(cctx, policy.CompletionRequest{Model: c.r.Policy.Model, Prompt: generateProbeIDs, MaxTokens: 1,
-		Sampling: trainSampling(c.r), Seed: &seed, Stop: format.StopStrings})
+		Sampling: roles.TrainSampling(c.r), Seed: &seed, Stop: format.StopStrings})
 	cancel()
 	if err == nil && len(comp.TokenIDs) == 1 && len(comp.Logprobs) == 1 {
 		ch.Status, ch.Detail = CheckOK, "POST /generate with a rollout's fields (sampling_seed included) sampled a token"
@@ -1110,7 +1111,7 @@ func (c *checker) judge(ctx context.Context, j judge.Judge) []Check {
 	seed := int64(1)
 	reply, err := j.Chat(cctx, judge.ChatRequest{
 		Messages:  []judge.Message{{Role: "user", Content: "This is a connectivity probe. Reply with the word ok."}},
-		MaxTokens: 8, Sampling: judgeSampling(c.r), Seed: &seed,
+		MaxTokens: 8, Sampling: roles.JudgeSampling(c.r), Seed: &seed,
 	})
 	cancel()
 	switch {

@@ -44,7 +44,7 @@ func (c *checker) prefillCheck(ctx context.Context, p policy.Policy) Check {
 	var prompt []int
 	if c.sglang() {
 		// The prompt is built locally (policy.tokenize local), as runs do.
-		tok, err := c.deps.localTokenizer()
+		tok, err := c.deps.LocalTokenizer()
 		if err != nil {
 			ch.Status, ch.Detail = CheckSkip, "no local tokenizer to build the probe prompt"
 			return ch

@@ -5,6 +5,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/hindsearch/hindsearch/orchestrator/setup"
 )
 
 // The sampled vs prefill row measures the simulated prefill noise: with
@@ -22,7 +24,7 @@ func TestDoctorSampledVsPrefillRow(t *testing.T) {
 		{[]string{"sim.policy.prefill_noise=0.3", "policy.server=sglang", "policy.tokenize=local"}, CheckWarn},
 	} {
 		r := testRecipe(t, "", tc.sets...)
-		deps, emb, err := Connect(context.Background(), r, nil, nil)
+		deps, emb, err := setup.Connect(context.Background(), r, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

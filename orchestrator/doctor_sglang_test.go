@@ -14,6 +14,8 @@ import (
 
 	"github.com/hindsearch/hindsearch/clients/policy/sglang"
 	"github.com/hindsearch/hindsearch/clients/transport"
+	"github.com/hindsearch/hindsearch/orchestrator/roles"
+	"github.com/hindsearch/hindsearch/orchestrator/setup"
 	"github.com/hindsearch/hindsearch/recipes"
 	"github.com/hindsearch/hindsearch/sim"
 )
@@ -141,7 +143,7 @@ func sgChecker(t *testing.T, f *sgFake, mut func(*recipes.Recipe)) (*checker, *s
 		t.Fatal(err)
 	}
 	t.Cleanup(p.Close)
-	return newChecker(&r, Deps{}, nil, 2*time.Second, false), p
+	return newChecker(&r, roles.Deps{}, nil, 2*time.Second, false), p
 }
 
 func rowOf(t *testing.T, checks []Check, name string) Check {
@@ -227,7 +229,7 @@ func TestDoctorSGLangLogprobsMode(t *testing.T) {
 func TestSGLangPreflightNamesAnOldVersionAndDoctorWarnsWithoutDeterminism(t *testing.T) {
 	r := testRecipe(t, "", "policy.server=sglang", "policy.tokenize=local")
 	ctx := context.Background()
-	deps, emb, err := Connect(ctx, r, nil, nil)
+	deps, emb, err := setup.Connect(ctx, r, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,8 @@ import (
 	"github.com/hindsearch/hindsearch/clients/retriever"
 	"github.com/hindsearch/hindsearch/clients/trainer"
 	"github.com/hindsearch/hindsearch/clients/transport"
+	"github.com/hindsearch/hindsearch/orchestrator/roles"
+	"github.com/hindsearch/hindsearch/orchestrator/setup"
 	"github.com/hindsearch/hindsearch/recipes"
 )
 
@@ -45,7 +47,7 @@ func rows(rep *DoctorReport) []row {
 // leaves no trace in the sync directory.
 func TestDoctorEmbeddedDefault(t *testing.T) {
 	r := testRecipe(t, "", "policy.urls=embedded,embedded")
-	deps, emb, err := Connect(context.Background(), r, nil, nil)
+	deps, emb, err := setup.Connect(context.Background(), r, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,9 +289,9 @@ func quickOpts(role, url string) transport.Options {
 
 // stackDeps are clients of the policy replicas at urls and of the judge,
 // retriever and trainer at other (a stack's URL).
-func stackDeps(t *testing.T, r *recipes.Recipe, env map[string]string, other string, urls ...string) Deps {
+func stackDeps(t *testing.T, r *recipes.Recipe, env map[string]string, other string, urls ...string) roles.Deps {
 	t.Helper()
-	var d Deps
+	var d roles.Deps
 	for _, u := range urls {
 		p, err := policy.New(quickOpts("policy", u))
 		if err != nil {
@@ -345,8 +347,8 @@ func stackChat(msgs []policy.Message, gen bool) string {
 }
 
 // stackTokenizer is the local tokenizer that matches a fake stack.
-func stackTokenizer() *Tokenizer {
-	return &Tokenizer{Vocab: stackVocab{}, Chat: stackChat, Source: "the stack's bytes"}
+func stackTokenizer() *roles.Tokenizer {
+	return &roles.Tokenizer{Vocab: stackVocab{}, Chat: stackChat, Source: "the stack's bytes"}
 }
 
 // stackRecipe is the default recipe on the model "m" with its sync
@@ -711,7 +713,7 @@ func TestDoctorSGLangRoute(t *testing.T) {
 // does not fail the report.
 func TestDoctorWarnsAboutRemoteSyncDir(t *testing.T) {
 	r := stackRecipe(t)
-	c := newChecker(r, Deps{Policies: []policy.Policy{&fakePolicy{url: "http://gpu1:8000"}, &fakePolicy{url: "http://127.0.0.1:8001"}}}, nil, 0, true)
+	c := newChecker(r, roles.Deps{Policies: []policy.Policy{&fakePolicy{url: "http://gpu1:8000"}, &fakePolicy{url: "http://127.0.0.1:8001"}}}, nil, 0, true)
 	checks := c.syncDir()
 	if len(checks) != 2 || checks[0].Status != CheckOK || checks[1].Status != CheckWarn {
 		t.Fatalf("checks %+v", checks)
@@ -863,7 +865,7 @@ func TestDoctorComparesTheLocalTokenizer(t *testing.T) {
 
 	// A local tokenizer that differs on a non-ASCII byte: the accents probe.
 	deps := stackDeps(t, r, nil, a.URL, a.URL, b.URL)
-	deps.Tokenizer = &Tokenizer{Vocab: highShift{}, Chat: stackChat, Source: "/tok/tokenizer.json"}
+	deps.Tokenizer = &roles.Tokenizer{Vocab: highShift{}, Chat: stackChat, Source: "/tok/tokenizer.json"}
 	rep := Doctor(ctx, r, deps, DoctorOptions{})
 	bad := failed(rep)
 	if len(bad) != 2 || bad[0].Server != a.URL || bad[1].Server != b.URL || bad[0].Status != CheckFail {
@@ -885,7 +887,7 @@ func TestDoctorComparesTheLocalTokenizer(t *testing.T) {
 
 	// The same encoding but other bytes per id: the server's ids do not
 	// spell the probe under the local tokenizer.
-	deps.Tokenizer = &Tokenizer{Vocab: wrongBytes{}, Chat: stackChat, Source: "x"}
+	deps.Tokenizer = &roles.Tokenizer{Vocab: wrongBytes{}, Chat: stackChat, Source: "x"}
 	if bad := failed(Doctor(ctx, r, deps, DoctorOptions{})); len(bad) != 2 || !strings.Contains(bad[0].Detail, "the ASCII probe") ||
 		!strings.Contains(bad[0].Detail, "under the local tokenizer, not the probe: first difference at byte 0") {
 		t.Errorf("wrong bytes: %+v", bad)
@@ -893,7 +895,7 @@ func TestDoctorComparesTheLocalTokenizer(t *testing.T) {
 
 	// Another chat template: a warning with policy.tokenize server, a
 	// failure with local.
-	deps.Tokenizer = &Tokenizer{Vocab: stackVocab{}, Chat: Qwen25Chat, Source: "qwen"}
+	deps.Tokenizer = &roles.Tokenizer{Vocab: stackVocab{}, Chat: roles.Qwen25Chat, Source: "qwen"}
 	bad = failed(Doctor(ctx, r, deps, DoctorOptions{}))
 	if len(bad) != 2 || bad[0].Status != CheckWarn || !strings.Contains(bad[0].Detail, "the chat-templated prompt differs") || !strings.Contains(bad[0].Fix, "keep policy.tokenize: server") {
 		t.Errorf("chat template, server mode: %+v", bad)
@@ -916,7 +918,7 @@ func TestDoctorComparesTheLocalTokenizer(t *testing.T) {
 	// the fix.
 	remote := *r
 	remote.Policy.URLs = []string{a.URL}
-	_, deps.TokenizerErr = connectTokenizer(&remote, map[string]string{"HOME": t.TempDir()}, nil, nil, nil)
+	_, deps.TokenizerErr = setup.ResolveTokenizer(&remote, []string{"HOME=" + t.TempDir()}, nil, nil)
 	bad = failed(Doctor(ctx, r, deps, DoctorOptions{}))
 	if len(bad) != 2 || !strings.HasPrefix(bad[1].Detail, "policy.tokenizer auto: no m in the Hugging Face cache (looked for ") ||
 		!strings.HasSuffix(bad[1].Detail, "models--m/snapshots/*/tokenizer.json)") || !strings.HasPrefix(bad[1].Fix, "download it (huggingface-cli download m tokenizer.json)") {

@@ -20,6 +20,7 @@ import (
 	"github.com/hindsearch/hindsearch/orchestrator/dataset"
 	"github.com/hindsearch/hindsearch/orchestrator/metrics"
 	"github.com/hindsearch/hindsearch/orchestrator/progress"
+	"github.com/hindsearch/hindsearch/orchestrator/roles"
 	"github.com/hindsearch/hindsearch/recipes"
 	"github.com/hindsearch/hindsearch/results"
 )
@@ -104,7 +105,7 @@ func (ev *evaluator) evaluate(ctx context.Context, step int, strategy, model str
 // one answers one question with a strategy and scores it.
 func (ev *evaluator) one(ctx context.Context, t *Trajectory, strategy, model string) error {
 	greedy := policy.Greedy()
-	seed := seedFor(ev.seed, -1)
+	seed := roles.Seed(ev.seed, -1)
 	var prompt string
 	switch strategy {
 	case format.StrategySearch:
@@ -188,14 +189,14 @@ var reStepSuffix = regexp.MustCompile(`-step0*(\d+)$`)
 // Evaluate runs one greedy evaluation of a model on the recipe's eval
 // datasets, appends the records to the run directory (output.dir) and
 // prints the seven-column table.
-func Evaluate(ctx context.Context, r *recipes.Recipe, deps Deps, opt EvalOptions) ([]results.EvalRecord, error) {
+func Evaluate(ctx context.Context, r *recipes.Recipe, deps roles.Deps, opt EvalOptions) ([]results.EvalRecord, error) {
 	if opt.Out == nil {
 		opt.Out = io.Discard
 	}
 	if !slices.Contains(format.Strategies, opt.Strategy) {
 		return nil, fmt.Errorf("--strategy %q: want one of %s", opt.Strategy, strings.Join(format.Strategies, ", "))
 	}
-	if _, err := deps.localTokenizer(); err != nil {
+	if _, err := deps.LocalTokenizer(); err != nil {
 		return nil, err
 	}
 	sets, err := dataset.EvalSets(r)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hindsearch/hindsearch/orchestrator/setup"
 	"github.com/hindsearch/hindsearch/results"
 )
 
@@ -21,7 +22,7 @@ func TestEvaluateStrategies(t *testing.T) {
 		r.Eval.Datasets[n] = data + n + ".jsonl"
 	}
 	r.Eval.PerDataset = 6
-	deps, emb, err := Connect(context.Background(), r, nil, nil)
+	deps, emb, err := setup.Connect(context.Background(), r, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +72,7 @@ func TestEvaluateCheckpointArchive(t *testing.T) {
 		t.Fatalf("archives %v", archives)
 	}
 	r2 := testRecipe(t, "", "eval.datasets.nq=")
-	deps, emb, err := Connect(context.Background(), r2, nil, nil)
+	deps, emb, err := setup.Connect(context.Background(), r2, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +92,7 @@ func TestEvaluateCheckpointArchive(t *testing.T) {
 	// /update_weights_from_disk and evaluated under the base name; the
 	// simulator's full weights are the adapter's, so the records agree.
 	r3 := testRecipe(t, "", "eval.datasets.nq=", "sync.kind=sglang_disk", "trainer.lora_rank=0", "sim.trainer.backend=fsdp")
-	deps3, emb3, err := Connect(context.Background(), r3, nil, nil)
+	deps3, emb3, err := setup.Connect(context.Background(), r3, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/hindsearch/hindsearch/clients/judge"
 	"github.com/hindsearch/hindsearch/clients/policy"
 	"github.com/hindsearch/hindsearch/clients/policy/format"
+	"github.com/hindsearch/hindsearch/orchestrator/roles"
 )
 
 // DefaultJudgePrompt is the judge prompt template shipped for a 7B-class
@@ -171,7 +172,7 @@ func (h *hinter) critique(ctx context.Context, t *Trajectory) (critique, reason 
 	if err != nil {
 		return "", "", err
 	}
-	seed := seedFor(h.seed, int64(t.Step), int64(t.Group), int64(t.Sample), 7)
+	seed := roles.Seed(h.seed, int64(t.Step), int64(t.Group), int64(t.Sample), 7)
 	done := h.phases.start("judge")
 	c, err := h.judge.Chat(ctx, judge.ChatRequest{Messages: []judge.Message{{Role: "system", Content: judgeSystem}, {Role: "user", Content: p}},
 		MaxTokens: h.maxTokens, Sampling: h.sampling, Seed: &seed})

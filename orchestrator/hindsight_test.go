@@ -11,6 +11,7 @@ import (
 
 	"github.com/hindsearch/hindsearch/clients/judge"
 	"github.com/hindsearch/hindsearch/orchestrator/dataset"
+	"github.com/hindsearch/hindsearch/orchestrator/roles"
 )
 
 // opdFixture is six response tokens: policy (not search), two search
@@ -251,7 +252,7 @@ func TestHinterCritique(t *testing.T) {
 		!strings.Contains(req.Messages[1].Content, "Gold answer(s): Shakespeare") || req.MaxTokens != 64 {
 		t.Errorf("judge request = %+v", req)
 	}
-	if req.Seed == nil || *req.Seed != seedFor(9, 2, 3, 1, 7) {
+	if req.Seed == nil || *req.Seed != roles.Seed(9, 2, 3, 1, 7) {
 		t.Errorf("judge seed = %v, want seedFor(run seed, step, group, sample, 7)", req.Seed)
 	}
 

@@ -2,6 +2,8 @@ package orchestrator
 
 import (
 	"testing"
+
+	"github.com/hindsearch/hindsearch/orchestrator/setup"
 )
 
 // Real vLLM and SGLang servers accept and ignore a request field they do
@@ -20,7 +22,7 @@ func TestRunSendsOnlyFieldsTheServersRead(t *testing.T) {
 				sets = append(sets, "trainer.lora_rank=0", "sim.trainer.backend=fsdp") // full weights
 			}
 			r := testRecipe(t, "", sets...)
-			deps, emb, err := Connect(t.Context(), r, nil, nil)
+			deps, emb, err := setup.Connect(t.Context(), r, nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

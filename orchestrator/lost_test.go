@@ -9,13 +9,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hindsearch/hindsearch/orchestrator/roles"
+	"github.com/hindsearch/hindsearch/orchestrator/setup"
 	"github.com/hindsearch/hindsearch/sim"
 )
 
 // loseTrainerAnswers makes the embedded trainer do the work of the first
 // request to each call SkyRL does not de-duplicate, then drop its answer.
-func loseTrainerAnswers() ConnectOption {
-	return withSimFaults(func(f *sim.RoleFaults) {
+func loseTrainerAnswers() setup.Option {
+	return setup.WithSimFaults(func(f *sim.RoleFaults) {
 		f.Trainer = sim.Faults{Rate: 1, Kinds: []string{"lost"}, PerRoute: 1, Routes: []string{
 			"/api/v1/create_model", "/api/v1/save_weights_for_sampler", "/api/v1/save_weights", "/api/v1/load_weights"}}
 	})
@@ -32,7 +34,7 @@ func TestLostTrainerAnswersDoNotChangeBatches(t *testing.T) {
 
 	r := testRecipe(t, "", sets...)
 	// models counts the trainer's models (GET training_runs).
-	models := func(deps Deps) int {
+	models := func(deps roles.Deps) int {
 		resp, err := http.Get(deps.Trainer.URL() + "/api/v1/training_runs?limit=100&offset=0")
 		if err != nil {
 			t.Fatal(err)
@@ -49,7 +51,7 @@ func TestLostTrainerAnswersDoNotChangeBatches(t *testing.T) {
 	// The first run stops after step 2.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	deps, emb, err := Connect(context.Background(), r, nil, nil, loseTrainerAnswers())
+	deps, emb, err := setup.Connect(context.Background(), r, nil, nil, loseTrainerAnswers())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +70,7 @@ func TestLostTrainerAnswersDoNotChangeBatches(t *testing.T) {
 
 	// The resumed run, on a fresh trainer, loses create_model's,
 	// load_weights' and the saves' answers again.
-	deps, emb, err = Connect(context.Background(), r, nil, nil, loseTrainerAnswers())
+	deps, emb, err = setup.Connect(context.Background(), r, nil, nil, loseTrainerAnswers())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/hindsearch/hindsearch/orchestrator/dataset"
 	"github.com/hindsearch/hindsearch/orchestrator/metrics"
 	"github.com/hindsearch/hindsearch/orchestrator/progress"
+	"github.com/hindsearch/hindsearch/orchestrator/setup"
 	"github.com/hindsearch/hindsearch/recipes"
 	"github.com/hindsearch/hindsearch/results"
 )
@@ -77,7 +78,7 @@ func runScraped(t *testing.T, r *recipes.Recipe) map[string]float64 {
 	t.Helper()
 	m := metrics.New()
 	ctx := context.Background()
-	deps, emb, err := Connect(ctx, r, nil, nil, WithMetrics(m))
+	deps, emb, err := setup.Connect(ctx, r, nil, nil, setup.WithMetrics(m))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +181,7 @@ func TestKeptTrajectoriesCarryTokenPieces(t *testing.T) {
 	rep := progress.New(&lines, progress.Lines, 0)
 	defer rep.Close()
 	ctx := context.Background()
-	deps, emb, err := Connect(ctx, r, nil, nil)
+	deps, emb, err := setup.Connect(ctx, r, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +273,7 @@ func TestPruneTrajectoriesKeepsRecentAndEvalSteps(t *testing.T) {
 
 func TestRunRefusesWhenEveryTrainingQuestionIsEvaluated(t *testing.T) {
 	r := testRecipe(t, "", "eval.per_dataset=0", "train.data="+filepath.Join(dataDir, "qa", "nq.jsonl"))
-	deps, emb, err := Connect(context.Background(), r, nil, nil)
+	deps, emb, err := setup.Connect(context.Background(), r, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,31 +5,10 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/hindsearch/hindsearch/clients/policy"
 	"github.com/hindsearch/hindsearch/clients/policy/sglang"
-	"github.com/hindsearch/hindsearch/clients/transport"
+	"github.com/hindsearch/hindsearch/orchestrator/setup"
 	"github.com/hindsearch/hindsearch/recipes"
 )
-
-// policy.server chooses the policy client Connect builds for each replica.
-func TestNewPolicyByPolicyServer(t *testing.T) {
-	r := recipes.Defaults()
-	o := transport.DefaultOptions("policy", "http://127.0.0.1:1")
-	p, err := newPolicy(&r, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := p.(*policy.Client); !ok {
-		t.Fatalf("policy.server vllm: %T", p)
-	}
-	r.Policy.Server = recipes.ServerSGLang
-	if p, err = newPolicy(&r, o); err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := p.(*sglang.Client); !ok {
-		t.Fatalf("policy.server sglang: %T", p)
-	}
-}
 
 // The same recipe sends the same batches and gets the same evaluations
 // whether the policy replicas are driven through vLLM's /v1/completions
@@ -45,7 +24,7 @@ func TestSGLangServerGivesTheSameBatchesAsVLLM(t *testing.T) {
 			run := func(server ...string) *Summary {
 				t.Helper()
 				r := testRecipe(t, "", append(append([]string{"policy.urls=embedded,embedded"}, sync...), server...)...)
-				deps, emb, err := Connect(t.Context(), r, nil, nil)
+				deps, emb, err := setup.Connect(t.Context(), r, nil, nil)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hindsearch/hindsearch/clients/transport"
+	"github.com/hindsearch/hindsearch/orchestrator/roles"
 	"github.com/hindsearch/hindsearch/recipes"
 )
 
@@ -25,7 +26,7 @@ const preflightTimeout = 20 * time.Second
 // subset of Doctor's checks (the same code), and returns one error listing
 // every failure, each naming the role, the URL and what to do. Roles
 // without a client in deps are not checked.
-func Preflight(ctx context.Context, r *recipes.Recipe, deps Deps) error {
+func Preflight(ctx context.Context, r *recipes.Recipe, deps roles.Deps) error {
 	ctx, cancel := context.WithTimeout(ctx, preflightTimeout)
 	defer cancel()
 	checks := newChecker(r, deps, nil, preflightTimeout, false).run(ctx)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/hindsearch/hindsearch/clients/policy"
 	"github.com/hindsearch/hindsearch/clients/policy/format"
+	"github.com/hindsearch/hindsearch/orchestrator/setup"
 	"github.com/hindsearch/hindsearch/recipes"
 )
 
@@ -27,7 +28,7 @@ func TestPrefillNoiseBiasesSampledOPDAndRescoredRemovesIt(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/noise=%v", server, noise), func(t *testing.T) {
 				r := testRecipe(t, "", "policy.server="+server, "policy.tokenize=local", fmt.Sprintf("sim.policy.prefill_noise=%v", noise))
 				ctx := context.Background()
-				deps, emb, err := Connect(ctx, r, nil, nil)
+				deps, emb, err := setup.Connect(ctx, r, nil, nil)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/hindsearch/hindsearch/clients/trainer"
+	"github.com/hindsearch/hindsearch/orchestrator/setup"
 	"github.com/hindsearch/hindsearch/results"
 	"github.com/hindsearch/hindsearch/sim"
 )
@@ -27,7 +28,7 @@ var fullWeightSets = []string{"sync.kind=sglang_disk", "trainer.lora_rank=0", "s
 func TestTrainerDiskStaysBounded(t *testing.T) {
 	r := testRecipe(t, "", append(slices.Clone(fullWeightSets), "train.steps=30", "train.batch_size=2", "train.group_size=2",
 		"checkpoint.keep=2")...)
-	deps, emb, err := Connect(context.Background(), r, nil, nil)
+	deps, emb, err := setup.Connect(context.Background(), r, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +67,7 @@ func TestTrainerDiskStaysBounded(t *testing.T) {
 func TestRunsBackToBackOnOneTrainer(t *testing.T) {
 	sets := append(slices.Clone(fullWeightSets), "train.steps=2", "train.batch_size=2", "train.group_size=2")
 	r := testRecipe(t, "", sets...)
-	deps, emb, err := Connect(context.Background(), r, nil, nil)
+	deps, emb, err := setup.Connect(context.Background(), r, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +110,7 @@ func TestResumeOnLiveTrainerEvery3(t *testing.T) {
 	clean, _ := runRecipe(t, testRecipe(t, "", sets...), 1)
 
 	r := testRecipe(t, "", sets...)
-	deps, emb, err := Connect(context.Background(), r, nil, nil)
+	deps, emb, err := setup.Connect(context.Background(), r, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +189,7 @@ func TestSecondRunOnLiveLoRAReplicasServesItsOwnAdapters(t *testing.T) {
 	fresh, _ := runRecipe(t, testRecipe(t, "", second...), 1)
 
 	r := testRecipe(t, "", sets...)
-	deps, emb, err := Connect(context.Background(), r, nil, nil)
+	deps, emb, err := setup.Connect(context.Background(), r, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +217,7 @@ func TestSecondRunOnLiveLoRAReplicasServesItsOwnAdapters(t *testing.T) {
 func TestOverwriteReleasesTheKilledRunsModelAndCheckpoints(t *testing.T) {
 	sets := append(slices.Clone(fullWeightSets), "train.steps=2", "train.batch_size=2", "train.group_size=2", "checkpoint.keep=1")
 	r := testRecipe(t, "", sets...)
-	deps, emb, err := Connect(context.Background(), r, nil, nil)
+	deps, emb, err := setup.Connect(context.Background(), r, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

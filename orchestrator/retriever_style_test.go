@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/hindsearch/hindsearch/orchestrator/setup"
 )
 
 // The embedded retriever in Search-R1's BM25 shape (documents without id)
@@ -22,7 +24,7 @@ func TestRetrieverStyleBM25SendsTheSameBatches(t *testing.T) {
 	run := func(style string) outcome {
 		r := testRecipe(t, "", "sim.retriever_style="+style, "eval.datasets.nq=")
 		ctx := context.Background()
-		deps, emb, err := Connect(ctx, r, nil, nil)
+		deps, emb, err := setup.Connect(ctx, r, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

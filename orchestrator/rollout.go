@@ -3,7 +3,6 @@ package orchestrator
 import (
 	"context"
 	"fmt"
-	"hash/fnv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +17,7 @@ import (
 	"github.com/hindsearch/hindsearch/orchestrator/dataset"
 	"github.com/hindsearch/hindsearch/orchestrator/metrics"
 	"github.com/hindsearch/hindsearch/orchestrator/progress"
+	"github.com/hindsearch/hindsearch/orchestrator/roles"
 )
 
 // Turn records one policy turn of a trajectory, for inspection.
@@ -271,7 +271,7 @@ type roller struct {
 	// sampled ids' bytes under it; with local set, environment text and
 	// prompts are tokenized with it instead of the policy server's
 	// /tokenize (policy.tokenize local).
-	tok   *Tokenizer
+	tok   *roles.Tokenizer
 	local bool
 }
 
@@ -280,19 +280,6 @@ type roller struct {
 func (r *roller) ended(t *Trajectory) {
 	r.metrics.TrajectoryDone(t.Finish)
 	r.progress.Add(1)
-}
-
-// seedFor derives a per-request seed from its coordinates.
-func seedFor(parts ...int64) int64 {
-	h := fnv.New64a()
-	for _, p := range parts {
-		var b [8]byte
-		for i := range b {
-			b[i] = byte(p >> (8 * i))
-		}
-		h.Write(b[:])
-	}
-	return int64(h.Sum64() & 0x7fffffff)
 }
 
 // tokenize tokenizes environment text on a policy server, or in this
@@ -412,7 +399,7 @@ func (r *roller) policyTurn(ctx context.Context, l *live) error {
 	}
 	req := policy.CompletionRequest{Model: r.reps.wire(l.model), Prompt: l.ctxIDs, MaxTokens: min(r.maxTurn, budget),
 		Sampling: l.sp, Stop: format.StopStrings}
-	s := seedFor(l.seed, int64(l.turn))
+	s := roles.Seed(l.seed, int64(l.turn))
 	req.Seed = &s
 	var c *policy.Completion
 	err := r.reps.callFor(ctx, l.model, func(p policy.Policy) error {

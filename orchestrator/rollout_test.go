@@ -16,6 +16,7 @@ import (
 	"github.com/hindsearch/hindsearch/clients/policy/format"
 	"github.com/hindsearch/hindsearch/clients/retriever"
 	"github.com/hindsearch/hindsearch/orchestrator/dataset"
+	"github.com/hindsearch/hindsearch/orchestrator/roles"
 	"github.com/hindsearch/hindsearch/recipes"
 )
 
@@ -65,8 +66,8 @@ func (v *pieceVocab) AppendEncode(dst []int, text string) []int {
 }
 
 // tokenizer is v as the roller's local tokenizer.
-func (v *pieceVocab) tokenizer() *Tokenizer {
-	return &Tokenizer{Vocab: v, Chat: Qwen25Chat, Source: "test pieces"}
+func (v *pieceVocab) tokenizer() *roles.Tokenizer {
+	return &roles.Tokenizer{Vocab: v, Chat: roles.Qwen25Chat, Source: "test pieces"}
 }
 
 // placeholderOffsets are the text offsets vLLM reports under
@@ -149,7 +150,7 @@ func TestSeedFor(t *testing.T) {
 		{[]int64{1, -1}, 1773830300},
 	}
 	for _, g := range golden {
-		if got := seedFor(g.parts...); got != g.want {
+		if got := roles.Seed(g.parts...); got != g.want {
 			t.Errorf("seedFor(%v) = %d, want %d", g.parts, got, g.want)
 		}
 	}
@@ -157,8 +158,8 @@ func TestSeedFor(t *testing.T) {
 	for a := int64(0); a < 5; a++ {
 		for b := int64(0); b < 5; b++ {
 			for c := int64(0); c < 5; c++ {
-				s := seedFor(7, a, b, c)
-				if s != seedFor(7, a, b, c) {
+				s := roles.Seed(7, a, b, c)
+				if s != roles.Seed(7, a, b, c) {
 					t.Fatal("seedFor is not deterministic")
 				}
 				if s < 0 || s > 0x7fffffff {
@@ -171,7 +172,7 @@ func TestSeedFor(t *testing.T) {
 			}
 		}
 	}
-	if seedFor(1, 2) == seedFor(2, 1) || seedFor(1, 2) == seedFor(1, 2, 0) {
+	if roles.Seed(1, 2) == roles.Seed(2, 1) || roles.Seed(1, 2) == roles.Seed(1, 2, 0) {
 		t.Error("seedFor ignores order or trailing parts")
 	}
 }
@@ -427,7 +428,7 @@ func TestRolloutTokenInTokenOut(t *testing.T) {
 			t.Errorf("turn %d prompt %v, want %v", i, req.Prompt, ctxIDs)
 		}
 		if req.Model != "adapter-1" || req.MaxTokens != 500 || req.Temperature != 1 || req.TopP != 1 || req.TopK != -1 ||
-			!reflect.DeepEqual(req.Stop, []string{"</search>", "</answer>"}) || req.Seed == nil || *req.Seed != seedFor(42, int64(i)) {
+			!reflect.DeepEqual(req.Stop, []string{"</search>", "</answer>"}) || req.Seed == nil || *req.Seed != roles.Seed(42, int64(i)) {
 			t.Errorf("turn %d request %+v", i, req)
 		}
 		ctxIDs = append(append(ctxIDs, turns[i].TokenIDs...), envs[i]...)
@@ -539,7 +540,7 @@ func (noLoRA) UnloadLoRA(context.Context, string) error {
 func TestPreflightLoRADisabled(t *testing.T) {
 	r := recipes.Defaults()
 	r.Policy.Model = "base"
-	err := Preflight(context.Background(), &r, Deps{Policies: []policy.Policy{noLoRA{&fakePolicy{url: "http://gpu1:8000"}}}})
+	err := Preflight(context.Background(), &r, roles.Deps{Policies: []policy.Policy{noLoRA{&fakePolicy{url: "http://gpu1:8000"}}}})
 	if err == nil || !strings.Contains(err.Error(), "http://gpu1:8000") || !strings.Contains(err.Error(), "--enable-lora") ||
 		!strings.Contains(err.Error(), "VLLM_ALLOW_RUNTIME_LORA_UPDATING=True") {
 		t.Fatalf("err %v", err)

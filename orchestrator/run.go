@@ -30,41 +30,21 @@ import (
 	"github.com/hindsearch/hindsearch/clients/judge"
 	"github.com/hindsearch/hindsearch/clients/policy"
 	"github.com/hindsearch/hindsearch/clients/policy/format"
-	"github.com/hindsearch/hindsearch/clients/retriever"
 	"github.com/hindsearch/hindsearch/clients/trainer"
 	"github.com/hindsearch/hindsearch/orchestrator/dataset"
 	"github.com/hindsearch/hindsearch/orchestrator/metrics"
 	"github.com/hindsearch/hindsearch/orchestrator/progress"
+	"github.com/hindsearch/hindsearch/orchestrator/roles"
 	"github.com/hindsearch/hindsearch/recipes"
 	"github.com/hindsearch/hindsearch/results"
 )
-
-// Deps are the servers a run drives, one client per role.
-type Deps struct {
-	Policies  []policy.Policy
-	Judge     judge.Judge
-	Retriever retriever.Retriever
-	Trainer   trainer.Trainer
-	// Simulated names the roles served by the embedded simulator; every
-	// output of the run says so when it is non-empty.
-	Simulated []string
-	// Tokenizer is the policy model's tokenizer in this process
-	// (policy.tokenizer): the search span, the teacher cut-off and the
-	// per-token text are located by the sampled ids' bytes under it, and
-	// with policy.tokenize local it tokenizes environment text and the
-	// prompt. A run needs it.
-	Tokenizer *Tokenizer
-	// TokenizerErr is why Connect found no tokenizer (a run fails with
-	// it; doctor reports it as a failed check).
-	TokenizerErr error
-}
 
 // Runner runs one recipe.
 type Runner struct {
 	// Recipe is the resolved, validated recipe.
 	Recipe *recipes.Recipe
 	// Deps are the role clients.
-	Deps Deps
+	Deps roles.Deps
 	// Out receives progress lines and the final table.
 	Out io.Writer
 	// Overwrite lets a run replace the results of an earlier run in the
@@ -179,7 +159,7 @@ func (rn *Runner) Run(ctx context.Context) (*Summary, error) {
 		rn.Out = io.Discard
 	}
 	r := rn.Recipe
-	if _, err := rn.Deps.localTokenizer(); err != nil {
+	if _, err := rn.Deps.LocalTokenizer(); err != nil {
 		return nil, err
 	}
 	dir, lock, err := openRunDir(r.Output.Dir)
@@ -314,7 +294,7 @@ func (ru *run) load() error {
 
 func newHinter(r *recipes.Recipe, j judge.Judge, tmpl *template.Template, clock *phaseClock) *hinter {
 	h := r.Hindsight
-	return &hinter{judge: j, prompt: tmpl, maxTokens: r.Judge.MaxTokens, sampling: judgeSampling(r),
+	return &hinter{judge: j, prompt: tmpl, maxTokens: r.Judge.MaxTokens, sampling: roles.JudgeSampling(r),
 		seed: r.Seed, gold: h.GoldAnswer, redact: h.RedactGold, maxChars: h.MaxCritiqueChars, hint: h.HintTemplate,
 		loss: h.Loss, broadcast: h.Broadcast, coef: h.Coef, clamp: h.Clamp, phases: clock}
 }
@@ -567,7 +547,7 @@ func (ru *run) collect(ctx context.Context, step int, model string, stream bool)
 	task := ru.Progress.Start(fmt.Sprintf("rollout step %d", step), len(qs)*G, "trajectories")
 	defer task.Done()
 	ru.roller.progress = task
-	sp := trainSampling(r)
+	sp := roles.TrainSampling(r)
 
 	datums := make(chan keyedDatum, len(qs)*G)
 	var trainErr error
@@ -662,7 +642,7 @@ func (ru *run) collect(ctx context.Context, step int, model string, stream bool)
 		if rollErr == nil {
 			for _, g := range c.groups {
 				for _, t := range g.trajs {
-					ls = append(ls, newLive(t, model, sp, seedFor(r.Seed, int64(step), int64(t.Group), int64(t.Sample))))
+					ls = append(ls, newLive(t, model, sp, roles.Seed(r.Seed, int64(step), int64(t.Group), int64(t.Sample))))
 				}
 			}
 			rollErr = ru.roller.lockstep(ctx, ls, concurrency)
@@ -685,7 +665,7 @@ func (ru *run) collect(ctx context.Context, step int, model string, stream bool)
 						return promptErr
 					}
 					t.PromptIDs = prompt
-					if err := ru.roller.rollout(ctx, t, model, sp, seedFor(r.Seed, int64(step), int64(t.Group), int64(t.Sample))); err != nil {
+					if err := ru.roller.rollout(ctx, t, model, sp, roles.Seed(r.Seed, int64(step), int64(t.Group), int64(t.Sample))); err != nil {
 						return err
 					}
 					if g.left.Add(-1) == 0 {
@@ -1156,8 +1136,8 @@ func recordEval(dir *results.RunDir, step int, strategy string, recs []results.E
 
 // newRoller builds the rollout engine of a recipe over deps; it needs the
 // local tokenizer (Deps.Tokenizer).
-func newRoller(r *recipes.Recipe, deps Deps, clock *phaseClock) (*roller, error) {
-	tok, err := deps.localTokenizer()
+func newRoller(r *recipes.Recipe, deps roles.Deps, clock *phaseClock) (*roller, error) {
+	tok, err := deps.LocalTokenizer()
 	if err != nil {
 		return nil, err
 	}

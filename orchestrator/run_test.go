@@ -15,6 +15,8 @@ import (
 	"github.com/hindsearch/hindsearch/clients/judge"
 	"github.com/hindsearch/hindsearch/clients/trainer"
 	"github.com/hindsearch/hindsearch/clients/transport"
+	"github.com/hindsearch/hindsearch/orchestrator/roles"
+	"github.com/hindsearch/hindsearch/orchestrator/setup"
 	"github.com/hindsearch/hindsearch/recipes"
 	"github.com/hindsearch/hindsearch/results"
 )
@@ -64,7 +66,7 @@ output: {dir: '%[3]s/run', trajectories: 6}
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := ApplyRunDefaults(r); err != nil {
+	if err := setup.ApplyRunDefaults(r); err != nil {
 		t.Fatal(err)
 	}
 	return r
@@ -83,7 +85,7 @@ func stepDigests(sum *Summary) []string {
 func runRecipe(t *testing.T, r *recipes.Recipe, sign float64) (*Summary, string) {
 	t.Helper()
 	ctx := context.Background()
-	deps, emb, err := Connect(ctx, r, nil, nil)
+	deps, emb, err := setup.Connect(ctx, r, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,11 +103,11 @@ func runRecipe(t *testing.T, r *recipes.Recipe, sign float64) (*Summary, string)
 // (the next step is cut short), then resumes it on a fresh set of embedded
 // servers, as after a crash of everything. It returns the resumed run's
 // summary and output, and its servers (closed when the test ends).
-func interruptThenResume(t *testing.T, r *recipes.Recipe, stopAfter int) (*Summary, string, Deps, *Embedded) {
+func interruptThenResume(t *testing.T, r *recipes.Recipe, stopAfter int) (*Summary, string, roles.Deps, *setup.Embedded) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	deps, emb, err := Connect(context.Background(), r, nil, nil)
+	deps, emb, err := setup.Connect(context.Background(), r, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +120,7 @@ func interruptThenResume(t *testing.T, r *recipes.Recipe, stopAfter int) (*Summa
 		t.Fatal("the interrupted run did not fail")
 	}
 	emb.Close()
-	deps, emb, err = Connect(context.Background(), r, nil, nil)
+	deps, emb, err = setup.Connect(context.Background(), r, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +202,7 @@ func TestEndToEndOverLoopback(t *testing.T) {
 		}
 	}
 	// A second run into the same directory is refused, and nothing is lost.
-	deps, emb, err := Connect(context.Background(), r, nil, nil)
+	deps, emb, err := setup.Connect(context.Background(), r, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -343,7 +345,7 @@ func TestOffPolicyStalenessAndSamplingLogprobs(t *testing.T) {
 	r := testRecipe(t, "", "train.max_off_policy_steps=1", "train.steps=4", "eval.datasets.nq=", "eval.datasets.hotpotqa=",
 		"output.trajectories=4")
 	ctx := context.Background()
-	deps, emb, err := Connect(ctx, r, nil, nil)
+	deps, emb, err := setup.Connect(ctx, r, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -424,7 +426,7 @@ func TestFaultsDoNotChangeBatches(t *testing.T) {
 	run := func(sets ...string) ([]string, int64) {
 		r := testRecipe(t, "", append(append([]string{}, base...), sets...)...)
 		ctx := context.Background()
-		deps, emb, err := Connect(ctx, r, nil, nil)
+		deps, emb, err := setup.Connect(ctx, r, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -463,7 +465,7 @@ func TestSecondOrchestratorRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer held.Unlock()
-	deps, emb, err := Connect(context.Background(), r, nil, nil)
+	deps, emb, err := setup.Connect(context.Background(), r, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -482,7 +484,7 @@ func TestSecretsNeverWritten(t *testing.T) {
 		"eval.datasets.nq=", "train.steps=1", "output.trajectories=4")
 	environ := []string{"HS_TEST_JUDGE_KEY=" + key, "HS_TEST_TRAINER_KEY=" + key}
 	ctx := context.Background()
-	deps, emb, err := Connect(ctx, r, environ, nil)
+	deps, emb, err := setup.Connect(ctx, r, environ, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -513,7 +515,7 @@ func TestSecretsNeverWritten(t *testing.T) {
 	}
 	// A wrong key: the judge's 401 is reported without either key.
 	r2 := testRecipe(t, "", "judge.api_key_env=HS_TEST_JUDGE_KEY", "eval.datasets.nq=", "train.steps=1")
-	deps2, emb2, err := Connect(ctx, r2, []string{"HS_TEST_JUDGE_KEY=" + key}, nil)
+	deps2, emb2, err := setup.Connect(ctx, r2, []string{"HS_TEST_JUDGE_KEY=" + key}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -580,7 +582,7 @@ func (h hungTrainer) ForwardBackward(ctx context.Context, modelID string, data [
 // A hung trainer future fails the step with what to do, instead of hanging.
 func TestHungTrainerFutureFailsTheStep(t *testing.T) {
 	r := testRecipe(t, "", "trainer.call_timeout_seconds=0.3", "eval.datasets.nq=", "eval.datasets.hotpotqa=")
-	deps, emb, err := Connect(context.Background(), r, nil, nil)
+	deps, emb, err := setup.Connect(context.Background(), r, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -601,7 +603,7 @@ func TestReplicaKilledAndRestarted(t *testing.T) {
 	clean, _ := runRecipe(t, testRecipe(t, "", sets...), 1)
 
 	r := testRecipe(t, "", sets...)
-	deps, emb, err := Connect(context.Background(), r, nil, nil)
+	deps, emb, err := setup.Connect(context.Background(), r, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -669,7 +671,7 @@ func TestPreflightNamesTheProblem(t *testing.T) {
 		{[]string{"retriever.url=" + dead, "http.retries=0"}, []string{"retriever " + dead, "fix retriever.url"}},
 	} {
 		r := testRecipe(t, "", append(tc.sets, "eval.datasets.nq=", "eval.datasets.hotpotqa=")...)
-		deps, emb, err := Connect(context.Background(), r, nil, nil)
+		deps, emb, err := setup.Connect(context.Background(), r, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

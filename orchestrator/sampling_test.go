@@ -14,6 +14,8 @@ import (
 	"github.com/hindsearch/hindsearch/clients/judge"
 	"github.com/hindsearch/hindsearch/clients/policy"
 	"github.com/hindsearch/hindsearch/clients/transport"
+	"github.com/hindsearch/hindsearch/orchestrator/roles"
+	"github.com/hindsearch/hindsearch/orchestrator/setup"
 	"github.com/hindsearch/hindsearch/recipes"
 )
 
@@ -78,7 +80,7 @@ func (p *fieldProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func proxiedRun(t *testing.T, r *recipes.Recipe, dropPolicy, dropJudge string) ([]string, []*fieldProxy) {
 	t.Helper()
 	ctx := context.Background()
-	deps, emb, err := Connect(ctx, r, nil, nil)
+	deps, emb, err := setup.Connect(ctx, r, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +91,7 @@ func proxiedRun(t *testing.T, r *recipes.Recipe, dropPolicy, dropJudge string) (
 		return srv.URL
 	}
 	var proxies []*fieldProxy
-	for i, u := range emb.sim.PolicyURLs {
+	for i, u := range emb.Sim().PolicyURLs {
 		p := &fieldProxy{target: u, path: "/v1/completions", drop: dropPolicy}
 		proxies = append(proxies, p)
 		c, err := policy.New(transport.DefaultOptions("policy", serve(p)))
@@ -99,9 +101,9 @@ func proxiedRun(t *testing.T, r *recipes.Recipe, dropPolicy, dropJudge string) (
 		t.Cleanup(c.Close)
 		deps.Policies[i] = c
 	}
-	jp := &fieldProxy{target: emb.sim.JudgeURL, path: "/v1/chat/completions", drop: dropJudge}
+	jp := &fieldProxy{target: emb.Sim().JudgeURL, path: "/v1/chat/completions", drop: dropJudge}
 	proxies = append(proxies, jp)
-	jc, err := judge.New(transport.DefaultOptions("judge", serve(jp)), r.Judge.Model, "", judgeOptions(r)...)
+	jc, err := judge.New(transport.DefaultOptions("judge", serve(jp)), r.Judge.Model, "", roles.JudgeOptions(r)...)
 	if err != nil {
 		t.Fatal(err)
 	}

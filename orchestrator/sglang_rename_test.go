@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hindsearch/hindsearch/orchestrator/setup"
 	"github.com/hindsearch/hindsearch/results"
 )
 
@@ -23,7 +24,7 @@ func TestSGLangRenamedReplicasResumeAndSecondRun(t *testing.T) {
 	sets := append(slices.Clone(sglangSets), "policy.server=sglang", "policy.tokenize=local", "sync.keep=1")
 	r := testRecipe(t, "", sets...)
 	ctx := context.Background()
-	deps, emb, err := Connect(ctx, r, nil, nil)
+	deps, emb, err := setup.Connect(ctx, r, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/hindsearch/hindsearch/clients/policy"
+	"github.com/hindsearch/hindsearch/orchestrator/roles"
+	"github.com/hindsearch/hindsearch/orchestrator/setup"
 	"github.com/hindsearch/hindsearch/results"
 	"github.com/hindsearch/hindsearch/sim"
 )
@@ -24,7 +26,7 @@ import (
 var sglangSets = []string{"sync.kind=sglang_disk", "trainer.lora_rank=0", "sim.trainer.backend=fsdp", "policy.urls=embedded,embedded", "eval.datasets.nq="}
 
 // replicaURLs are a run's policy replica URLs.
-func replicaURLs(deps Deps) []string {
+func replicaURLs(deps roles.Deps) []string {
 	var us []string
 	for _, p := range deps.Policies {
 		us = append(us, p.URL())
@@ -48,7 +50,7 @@ func servedBy(model string, urls ...string) map[string]string {
 func TestSGLangDiskEndToEnd(t *testing.T) {
 	r := testRecipe(t, "", append(slices.Clone(sglangSets), "sync.keep=1")...)
 	ctx := context.Background()
-	deps, emb, err := Connect(ctx, r, nil, nil)
+	deps, emb, err := setup.Connect(ctx, r, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +193,7 @@ func TestReplicaFailingLoadIsLeftOutThenRejoins(t *testing.T) {
 			r := testRecipe(t, "", "sync.kind="+kind, "trainer.lora_rank="+rank, "sim.trainer.backend=fsdp", "policy.urls=embedded,embedded", "train.steps=3",
 				"eval.datasets.nq=", "eval.datasets.hotpotqa=")
 			ctx := context.Background()
-			deps, emb, err := Connect(ctx, r, nil, nil)
+			deps, emb, err := setup.Connect(ctx, r, nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -228,7 +230,7 @@ func TestReplicaFailingLoadIsLeftOutThenRejoins(t *testing.T) {
 			// No replica loads the weights: the step fails, naming both.
 			r2 := testRecipe(t, "", "sync.kind="+kind, "trainer.lora_rank="+rank, "sim.trainer.backend=fsdp", "policy.urls=embedded,embedded", "train.steps=1",
 				"eval.datasets.nq=", "eval.datasets.hotpotqa=")
-			deps2, emb2, err := Connect(ctx, r2, nil, nil)
+			deps2, emb2, err := setup.Connect(ctx, r2, nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -274,7 +276,7 @@ func (s *syncCalls) UpdateWeightsFromDisk(ctx context.Context, path string) erro
 func TestSyncNoneEvaluatesWithoutSyncCalls(t *testing.T) {
 	r := testRecipe(t, "", "sync.kind=none", "eval.datasets.nq=")
 	ctx := context.Background()
-	deps, emb, err := Connect(ctx, r, nil, nil)
+	deps, emb, err := setup.Connect(ctx, r, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -315,7 +317,7 @@ func TestSGLangDiskReplicaKilledAndRestarted(t *testing.T) {
 	clean, _ := runRecipe(t, testRecipe(t, "", sets...), 1)
 
 	r := testRecipe(t, "", sets...)
-	deps, emb, err := Connect(context.Background(), r, nil, nil)
+	deps, emb, err := setup.Connect(context.Background(), r, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

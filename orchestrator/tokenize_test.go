@@ -22,6 +22,8 @@ import (
 	"github.com/hindsearch/hindsearch/clients/transport"
 	"github.com/hindsearch/hindsearch/orchestrator/dataset"
 	"github.com/hindsearch/hindsearch/orchestrator/metrics"
+	"github.com/hindsearch/hindsearch/orchestrator/roles"
+	"github.com/hindsearch/hindsearch/orchestrator/setup"
 	"github.com/hindsearch/hindsearch/recipes"
 )
 
@@ -81,7 +83,7 @@ func (t *byteTokenizer) AppendEncode(dst []int, text string) []int {
 // spanTestTokenizer is the tokenizer of the search-span tests: Qwen2.5's
 // own (the embedded copy of clients/policy/tokenizer), so the token
 // boundaries are the ones a real Qwen2.5 policy samples.
-func spanTestTokenizer(t *testing.T) Vocab {
+func spanTestTokenizer(t *testing.T) roles.Vocab {
 	t.Helper()
 	tk, err := tokenizer.Qwen25()
 	if err != nil {
@@ -93,7 +95,7 @@ func spanTestTokenizer(t *testing.T) Vocab {
 // byteTestTokenizer is a small deterministic byte-level vocabulary whose
 // splits the tests choose (a character cut across two tokens, a token
 // running past </search>).
-func byteTestTokenizer() Vocab {
+func byteTestTokenizer() roles.Vocab {
 	return newByteTokenizer(
 		"<think>", "</think>", ">\n", "<search>", "</", "search", ">\n\n", "<answer>", "answer", ">",
 		" Where", " was", " Zo\xc3", "\xab Sal", "da", "\xc3\xb1a", " born", "?", " caf\xc3\xa9", " \xe6\x9d", "\xb1\xe4\xba\xac",
@@ -111,8 +113,8 @@ func byteTestTokenizer() Vocab {
 // under return_tokens_as_token_ids: the offset of token i is the sum of
 // len("token_id:N") of the tokens before it.
 type placeholderServer struct {
-	tk    Vocab
-	chat  ChatTemplate
+	tk    roles.Vocab
+	chat  roles.ChatTemplate
 	mu    sync.Mutex
 	turns []string
 	// tokenized counts the POST /tokenize requests.
@@ -120,8 +122,8 @@ type placeholderServer struct {
 	srv       *httptest.Server
 }
 
-func newPlaceholderServer(t *testing.T, tk Vocab, turns ...string) *placeholderServer {
-	s := &placeholderServer{tk: tk, chat: Qwen25Chat, turns: turns}
+func newPlaceholderServer(t *testing.T, tk roles.Vocab, turns ...string) *placeholderServer {
+	s := &placeholderServer{tk: tk, chat: roles.Qwen25Chat, turns: turns}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(s.srv.Close)
 	return s
@@ -217,7 +219,7 @@ func TestSearchSpanIgnoresPlaceholderTextOffsets(t *testing.T) {
 
 // checkSearchSpan is TestSearchSpanIgnoresPlaceholderTextOffsets with
 // tokenizer tk.
-func checkSearchSpan(t *testing.T, tk Vocab) {
+func checkSearchSpan(t *testing.T, tk roles.Vocab) {
 	search := "<think> Where was Zoë Saldaña born? 東京?</think>\n<search> Zoë Saldaña 東京 café São Paulo </search>\n\n"
 	answer := "<answer> São Paulo </answer>"
 	srv := newPlaceholderServer(t, tk, search, answer)
@@ -230,7 +232,7 @@ func checkSearchSpan(t *testing.T, tk Vocab) {
 	defer client.Close()
 	fr := &fakeRetriever{hits: []retriever.Hit{{ID: "1", Contents: "\"Zoe Saldana\"\nZoë Saldaña was born in Passaic."}}}
 	r := &roller{reps: newReplicas([]policy.Policy{client}), retriever: fr, topk: 3, maxTurns: 4, maxTurn: 500, maxObs: 500,
-		maxCtx: 1 << 16, baseModel: "m", tok: &Tokenizer{Vocab: tk, Chat: Qwen25Chat}}
+		maxCtx: 1 << 16, baseModel: "m", tok: &roles.Tokenizer{Vocab: tk, Chat: roles.Qwen25Chat}}
 	ctx := context.Background()
 	prompt, err := r.promptIDs(ctx, "where was zoë saldaña born", "")
 	if err != nil {
@@ -363,62 +365,6 @@ func TestTokenPieces(t *testing.T) {
 	}
 }
 
-// policy.tokenizer auto finds policy.model's tokenizer.json in the Hugging
-// Face cache (HF_HUB_CACHE, else HF_HOME/hub, else ~/.cache/huggingface/hub)
-// at the revision refs/main names, else the only snapshot with one, and
-// says which; otherwise the error names the path and the fix.
-func TestHFCacheTokenizer(t *testing.T) {
-	write := func(p string) {
-		t.Helper()
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte("{}"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	home := t.TempDir()
-	repo := filepath.Join(home, ".cache/huggingface/hub/models--Qwen--Qwen2.5-3B-Instruct")
-	env := map[string]string{"HOME": home}
-	_, _, err := hfCacheTokenizer("Qwen/Qwen2.5-3B-Instruct", env)
-	if err == nil || !strings.Contains(err.Error(), filepath.Join(repo, "snapshots", "*", "tokenizer.json")) ||
-		!strings.Contains(err.Error(), "huggingface-cli download Qwen/Qwen2.5-3B-Instruct tokenizer.json") ||
-		!strings.Contains(err.Error(), "set policy.tokenizer") {
-		t.Fatalf("empty cache: %v", err)
-	}
-	write(filepath.Join(repo, "snapshots/aaa/tokenizer.json"))
-	if p, how, err := hfCacheTokenizer("Qwen/Qwen2.5-3B-Instruct", env); err != nil || p != filepath.Join(repo, "snapshots/aaa/tokenizer.json") || !strings.Contains(how, "only snapshot") {
-		t.Errorf("one snapshot: %q %q %v", p, how, err)
-	}
-	write(filepath.Join(repo, "snapshots/bbb/tokenizer.json"))
-	if _, _, err := hfCacheTokenizer("Qwen/Qwen2.5-3B-Instruct", env); err == nil || !strings.Contains(err.Error(), "2 snapshots") || !strings.Contains(err.Error(), "no refs/main") {
-		t.Errorf("two snapshots, no refs/main: %v", err)
-	}
-	write(filepath.Join(repo, "refs/main"))
-	if err := os.WriteFile(filepath.Join(repo, "refs/main"), []byte("bbb\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if p, how, err := hfCacheTokenizer("Qwen/Qwen2.5-3B-Instruct", env); err != nil || p != filepath.Join(repo, "snapshots/bbb/tokenizer.json") || !strings.Contains(how, "refs/main") {
-		t.Errorf("refs/main: %q %q %v", p, how, err)
-	}
-	// The cache's location: HF_HUB_CACHE, then HF_HOME/hub.
-	for _, c := range []struct {
-		env  map[string]string
-		want string
-	}{
-		{map[string]string{"HOME": home, "HF_HUB_CACHE": "/x/hub", "HF_HOME": "/y"}, "/x/hub"},
-		{map[string]string{"HOME": home, "HUGGINGFACE_HUB_CACHE": "/w/hub", "HF_HOME": "/y"}, "/w/hub"},
-		{map[string]string{"HOME": home, "HF_HOME": "/y"}, "/y/hub"},
-		{map[string]string{"HOME": home, "XDG_CACHE_HOME": "/z"}, "/z/huggingface/hub"},
-		{map[string]string{"HOME": home, "HF_HOME": "~/hf"}, filepath.Join(home, "hf/hub")},
-		{map[string]string{"HOME": home}, filepath.Join(home, ".cache/huggingface/hub")},
-	} {
-		if got := hfHubCache(c.env); got != c.want {
-			t.Errorf("hfHubCache(%v) = %q, want %q", c.env, got, c.want)
-		}
-	}
-}
-
 // Connect resolves policy.tokenizer: the simulator's own tokenizer for
 // embedded policies (no file needed), a file through the loader it is
 // given, auto through the Hugging Face cache; a missing one is reported in
@@ -426,7 +372,7 @@ func TestHFCacheTokenizer(t *testing.T) {
 func TestConnectTokenizer(t *testing.T) {
 	ctx := context.Background()
 	r := testRecipe(t, "")
-	deps, emb, err := Connect(ctx, r, nil, nil)
+	deps, emb, err := setup.Connect(ctx, r, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -447,9 +393,9 @@ func TestConnectTokenizer(t *testing.T) {
 	}
 	stub := newByteTokenizer("ab")
 	var loaded []string
-	loader := WithTokenizerLoader(func(p string) (Vocab, error) { loaded = append(loaded, p); return stub, nil })
+	loader := setup.WithTokenizerLoader(func(p string) (roles.Vocab, error) { loaded = append(loaded, p); return stub, nil })
 	r = testRecipe(t, "", remote("policy.tokenizer="+file)...)
-	deps, emb, err = Connect(ctx, r, nil, nil, loader)
+	deps, emb, err = setup.Connect(ctx, r, nil, nil, loader)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -457,7 +403,7 @@ func TestConnectTokenizer(t *testing.T) {
 	if deps.TokenizerErr != nil || deps.Tokenizer.Vocab != stub || !slices.Equal(loaded, []string{file}) || deps.Tokenizer.Source != file {
 		t.Fatalf("file: %+v %v, loaded %q", deps.Tokenizer, deps.TokenizerErr, loaded)
 	}
-	if got := deps.Tokenizer.Chat([]policy.Message{{Role: "user", Content: "Q?"}}, true); got != "<|im_start|>system\n"+Qwen25SystemPrompt+"<|im_end|>\n<|im_start|>user\nQ?<|im_end|>\n<|im_start|>assistant\n" {
+	if got := deps.Tokenizer.Chat([]policy.Message{{Role: "user", Content: "Q?"}}, true); got != "<|im_start|>system\n"+roles.Qwen25SystemPrompt+"<|im_end|>\n<|im_start|>user\nQ?<|im_end|>\n<|im_start|>assistant\n" {
 		t.Errorf("a tokenizer file's chat template: %q", got)
 	}
 
@@ -465,7 +411,7 @@ func TestConnectTokenizer(t *testing.T) {
 	// run says why before it touches the run directory.
 	home := t.TempDir()
 	r = testRecipe(t, "", remote()...)
-	deps, emb, err = Connect(ctx, r, []string{"HOME=" + home}, nil, loader)
+	deps, emb, err = setup.Connect(ctx, r, []string{"HOME=" + home}, nil, loader)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -489,7 +435,7 @@ func TestConnectTokenizer(t *testing.T) {
 	}
 	var log bytes.Buffer
 	loaded = nil
-	deps, emb, err = Connect(ctx, r, []string{"HOME=" + home}, &log, loader)
+	deps, emb, err = setup.Connect(ctx, r, []string{"HOME=" + home}, &log, loader)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -500,7 +446,7 @@ func TestConnectTokenizer(t *testing.T) {
 	// Without a loader given, a file is read by the Go tokenizer: a file
 	// it cannot read is an error naming the key and the file.
 	r = testRecipe(t, "", remote("policy.tokenizer="+file)...)
-	deps, emb, err = Connect(ctx, r, nil, nil)
+	deps, emb, err = setup.Connect(ctx, r, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -511,7 +457,7 @@ func TestConnectTokenizer(t *testing.T) {
 	// A real tokenizer.json is loaded by it.
 	qwen := filepath.Join("tokenizer", "qwen2.5", "tokenizer.json.gz")
 	r = testRecipe(t, "", remote("policy.tokenizer="+mustAbs(t, qwen))...)
-	deps, emb, err = Connect(ctx, r, nil, nil)
+	deps, emb, err = setup.Connect(ctx, r, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -522,7 +468,7 @@ func TestConnectTokenizer(t *testing.T) {
 	// sim: the simulator's tokenizer for servers another process started,
 	// built from the recipe as that process builds it.
 	r = testRecipe(t, "", remote("policy.tokenizer=sim")...)
-	deps, emb, err = Connect(ctx, r, nil, nil)
+	deps, emb, err = setup.Connect(ctx, r, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -531,7 +477,7 @@ func TestConnectTokenizer(t *testing.T) {
 	}
 	emb.Close()
 	r2 := testRecipe(t, "")
-	ref, emb2, err := Connect(ctx, r2, nil, nil)
+	ref, emb2, err := setup.Connect(ctx, r2, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -558,7 +504,7 @@ func TestLocalTokenizationGivesTheServersBatches(t *testing.T) {
 		r := testRecipe(t, "", "policy.tokenize="+mode)
 		m := metrics.New()
 		ctx := context.Background()
-		deps, emb, err := Connect(ctx, r, nil, nil, WithMetrics(m))
+		deps, emb, err := setup.Connect(ctx, r, nil, nil, setup.WithMetrics(m))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,7 +7,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/hindsearch/hindsearch/orchestrator"
+	"github.com/hindsearch/hindsearch/orchestrator/roles"
+	"github.com/hindsearch/hindsearch/orchestrator/setup"
 	"github.com/hindsearch/hindsearch/recipes"
 )
 
@@ -49,6 +50,6 @@ func (f *recipeFlags) load(e *env, path string) (*recipes.Recipe, error) {
 
 // connect loads the recipe with the flags' overrides and connects to (or
 // starts) every server it names; close the returned servers when done.
-func (f *recipeFlags) connect(ctx context.Context, e *env, path string, options ...orchestrator.ConnectOption) (*recipes.Recipe, orchestrator.Deps, *orchestrator.Embedded, error) {
-	return orchestrator.LoadAndConnect(ctx, path, f.sets, e.environ, e.stderr, options...)
+func (f *recipeFlags) connect(ctx context.Context, e *env, path string, options ...setup.Option) (*recipes.Recipe, roles.Deps, *setup.Embedded, error) {
+	return setup.LoadAndConnect(ctx, path, f.sets, e.environ, e.stderr, options...)
 }

@@ -12,9 +12,9 @@ import (
 	"github.com/mattn/go-isatty"
 	"github.com/spf13/pflag"
 
-	"github.com/hindsearch/hindsearch/orchestrator"
 	"github.com/hindsearch/hindsearch/orchestrator/metrics"
 	"github.com/hindsearch/hindsearch/orchestrator/progress"
+	"github.com/hindsearch/hindsearch/orchestrator/setup"
 )
 
 // watchFlags are the flags that let a user watch a long command: how its
@@ -85,6 +85,6 @@ func (wa *watch) Close() {
 }
 
 // options are the Connect options that report to the watch.
-func (wa *watch) options() []orchestrator.ConnectOption {
-	return []orchestrator.ConnectOption{orchestrator.WithMetrics(wa.metrics), orchestrator.WithProgress(wa.progress)}
+func (wa *watch) options() []setup.Option {
+	return []setup.Option{setup.WithMetrics(wa.metrics), setup.WithProgress(wa.progress)}
 }

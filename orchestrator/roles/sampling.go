@@ -1,6 +1,8 @@
-package orchestrator
+package roles
 
 import (
+	"hash/fnv"
+
 	"github.com/hindsearch/hindsearch/clients/judge"
 	"github.com/hindsearch/hindsearch/clients/policy"
 	"github.com/hindsearch/hindsearch/recipes"
@@ -15,23 +17,39 @@ import (
 // policy.Client.Score), and the judge with judge.temperature and everything
 // else off.
 
-// trainSampling is the sampling of training rollouts: the train.* keys.
-func trainSampling(r *recipes.Recipe) policy.Sampling {
+// TrainSampling is the sampling of training rollouts: the train.* keys.
+func TrainSampling(r *recipes.Recipe) policy.Sampling {
 	t := r.Train
 	return policy.Sampling{Temperature: t.Temperature, TopP: t.TopP, TopK: t.TopK, MinP: t.MinP,
 		RepetitionPenalty: t.RepetitionPenalty, PresencePenalty: t.PresencePenalty, FrequencyPenalty: t.FrequencyPenalty}
 }
 
-// judgeSampling is the judge's sampling: judge.temperature, the other
+// JudgeSampling is the judge's sampling: judge.temperature, the other
 // settings off.
-func judgeSampling(r *recipes.Recipe) judge.Sampling {
+func JudgeSampling(r *recipes.Recipe) judge.Sampling {
 	s := judge.Neutral()
 	s.Temperature = r.Judge.Temperature
 	return s
 }
 
-// judgeOptions are the judge client's wire options from judge.api and
+// JudgeOptions are the judge client's wire options from judge.api and
 // judge.max_tokens_field.
-func judgeOptions(r *recipes.Recipe) []judge.Option {
+func JudgeOptions(r *recipes.Recipe) []judge.Option {
 	return []judge.Option{judge.WithAPI(r.Judge.API), judge.WithMaxTokensField(r.Judge.MaxTokensField)}
+}
+
+// Seed derives a request's seed from its coordinates (the recipe's seed,
+// the step, the group, the sample...): the same coordinates give the same
+// seed in every run, a resumed one included, so the same batches are
+// sampled; the value is non-negative and below 2^31.
+func Seed(parts ...int64) int64 {
+	h := fnv.New64a()
+	for _, p := range parts {
+		var b [8]byte
+		for i := range b {
+			b[i] = byte(p >> (8 * i))
+		}
+		h.Write(b[:])
+	}
+	return int64(h.Sum64() & 0x7fffffff)
 }

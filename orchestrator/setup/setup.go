@@ -1,4 +1,9 @@
-package orchestrator
+// Package setup builds what a recipe's run drives: it fills the recipe's
+// run defaults, starts the embedded implementation of every role whose URL
+// is "embedded" (the simulated policy, judge and trainer, the BM25
+// retriever) on loopback ports, builds one client per role over the one
+// transport, and resolves the policy model's local tokenizer.
+package setup
 
 import (
 	"context"
@@ -22,6 +27,7 @@ import (
 	"github.com/hindsearch/hindsearch/orchestrator/dataset"
 	"github.com/hindsearch/hindsearch/orchestrator/metrics"
 	"github.com/hindsearch/hindsearch/orchestrator/progress"
+	"github.com/hindsearch/hindsearch/orchestrator/roles"
 	"github.com/hindsearch/hindsearch/recipes"
 	"github.com/hindsearch/hindsearch/sim"
 )
@@ -125,8 +131,8 @@ func (e *Embedded) serveIndex(ix *bm25.Index, style bm25.Style, lat sim.Latency,
 	return "http://" + l.Addr().String(), nil
 }
 
-// ConnectOption adds an optional service to Connect.
-type ConnectOption func(*connectConfig)
+// Option adds an optional service to Connect.
+type Option func(*connectConfig)
 
 type connectConfig struct {
 	metrics  *metrics.Metrics
@@ -141,20 +147,23 @@ type connectConfig struct {
 // WithTokenizerLoader makes Connect load policy.tokenizer files (and the
 // one auto finds in the Hugging Face cache) with load instead of the
 // built-in loader.
-func WithTokenizerLoader(load TokenizerLoader) ConnectOption {
+func WithTokenizerLoader(load TokenizerLoader) Option {
 	return func(c *connectConfig) { c.loadTokenizer = load }
 }
 
-// withSimFaults sets connectConfig.simFaults.
-func withSimFaults(f func(*sim.RoleFaults)) ConnectOption {
+// WithSimFaults lets f change the embedded simulator's faults after they
+// are read from the recipe's sim.faults (tests and chaos aim faults at
+// single routes with it); it changes nothing without an embedded
+// simulator.
+func WithSimFaults(f func(*sim.RoleFaults)) Option {
 	return func(c *connectConfig) { c.simFaults = f }
 }
 
 // WithMetrics makes every client report its calls and retries to m.
-func WithMetrics(m *metrics.Metrics) ConnectOption { return func(c *connectConfig) { c.metrics = m } }
+func WithMetrics(m *metrics.Metrics) Option { return func(c *connectConfig) { c.metrics = m } }
 
 // WithProgress shows the embedded index build's progress on p.
-func WithProgress(p *progress.Reporter) ConnectOption {
+func WithProgress(p *progress.Reporter) Option {
 	return func(c *connectConfig) { c.progress = p }
 }
 
@@ -164,7 +173,7 @@ func WithProgress(p *progress.Reporter) ConnectOption {
 // none in Deps.TokenizerErr). environ is where API keys and the Hugging
 // Face cache variables are read from. log receives start-up messages such
 // as the index build's and which tokenizer file auto picked.
-func Connect(ctx context.Context, r *recipes.Recipe, environ []string, log io.Writer, options ...ConnectOption) (Deps, *Embedded, error) {
+func Connect(ctx context.Context, r *recipes.Recipe, environ []string, log io.Writer, options ...Option) (roles.Deps, *Embedded, error) {
 	if log == nil {
 		log = io.Discard
 	}
@@ -172,12 +181,7 @@ func Connect(ctx context.Context, r *recipes.Recipe, environ []string, log io.Wr
 	for _, o := range options {
 		o(&cfg)
 	}
-	env := map[string]string{}
-	for _, kv := range environ {
-		if k, v, ok := strings.Cut(kv, "="); ok {
-			env[k] = v
-		}
-	}
+	env := envMap(environ)
 	key := func(name string) string {
 		if name == "" {
 			return ""
@@ -185,10 +189,10 @@ func Connect(ctx context.Context, r *recipes.Recipe, environ []string, log io.Wr
 		return env[name]
 	}
 	e := &Embedded{}
-	var deps Deps
-	fail := func(err error) (Deps, *Embedded, error) {
+	var deps roles.Deps
+	fail := func(err error) (roles.Deps, *Embedded, error) {
 		e.Close()
-		return Deps{}, nil, err
+		return roles.Deps{}, nil, err
 	}
 
 	nEmbedded := 0
@@ -260,7 +264,7 @@ func Connect(ctx context.Context, r *recipes.Recipe, environ []string, log io.Wr
 	if ju == recipes.Embedded {
 		ju = e.sim.JudgeURL
 	}
-	jc, err := judge.New(opts("judge", ju), r.Judge.Model, key(r.Judge.APIKeyEnv), judgeOptions(r)...)
+	jc, err := judge.New(opts("judge", ju), r.Judge.Model, key(r.Judge.APIKeyEnv), roles.JudgeOptions(r)...)
 	if err != nil {
 		return fail(fmt.Errorf("judge.url: %w", err))
 	}
@@ -321,13 +325,13 @@ func Connect(ctx context.Context, r *recipes.Recipe, environ []string, log io.Wr
 // LoadAndConnect loads the recipe at path with its overrides, fills its run
 // defaults and connects to (or starts) every server it names; close the
 // returned servers when done.
-func LoadAndConnect(ctx context.Context, path string, sets, environ []string, log io.Writer, options ...ConnectOption) (*recipes.Recipe, Deps, *Embedded, error) {
+func LoadAndConnect(ctx context.Context, path string, sets, environ []string, log io.Writer, options ...Option) (*recipes.Recipe, roles.Deps, *Embedded, error) {
 	r, err := recipes.Load(path, sets, environ)
 	if err != nil {
-		return nil, Deps{}, nil, err
+		return nil, roles.Deps{}, nil, err
 	}
 	if err := ApplyRunDefaults(r); err != nil {
-		return nil, Deps{}, nil, err
+		return nil, roles.Deps{}, nil, err
 	}
 	deps, emb, err := Connect(ctx, r, environ, log, options...)
 	return r, deps, emb, err
@@ -341,4 +345,15 @@ func newPolicy(r *recipes.Recipe, o transport.Options) (policy.Policy, error) {
 		return sglang.New(o, r.Policy.Model)
 	}
 	return policy.New(o)
+}
+
+// envMap is environ's KEY=VALUE pairs as a map.
+func envMap(environ []string) map[string]string {
+	env := map[string]string{}
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			env[k] = v
+		}
+	}
+	return env
 }

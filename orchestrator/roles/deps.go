@@ -1,0 +1,41 @@
+package roles
+
+import (
+	"errors"
+
+	"github.com/hindsearch/hindsearch/clients/judge"
+	"github.com/hindsearch/hindsearch/clients/policy"
+	"github.com/hindsearch/hindsearch/clients/retriever"
+	"github.com/hindsearch/hindsearch/clients/trainer"
+)
+
+// Deps are the servers a run drives, one client per role.
+type Deps struct {
+	Policies  []policy.Policy
+	Judge     judge.Judge
+	Retriever retriever.Retriever
+	Trainer   trainer.Trainer
+	// Simulated names the roles served by the embedded simulator; every
+	// output of the run says so when it is non-empty.
+	Simulated []string
+	// Tokenizer is the policy model's tokenizer in this process
+	// (policy.tokenizer): the search span, the teacher cut-off and the
+	// per-token text are located by the sampled ids' bytes under it, and
+	// with policy.tokenize local it tokenizes environment text and the
+	// prompt. A run needs it.
+	Tokenizer *Tokenizer
+	// TokenizerErr is why Connect found no tokenizer (a run fails with
+	// it; doctor reports it as a failed check).
+	TokenizerErr error
+}
+
+// LocalTokenizer returns deps' tokenizer, or why there is none.
+func (d Deps) LocalTokenizer() (*Tokenizer, error) {
+	switch {
+	case d.TokenizerErr != nil:
+		return nil, d.TokenizerErr
+	case d.Tokenizer == nil || d.Tokenizer.Vocab == nil:
+		return nil, errors.New("policy.tokenizer: no local tokenizer (Deps.Tokenizer): the search span and token texts are located with it")
+	}
+	return d.Tokenizer, nil
+}
