@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hindsearch/hindsearch/orchestrator/internal/testkit"
 	"github.com/hindsearch/hindsearch/orchestrator/setup"
 	"github.com/hindsearch/hindsearch/results"
 )
@@ -117,7 +118,7 @@ func TestAblate(t *testing.T) {
 	body := `name: abl
 policy: {urls: [embedded], model: sim/base, concurrency: 8}
 judge: {url: embedded, model: sim/judge}
-retriever: {url: embedded, corpus: '` + dataDir + `/corpus/passages.jsonl', index_dir: '` + indexDir + `'}
+retriever: {url: embedded, corpus: '` + dataDir + `/corpus/passages.jsonl', index_dir: '` + testkit.IndexDir + `'}
 trainer: {url: embedded, base_model: sim/base, lora_rank: 4, learning_rate: 0.3}
 train: {steps: 1, batch_size: 3, group_size: 3, data: ['` + dataDir + `/qa/hotpotqa.jsonl']}
 rollout: {max_turns: 2}

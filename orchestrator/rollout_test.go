@@ -16,6 +16,7 @@ import (
 	"github.com/hindsearch/hindsearch/clients/policy/format"
 	"github.com/hindsearch/hindsearch/clients/retriever"
 	"github.com/hindsearch/hindsearch/orchestrator/dataset"
+	"github.com/hindsearch/hindsearch/orchestrator/doctor"
 	"github.com/hindsearch/hindsearch/orchestrator/roles"
 	"github.com/hindsearch/hindsearch/recipes"
 )
@@ -540,7 +541,7 @@ func (noLoRA) UnloadLoRA(context.Context, string) error {
 func TestPreflightLoRADisabled(t *testing.T) {
 	r := recipes.Defaults()
 	r.Policy.Model = "base"
-	err := Preflight(context.Background(), &r, roles.Deps{Policies: []policy.Policy{noLoRA{&fakePolicy{url: "http://gpu1:8000"}}}})
+	err := doctor.Preflight(context.Background(), &r, roles.Deps{Policies: []policy.Policy{noLoRA{&fakePolicy{url: "http://gpu1:8000"}}}})
 	if err == nil || !strings.Contains(err.Error(), "http://gpu1:8000") || !strings.Contains(err.Error(), "--enable-lora") ||
 		!strings.Contains(err.Error(), "VLLM_ALLOW_RUNTIME_LORA_UPDATING=True") {
 		t.Fatalf("err %v", err)

@@ -32,6 +32,7 @@ import (
 	"github.com/hindsearch/hindsearch/clients/policy/format"
 	"github.com/hindsearch/hindsearch/clients/trainer"
 	"github.com/hindsearch/hindsearch/orchestrator/dataset"
+	"github.com/hindsearch/hindsearch/orchestrator/doctor"
 	"github.com/hindsearch/hindsearch/orchestrator/metrics"
 	"github.com/hindsearch/hindsearch/orchestrator/progress"
 	"github.com/hindsearch/hindsearch/orchestrator/roles"
@@ -196,7 +197,7 @@ func (rn *Runner) Run(ctx context.Context) (*Summary, error) {
 	if err := ru.load(); err != nil {
 		return nil, err
 	}
-	if err := Preflight(ctx, r, rn.Deps); err != nil {
+	if err := doctor.Preflight(ctx, r, rn.Deps); err != nil {
 		return nil, err
 	}
 	if ru.sim {

@@ -15,61 +15,23 @@ import (
 	"github.com/hindsearch/hindsearch/clients/judge"
 	"github.com/hindsearch/hindsearch/clients/trainer"
 	"github.com/hindsearch/hindsearch/clients/transport"
+	"github.com/hindsearch/hindsearch/orchestrator/doctor"
+	"github.com/hindsearch/hindsearch/orchestrator/internal/testkit"
 	"github.com/hindsearch/hindsearch/orchestrator/roles"
 	"github.com/hindsearch/hindsearch/orchestrator/setup"
 	"github.com/hindsearch/hindsearch/recipes"
 	"github.com/hindsearch/hindsearch/results"
 )
 
-// dataDir is the shipped data, relative to this package.
-var dataDir, _ = filepath.Abs("../recipes/data")
+// dataDir is the shipped data.
+var dataDir = testkit.DataDir
 
-// indexDir is shared by the tests of this package so the BM25 index is
-// built once per test binary.
-var indexDir string
+func TestMain(m *testing.M) { os.Exit(testkit.Main(m)) }
 
-func TestMain(m *testing.M) {
-	d, err := os.MkdirTemp("", "hindsearch-bm25-")
-	if err != nil {
-		panic(err)
-	}
-	indexDir = d
-	code := m.Run()
-	os.RemoveAll(d)
-	os.Exit(code)
-}
-
-// testRecipe writes a small embedded recipe into a temp dir and loads it
-// with sets applied.
+// testRecipe is testkit.Recipe.
 func testRecipe(t *testing.T, body string, sets ...string) *recipes.Recipe {
 	t.Helper()
-	dir := t.TempDir()
-	y := fmt.Sprintf(`name: test
-seed: 3
-policy: {urls: [embedded], model: sim/base, concurrency: 8}
-judge: {url: embedded, model: sim/judge}
-retriever: {url: embedded, corpus: '%[1]s/corpus/passages.jsonl', topk: 3, index_dir: '%[2]s'}
-trainer: {url: embedded, base_model: sim/base, lora_rank: 4, learning_rate: 0.3, chunk_size: 8}
-train: {steps: 2, batch_size: 4, group_size: 4, data: ['%[1]s/qa/hotpotqa.jsonl']}
-rollout: {max_turns: 3}
-eval:
-  every: 2
-  per_dataset: 4
-  datasets: {hotpotqa: '%[1]s/qa/hotpotqa.jsonl', nq: '%[1]s/qa/nq.jsonl'}
-output: {dir: '%[3]s/run', trajectories: 6}
-%[4]s`, dataDir, indexDir, dir, body)
-	path := filepath.Join(dir, "recipe.yaml")
-	if err := os.WriteFile(path, []byte(y), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	r, err := recipes.Load(path, sets, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := setup.ApplyRunDefaults(r); err != nil {
-		t.Fatal(err)
-	}
-	return r
+	return testkit.Recipe(t, body, sets...)
 }
 
 // stepDigests lists a run's batch digests, step by step.
@@ -686,7 +648,7 @@ func TestPreflightNamesTheProblem(t *testing.T) {
 				t.Errorf("%v: %v lacks %q", tc.sets, err, w)
 			}
 		}
-		if d := time.Since(start); d > preflightTimeout {
+		if d := time.Since(start); d > doctor.PreflightTimeout {
 			t.Errorf("%v: failed after %v", tc.sets, d)
 		}
 		if _, statErr := os.Stat(filepath.Join(r.Output.Dir, "steps.jsonl")); statErr == nil {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hindsearch/hindsearch/orchestrator/doctor"
 	"github.com/hindsearch/hindsearch/orchestrator/setup"
 	"github.com/hindsearch/hindsearch/results"
 )
@@ -45,13 +46,13 @@ func TestSGLangRenamedReplicasResumeAndSecondRun(t *testing.T) {
 		}
 	}
 	// Doctor and preflight accept the renamed replicas and say why.
-	rep := Doctor(ctx, r, deps, DoctorOptions{})
+	rep := doctor.Run(ctx, r, deps, doctor.Options{})
 	for _, c := range rep.Checks {
-		if c.Role == "policy" && c.Name == "models" && (c.Status != CheckOK || !strings.Contains(c.Detail, "serves weights loaded from "+loaded+", this run's sync.dir (SGLang renames the model after /update_weights_from_disk)")) {
+		if c.Role == "policy" && c.Name == "models" && (c.Status != doctor.CheckOK || !strings.Contains(c.Detail, "serves weights loaded from "+loaded+", this run's sync.dir (SGLang renames the model after /update_weights_from_disk)")) {
 			t.Errorf("doctor models row: %+v", c)
 		}
 	}
-	if err := Preflight(ctx, r, deps); err != nil {
+	if err := doctor.Preflight(ctx, r, deps); err != nil {
 		t.Fatalf("preflight on renamed replicas: %v", err)
 	}
 

@@ -21,6 +21,7 @@ import (
 	"github.com/hindsearch/hindsearch/clients/retriever"
 	"github.com/hindsearch/hindsearch/clients/transport"
 	"github.com/hindsearch/hindsearch/orchestrator/dataset"
+	"github.com/hindsearch/hindsearch/orchestrator/internal/testkit"
 	"github.com/hindsearch/hindsearch/orchestrator/metrics"
 	"github.com/hindsearch/hindsearch/orchestrator/roles"
 	"github.com/hindsearch/hindsearch/orchestrator/setup"
@@ -152,7 +153,7 @@ func (s *placeholderServer) serve(w http.ResponseWriter, r *http.Request) {
 			text, _ = body["prompt"].(string)
 		}
 		ids := s.tk.AppendEncode(nil, text)
-		writeJSONTest(w, http.StatusOK, map[string]any{"count": len(ids), "max_model_len": 4096, "tokens": ids})
+		testkit.WriteJSON(w, http.StatusOK, map[string]any{"count": len(ids), "max_model_len": 4096, "tokens": ids})
 	case "/v1/completions":
 		if body["return_tokens_as_token_ids"] != true {
 			http.Error(w, "want return_tokens_as_token_ids", http.StatusBadRequest)
@@ -180,7 +181,7 @@ func (s *placeholderServer) serve(w http.ResponseWriter, r *http.Request) {
 			offsets[i] = off
 			off += len(toks[i])
 		}
-		writeJSONTest(w, http.StatusOK, map[string]any{"choices": []any{map[string]any{"index": 0, "text": text,
+		testkit.WriteJSON(w, http.StatusOK, map[string]any{"choices": []any{map[string]any{"index": 0, "text": text,
 			"finish_reason": "stop", "stop_reason": stop,
 			"logprobs": map[string]any{"tokens": toks, "token_logprobs": lps, "text_offset": offsets}}}})
 	default:

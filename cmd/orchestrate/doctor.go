@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/hindsearch/hindsearch/orchestrator"
+	"github.com/hindsearch/hindsearch/orchestrator/doctor"
 )
 
 func newDoctorCmd(e *env) *cobra.Command {
@@ -36,7 +36,7 @@ ports first, as by run.`,
 				return err
 			}
 			defer emb.Close()
-			rep := orchestrator.Doctor(cmd.Context(), r, deps, orchestrator.DoctorOptions{
+			rep := doctor.Run(cmd.Context(), r, deps, doctor.Options{
 				Environ:      e.environ,
 				CheckTimeout: time.Duration(timeout * float64(time.Second)),
 			})
@@ -50,6 +50,6 @@ ports first, as by run.`,
 		},
 	}
 	rf.register(cmd.Flags())
-	cmd.Flags().Float64Var(&timeout, "timeout", orchestrator.DefaultCheckTimeout.Seconds(), "seconds each check may take, retries included")
+	cmd.Flags().Float64Var(&timeout, "timeout", doctor.DefaultCheckTimeout.Seconds(), "seconds each check may take, retries included")
 	return cmd
 }

@@ -1,6 +1,6 @@
 //go:build !unix
 
-package orchestrator
+package doctor
 
 // freeBytes cannot read free space on this platform.
 func freeBytes(string) (int64, bool) { return 0, false }

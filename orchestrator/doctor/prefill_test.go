@@ -1,4 +1,4 @@
-package orchestrator
+package doctor
 
 import (
 	"context"
@@ -28,7 +28,7 @@ func TestDoctorSampledVsPrefillRow(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rep := Doctor(context.Background(), r, deps, DoctorOptions{})
+		rep := Run(context.Background(), r, deps, Options{})
 		emb.Close()
 		var row *Check
 		for i := range rep.Checks {

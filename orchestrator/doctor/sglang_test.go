@@ -1,4 +1,4 @@
-package orchestrator
+package doctor
 
 import (
 	"context"
@@ -244,7 +244,7 @@ func TestSGLangPreflightNamesAnOldVersionAndDoctorWarnsWithoutDeterminism(t *tes
 		!strings.Contains(err.Error(), "version 0.5.2") || !strings.Contains(err.Error(), "upgrade SGLang to 0.5.3 or later") {
 		t.Fatalf("old version: %v", err)
 	}
-	rep := Doctor(ctx, r, deps, DoctorOptions{})
+	rep := Run(ctx, r, deps, Options{})
 	if ch := rowOf(t, rep.Checks, "generate"); ch.Status != CheckFail || !strings.Contains(ch.Fix, "this server is 0.5.2") {
 		t.Errorf("doctor generate row: %+v", ch)
 	}
@@ -252,7 +252,7 @@ func TestSGLangPreflightNamesAnOldVersionAndDoctorWarnsWithoutDeterminism(t *tes
 		t.Errorf("deterministic row with the flag on: %+v", ch)
 	}
 	srv.SetSGLang(sim.SGLangOptions{NondeterministicInference: true})
-	rep = Doctor(ctx, r, deps, DoctorOptions{})
+	rep = Run(ctx, r, deps, Options{})
 	ch := rowOf(t, rep.Checks, "deterministic")
 	if ch.Status != CheckWarn || !strings.Contains(ch.Detail, "ignores sampling_seed") || !strings.Contains(ch.Fix, "--enable-deterministic-inference") {
 		t.Errorf("deterministic row with the flag off: %+v", ch)

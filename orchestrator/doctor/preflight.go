@@ -1,4 +1,4 @@
-package orchestrator
+package doctor
 
 import (
 	"context"
@@ -12,10 +12,10 @@ import (
 	"github.com/hindsearch/hindsearch/recipes"
 )
 
-// preflightTimeout bounds the checks made before the first step, so that a
+// PreflightTimeout bounds the checks made before the first step, so that a
 // server that is down or misconfigured fails the run at once, not after
 // retries deep into a step.
-const preflightTimeout = 20 * time.Second
+const PreflightTimeout = 20 * time.Second
 
 // Preflight checks, before any work, that every server answers and serves
 // what the recipe asks for: each policy replica is healthy, serves
@@ -27,9 +27,9 @@ const preflightTimeout = 20 * time.Second
 // every failure, each naming the role, the URL and what to do. Roles
 // without a client in deps are not checked.
 func Preflight(ctx context.Context, r *recipes.Recipe, deps roles.Deps) error {
-	ctx, cancel := context.WithTimeout(ctx, preflightTimeout)
+	ctx, cancel := context.WithTimeout(ctx, PreflightTimeout)
 	defer cancel()
-	checks := newChecker(r, deps, nil, preflightTimeout, false).run(ctx)
+	checks := newChecker(r, deps, nil, PreflightTimeout, false).run(ctx)
 	var problems []string
 	for _, c := range checks {
 		if c.Status == CheckFail {

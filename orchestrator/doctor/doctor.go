@@ -1,4 +1,4 @@
-package orchestrator
+package doctor
 
 import (
 	"bytes"
@@ -76,8 +76,8 @@ type Check struct {
 // included.
 const DefaultCheckTimeout = 15 * time.Second
 
-// DoctorOptions configure Doctor.
-type DoctorOptions struct {
+// Options configure Doctor.
+type Options struct {
 	// Environ is where the variables named by judge.api_key_env and
 	// trainer.api_key_env are looked up ("KEY=value" form, as
 	// os.Environ). Their values are never reported.
@@ -86,8 +86,8 @@ type DoctorOptions struct {
 	CheckTimeout time.Duration
 }
 
-// DoctorReport is the result of every check of a recipe's servers.
-type DoctorReport struct {
+// Report is the result of every check of a recipe's servers.
+type Report struct {
 	// Checks are in a fixed order: each policy replica in policy.urls
 	// order, then the judge, the retriever, the trainer and the sync
 	// directory.
@@ -98,7 +98,7 @@ type DoctorReport struct {
 }
 
 // Failed returns the checks whose status is CheckFail.
-func (d *DoctorReport) Failed() []Check {
+func (d *Report) Failed() []Check {
 	var out []Check
 	for _, c := range d.Checks {
 		if c.Status == CheckFail {
@@ -111,7 +111,7 @@ func (d *DoctorReport) Failed() []Check {
 // Write prints the report to w: a table with one row per check (role,
 // server, check, status, detail), then every failure and warning with its
 // fix, then a one-line verdict.
-func (d *DoctorReport) Write(w io.Writer) error {
+func (d *Report) Write(w io.Writer) error {
 	t := tablewriter.NewTable(w,
 		tablewriter.WithRenderer(renderer.NewBlueprint(tw.Rendition{Symbols: tw.NewSymbols(tw.StyleASCII)})),
 		tablewriter.WithHeaderAutoFormat(tw.Off),
@@ -161,7 +161,7 @@ func (d *DoctorReport) Write(w io.Writer) error {
 	return err
 }
 
-// Doctor checks every server the recipe names and the sync directory, and
+// Run checks every server the recipe names and the sync directory, and
 // does not stop at the first failure:
 //
 //   - each policy replica: GET /health; GET /v1/models lists policy.model
@@ -197,9 +197,9 @@ func (d *DoctorReport) Write(w io.Writer) error {
 //
 // Each check is bounded by opt.CheckTimeout; the servers are checked
 // concurrently. r must have its run defaults applied (ApplyRunDefaults).
-func Doctor(ctx context.Context, r *recipes.Recipe, deps roles.Deps, opt DoctorOptions) *DoctorReport {
+func Run(ctx context.Context, r *recipes.Recipe, deps roles.Deps, opt Options) *Report {
 	c := newChecker(r, deps, opt.Environ, opt.CheckTimeout, true)
-	return &DoctorReport{Checks: c.run(ctx), Simulated: slices.Clone(deps.Simulated)}
+	return &Report{Checks: c.run(ctx), Simulated: slices.Clone(deps.Simulated)}
 }
 
 // checker runs the checks of Doctor (full) or the fast subset of

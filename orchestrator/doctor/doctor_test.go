@@ -1,4 +1,4 @@
-package orchestrator
+package doctor
 
 import (
 	"bytes"
@@ -24,6 +24,7 @@ import (
 	"github.com/hindsearch/hindsearch/clients/retriever"
 	"github.com/hindsearch/hindsearch/clients/trainer"
 	"github.com/hindsearch/hindsearch/clients/transport"
+	"github.com/hindsearch/hindsearch/orchestrator/internal/testkit"
 	"github.com/hindsearch/hindsearch/orchestrator/roles"
 	"github.com/hindsearch/hindsearch/orchestrator/setup"
 	"github.com/hindsearch/hindsearch/recipes"
@@ -35,7 +36,7 @@ type row struct {
 	status     CheckStatus
 }
 
-func rows(rep *DoctorReport) []row {
+func rows(rep *Report) []row {
 	var out []row
 	for _, c := range rep.Checks {
 		out = append(out, row{c.Role, c.Name, c.Status})
@@ -52,7 +53,7 @@ func TestDoctorEmbeddedDefault(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer emb.Close()
-	rep := Doctor(context.Background(), r, deps, DoctorOptions{})
+	rep := Run(context.Background(), r, deps, Options{})
 	want := []row{
 		{"policy", "health", CheckOK}, {"policy", "models", CheckOK}, {"policy", "lora routes", CheckOK},
 		{"policy", "chat template", CheckOK}, {"policy", "logprobs", CheckOK}, {"policy", prefillRow, CheckOK}, {"policy", "tokenizer", CheckOK}, {"policy", "local tokenizer", CheckOK},
@@ -92,7 +93,7 @@ func TestDoctorEmbeddedDefault(t *testing.T) {
 }
 
 // report renders rep.
-func report(t *testing.T, rep *DoctorReport) string {
+func report(t *testing.T, rep *Report) string {
 	t.Helper()
 	var b bytes.Buffer
 	if err := rep.Write(&b); err != nil {
@@ -161,12 +162,6 @@ func (s *stack) requests(path string) []recorded {
 	return out
 }
 
-func writeJSONTest(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
-
 func (s *stack) serve(w http.ResponseWriter, r *http.Request) {
 	raw, _ := io.ReadAll(r.Body)
 	var body map[string]any
@@ -174,9 +169,9 @@ func (s *stack) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.reqs = append(s.reqs, recorded{r.Method, r.URL.Path, r.Header.Get("Authorization"), r.Header.Get("X-API-Key"), body})
 	s.mu.Unlock()
-	notFound := func() { writeJSONTest(w, http.StatusNotFound, map[string]any{"detail": "Not Found"}) }
+	notFound := func() { testkit.WriteJSON(w, http.StatusNotFound, map[string]any{"detail": "Not Found"}) }
 	if strings.HasPrefix(r.URL.Path, "/api/v1/") && s.trainerKey != "" && r.Header.Get("X-API-Key") != s.trainerKey {
-		writeJSONTest(w, http.StatusUnauthorized, map[string]any{"detail": "invalid API key"})
+		testkit.WriteJSON(w, http.StatusUnauthorized, map[string]any{"detail": "invalid API key"})
 		return
 	}
 	switch r.Method + " " + r.URL.Path {
@@ -187,29 +182,29 @@ func (s *stack) serve(w http.ResponseWriter, r *http.Request) {
 		for _, m := range s.models {
 			data = append(data, map[string]any{"id": m, "object": "model"})
 		}
-		writeJSONTest(w, http.StatusOK, map[string]any{"object": "list", "data": data})
+		testkit.WriteJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
 	case "POST /v1/unload_lora_adapter", "POST /v1/load_lora_adapter":
 		if s.noLoRA {
 			notFound()
 			return
 		}
-		writeJSONTest(w, http.StatusNotFound, map[string]any{"object": "error", "message": fmt.Sprintf("The lora adapter '%v' cannot be found.", body["lora_name"]), "type": "NotFoundError", "code": 404})
+		testkit.WriteJSON(w, http.StatusNotFound, map[string]any{"object": "error", "message": fmt.Sprintf("The lora adapter '%v' cannot be found.", body["lora_name"]), "type": "NotFoundError", "code": 404})
 	case "POST /update_weights_from_disk":
 		if !s.sglang {
 			notFound()
 			return
 		}
-		writeJSONTest(w, http.StatusBadRequest, map[string]any{"success": false, "message": fmt.Sprintf("Failed to get weights iterator: %v (no such file or directory).", body["model_path"]), "num_paused_requests": 0})
+		testkit.WriteJSON(w, http.StatusBadRequest, map[string]any{"success": false, "message": fmt.Sprintf("Failed to get weights iterator: %v (no such file or directory).", body["model_path"]), "num_paused_requests": 0})
 	case "POST /tokenize":
 		model, _ := body["model"].(string)
 		if !slices.Contains(s.models, model) {
-			writeJSONTest(w, http.StatusNotFound, map[string]any{"object": "error", "message": fmt.Sprintf("The model `%s` does not exist.", model), "code": 404})
+			testkit.WriteJSON(w, http.StatusNotFound, map[string]any{"object": "error", "message": fmt.Sprintf("The model `%s` does not exist.", model), "code": 404})
 			return
 		}
 		var text string
 		if msgs, ok := body["messages"].([]any); ok {
 			if s.noChatTemplate {
-				writeJSONTest(w, http.StatusBadRequest, map[string]any{"object": "error", "message": "As of transformers v4.44, default chat template is no longer allowed, so you must provide a chat template if the tokenizer does not define one.", "code": 400})
+				testkit.WriteJSON(w, http.StatusBadRequest, map[string]any{"object": "error", "message": "As of transformers v4.44, default chat template is no longer allowed, so you must provide a chat template if the tokenizer does not define one.", "code": 400})
 				return
 			}
 			for _, m := range msgs {
@@ -226,7 +221,7 @@ func (s *stack) serve(w http.ResponseWriter, r *http.Request) {
 		for _, b := range []byte(text) {
 			ids = append(ids, int(b)+s.tokenShift+s.modelShift[model])
 		}
-		writeJSONTest(w, http.StatusOK, map[string]any{"count": len(ids), "max_model_len": 4096, "tokens": ids})
+		testkit.WriteJSON(w, http.StatusOK, map[string]any{"count": len(ids), "max_model_len": 4096, "tokens": ids})
 	case "POST /v1/completions":
 		prompt, _ := body["prompt"].([]any)
 		if _, ok := body["prompt_logprobs"]; ok {
@@ -234,21 +229,21 @@ func (s *stack) serve(w http.ResponseWriter, r *http.Request) {
 			for _, id := range prompt[1:] {
 				pl = append(pl, map[string]any{fmt.Sprint(id): map[string]any{"logprob": -1.5, "rank": 1, "decoded_token": "x"}})
 			}
-			writeJSONTest(w, http.StatusOK, map[string]any{"choices": []any{map[string]any{"text": "x", "prompt_logprobs": pl}}})
+			testkit.WriteJSON(w, http.StatusOK, map[string]any{"choices": []any{map[string]any{"text": "x", "prompt_logprobs": pl}}})
 			return
 		}
 		tok := "token_id:42"
 		if s.textTokens {
 			tok = "x"
 		}
-		writeJSONTest(w, http.StatusOK, map[string]any{"choices": []any{map[string]any{"text": "x", "finish_reason": "length", "stop_reason": nil,
+		testkit.WriteJSON(w, http.StatusOK, map[string]any{"choices": []any{map[string]any{"text": "x", "finish_reason": "length", "stop_reason": nil,
 			"logprobs": map[string]any{"tokens": []string{tok}, "token_logprobs": []float64{-0.25}, "text_offset": []int{0}}}}})
 	case "POST /v1/chat/completions":
 		if s.judgeKey != "" && r.Header.Get("Authorization") != "Bearer "+s.judgeKey {
-			writeJSONTest(w, http.StatusUnauthorized, map[string]any{"error": map[string]any{"message": "Incorrect API key provided", "type": "invalid_request_error"}})
+			testkit.WriteJSON(w, http.StatusUnauthorized, map[string]any{"error": map[string]any{"message": "Incorrect API key provided", "type": "invalid_request_error"}})
 			return
 		}
-		writeJSONTest(w, http.StatusOK, map[string]any{"choices": []any{map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": "ok"}, "finish_reason": "stop"}}})
+		testkit.WriteJSON(w, http.StatusOK, map[string]any{"choices": []any{map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": "ok"}, "finish_reason": "stop"}}})
 	case "POST /retrieve":
 		if s.retrieveAnswer != "" {
 			w.Header().Set("Content-Type", "application/json")
@@ -265,15 +260,15 @@ func (s *stack) serve(w http.ResponseWriter, r *http.Request) {
 			}
 			result = append(result, hits)
 		}
-		writeJSONTest(w, http.StatusOK, map[string]any{"result": result})
+		testkit.WriteJSON(w, http.StatusOK, map[string]any{"result": result})
 	case "GET /api/v1/healthz":
-		writeJSONTest(w, http.StatusOK, map[string]any{"status": "ok"})
+		testkit.WriteJSON(w, http.StatusOK, map[string]any{"status": "ok"})
 	case "GET /api/v1/get_server_capabilities":
 		var ms []map[string]any
 		for _, m := range s.caps {
 			ms = append(ms, map[string]any{"model_name": m})
 		}
-		writeJSONTest(w, http.StatusOK, map[string]any{"supported_models": ms})
+		testkit.WriteJSON(w, http.StatusOK, map[string]any{"supported_models": ms})
 	default:
 		notFound()
 	}
@@ -380,7 +375,7 @@ func closedURL(t *testing.T) string {
 func TestDoctorFakeStackHealthy(t *testing.T) {
 	a, b := newStack(t, "m"), newStack(t, "m")
 	r := stackRecipe(t)
-	rep := Doctor(context.Background(), r, stackDeps(t, r, nil, a.URL, a.URL, b.URL), DoctorOptions{})
+	rep := Run(context.Background(), r, stackDeps(t, r, nil, a.URL, a.URL, b.URL), Options{})
 	if f := rep.Failed(); len(f) > 0 {
 		t.Fatalf("failures on a healthy stack:\n%s", report(t, rep))
 	}
@@ -444,7 +439,7 @@ func TestDoctorAcceptsSearchR1BM25Retriever(t *testing.T) {
 	a.retrieveAnswer = `{"result":[[{"document":{"title":"T","text":"x","contents":"\"T\"\nx"},"score":9.5}],` +
 		`[{"document":{"title":"U","text":"y","contents":"\"U\"\ny"},"score":3}]]}`
 	r := stackRecipe(t)
-	rep := Doctor(context.Background(), r, stackDeps(t, r, nil, a.URL, a.URL, b.URL), DoctorOptions{})
+	rep := Run(context.Background(), r, stackDeps(t, r, nil, a.URL, a.URL, b.URL), Options{})
 	if f := rep.Failed(); len(f) > 0 {
 		t.Fatalf("failures:\n%s", report(t, rep))
 	}
@@ -569,7 +564,7 @@ func TestDoctorNamesEachProblemAndItsFix(t *testing.T) {
 			for k, v := range env {
 				environ = append(environ, k+"="+v)
 			}
-			rep := Doctor(context.Background(), r, stackDeps(t, r, env, a.URL, urls...), DoctorOptions{Environ: environ})
+			rep := Run(context.Background(), r, stackDeps(t, r, env, a.URL, urls...), Options{Environ: environ})
 			out := report(t, rep)
 			failed := rep.Failed()
 			if len(failed) == 0 {
@@ -610,7 +605,7 @@ func TestDoctorAPIKeyWarnings(t *testing.T) {
 	r.Judge.APIKeyEnv = "JUDGE_API_KEY"
 	r.Trainer.APIKeyEnv = "TINKER_API_KEY"
 	env := map[string]string{"TINKER_API_KEY": "tml-secret-value"}
-	rep := Doctor(context.Background(), r, stackDeps(t, r, env, a.URL, a.URL), DoctorOptions{Environ: []string{"TINKER_API_KEY=tml-secret-value"}})
+	rep := Run(context.Background(), r, stackDeps(t, r, env, a.URL, a.URL), Options{Environ: []string{"TINKER_API_KEY=tml-secret-value"}})
 	out := report(t, rep)
 	if f := rep.Failed(); len(f) > 0 {
 		t.Fatalf("failures:\n%s", out)
@@ -676,7 +671,7 @@ func TestDoctorSkipsAfterHealthFails(t *testing.T) {
 	a := newStack(t, "m")
 	r := stackRecipe(t)
 	dead := closedURL(t)
-	rep := Doctor(context.Background(), r, stackDeps(t, r, nil, a.URL, dead), DoctorOptions{})
+	rep := Run(context.Background(), r, stackDeps(t, r, nil, a.URL, dead), Options{})
 	var got []row
 	for _, c := range rep.Checks {
 		if c.Server == dead {
@@ -696,7 +691,7 @@ func TestDoctorSGLangRoute(t *testing.T) {
 	a.sglang = true
 	r := stackRecipe(t)
 	r.Sync.Kind, r.Trainer.LoRARank = recipes.SyncSGLangDisk, 0
-	rep := Doctor(context.Background(), r, stackDeps(t, r, nil, a.URL, a.URL), DoctorOptions{})
+	rep := Run(context.Background(), r, stackDeps(t, r, nil, a.URL, a.URL), Options{})
 	if f := rep.Failed(); len(f) > 0 {
 		t.Fatalf("failures:\n%s", report(t, rep))
 	}
@@ -713,7 +708,7 @@ func TestDoctorSGLangRoute(t *testing.T) {
 // does not fail the report.
 func TestDoctorWarnsAboutRemoteSyncDir(t *testing.T) {
 	r := stackRecipe(t)
-	c := newChecker(r, roles.Deps{Policies: []policy.Policy{&fakePolicy{url: "http://gpu1:8000"}, &fakePolicy{url: "http://127.0.0.1:8001"}}}, nil, 0, true)
+	c := newChecker(r, roles.Deps{Policies: []policy.Policy{urlPolicy{url: "http://gpu1:8000"}, urlPolicy{url: "http://127.0.0.1:8001"}}}, nil, 0, true)
 	checks := c.syncDir()
 	if len(checks) != 2 || checks[0].Status != CheckOK || checks[1].Status != CheckWarn {
 		t.Fatalf("checks %+v", checks)
@@ -721,7 +716,7 @@ func TestDoctorWarnsAboutRemoteSyncDir(t *testing.T) {
 	if d := checks[1].Detail; !strings.Contains(d, "gpu1") || strings.Contains(d, "127.0.0.1") || !strings.Contains(d, "mount at the same path") {
 		t.Errorf("detail %q", d)
 	}
-	rep := &DoctorReport{Checks: checks}
+	rep := &Report{Checks: checks}
 	if len(rep.Failed()) != 0 || !strings.Contains(report(t, rep), "1 warnings") {
 		t.Errorf("a warning fails the report:\n%s", report(t, rep))
 	}
@@ -757,7 +752,7 @@ func TestPreflightIsDoctorSubset(t *testing.T) {
 }
 
 // trainerRow is the trainer's row named name in rep (zero if none).
-func trainerRow(rep *DoctorReport, name string) Check {
+func trainerRow(rep *Report, name string) Check {
 	for _, c := range rep.Checks {
 		if c.Role == "trainer" && c.Name == name {
 			return c
@@ -768,13 +763,13 @@ func trainerRow(rep *DoctorReport, name string) Check {
 
 // doctorStack runs doctor on a healthy fake stack (serving SGLang's
 // weights route too) with the recipe edit applies.
-func doctorStack(t *testing.T, edit func(r *recipes.Recipe)) *DoctorReport {
+func doctorStack(t *testing.T, edit func(r *recipes.Recipe)) *Report {
 	t.Helper()
 	a := newStack(t, "m")
 	a.sglang = true
 	r := stackRecipe(t)
 	edit(r)
-	return Doctor(context.Background(), r, stackDeps(t, r, nil, a.URL, a.URL), DoctorOptions{})
+	return Run(context.Background(), r, stackDeps(t, r, nil, a.URL, a.URL), Options{})
 }
 
 // The weights row says what trainer.lora_rank trains and how sync.kind
@@ -851,7 +846,7 @@ func TestDoctorWarnsAboutFSDPFixedOptimizer(t *testing.T) {
 // policy.tokenize server; no local tokenizer fails with its reason.
 func TestDoctorComparesTheLocalTokenizer(t *testing.T) {
 	ctx := context.Background()
-	failed := func(rep *DoctorReport) []Check {
+	failed := func(rep *Report) []Check {
 		var out []Check
 		for _, c := range rep.Checks {
 			if c.Name == "local tokenizer" && c.Status != CheckOK {
@@ -866,7 +861,7 @@ func TestDoctorComparesTheLocalTokenizer(t *testing.T) {
 	// A local tokenizer that differs on a non-ASCII byte: the accents probe.
 	deps := stackDeps(t, r, nil, a.URL, a.URL, b.URL)
 	deps.Tokenizer = &roles.Tokenizer{Vocab: highShift{}, Chat: stackChat, Source: "/tok/tokenizer.json"}
-	rep := Doctor(ctx, r, deps, DoctorOptions{})
+	rep := Run(ctx, r, deps, Options{})
 	bad := failed(rep)
 	if len(bad) != 2 || bad[0].Server != a.URL || bad[1].Server != b.URL || bad[0].Status != CheckFail {
 		t.Fatalf("local tokenizer rows:\n%s", report(t, rep))
@@ -888,7 +883,7 @@ func TestDoctorComparesTheLocalTokenizer(t *testing.T) {
 	// The same encoding but other bytes per id: the server's ids do not
 	// spell the probe under the local tokenizer.
 	deps.Tokenizer = &roles.Tokenizer{Vocab: wrongBytes{}, Chat: stackChat, Source: "x"}
-	if bad := failed(Doctor(ctx, r, deps, DoctorOptions{})); len(bad) != 2 || !strings.Contains(bad[0].Detail, "the ASCII probe") ||
+	if bad := failed(Run(ctx, r, deps, Options{})); len(bad) != 2 || !strings.Contains(bad[0].Detail, "the ASCII probe") ||
 		!strings.Contains(bad[0].Detail, "under the local tokenizer, not the probe: first difference at byte 0") {
 		t.Errorf("wrong bytes: %+v", bad)
 	}
@@ -896,12 +891,12 @@ func TestDoctorComparesTheLocalTokenizer(t *testing.T) {
 	// Another chat template: a warning with policy.tokenize server, a
 	// failure with local.
 	deps.Tokenizer = &roles.Tokenizer{Vocab: stackVocab{}, Chat: roles.Qwen25Chat, Source: "qwen"}
-	bad = failed(Doctor(ctx, r, deps, DoctorOptions{}))
+	bad = failed(Run(ctx, r, deps, Options{}))
 	if len(bad) != 2 || bad[0].Status != CheckWarn || !strings.Contains(bad[0].Detail, "the chat-templated prompt differs") || !strings.Contains(bad[0].Fix, "keep policy.tokenize: server") {
 		t.Errorf("chat template, server mode: %+v", bad)
 	}
 	r.Policy.Tokenize = recipes.TokenizeLocal
-	bad = failed(Doctor(ctx, r, deps, DoctorOptions{}))
+	bad = failed(Run(ctx, r, deps, Options{}))
 	if len(bad) != 2 || bad[0].Status != CheckFail || !strings.Contains(bad[0].Detail, "Qwen2.5's chat template") || !strings.Contains(bad[0].Fix, "set policy.tokenize: server") {
 		t.Errorf("chat template, local mode: %+v", bad)
 	}
@@ -910,7 +905,7 @@ func TestDoctorComparesTheLocalTokenizer(t *testing.T) {
 	// down.
 	deps = stackDeps(t, r, nil, a.URL, a.URL, closedURL(t))
 	deps.Tokenizer, deps.TokenizerErr = nil, errors.New("policy.tokenizer auto: no m in the Hugging Face cache")
-	bad = failed(Doctor(ctx, r, deps, DoctorOptions{}))
+	bad = failed(Run(ctx, r, deps, Options{}))
 	if len(bad) != 2 || bad[0].Status != CheckFail || bad[1].Status != CheckFail || bad[0].Detail != deps.TokenizerErr.Error() || bad[1].Fix == "" {
 		t.Errorf("no tokenizer: %+v", bad)
 	}
@@ -919,7 +914,7 @@ func TestDoctorComparesTheLocalTokenizer(t *testing.T) {
 	remote := *r
 	remote.Policy.URLs = []string{a.URL}
 	_, deps.TokenizerErr = setup.ResolveTokenizer(&remote, []string{"HOME=" + t.TempDir()}, nil, nil)
-	bad = failed(Doctor(ctx, r, deps, DoctorOptions{}))
+	bad = failed(Run(ctx, r, deps, Options{}))
 	if len(bad) != 2 || !strings.HasPrefix(bad[1].Detail, "policy.tokenizer auto: no m in the Hugging Face cache (looked for ") ||
 		!strings.HasSuffix(bad[1].Detail, "models--m/snapshots/*/tokenizer.json)") || !strings.HasPrefix(bad[1].Fix, "download it (huggingface-cli download m tokenizer.json)") {
 		t.Errorf("no tokenizer in the cache: %+v", bad)
