@@ -8,11 +8,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/hindsearch/hindsearch/orchestrator"
+	"github.com/hindsearch/hindsearch/orchestrator/bench"
 )
 
 func newBenchCmd(e *env) *cobra.Command {
-	o := orchestrator.BenchOptions{Recipe: "recipes/sim.yaml", Scale: 1}
+	o := bench.Options{Recipe: "recipes/sim.yaml", Scale: 1}
 	var jsonPath string
 	var keep bool
 	var cpuProfile, memProfile string
@@ -40,7 +40,7 @@ The figures are ratios measured in the same run; they are SIMULATED.`,
 					defer os.RemoveAll(d)
 				}
 			}
-			argv, err := orchestrator.BenchSimCommand()
+			argv, err := bench.SimCommand()
 			if err != nil {
 				return err
 			}
@@ -57,7 +57,7 @@ The figures are ratios measured in the same run; they are SIMULATED.`,
 				}
 				defer pprof.StopCPUProfile()
 			}
-			rep, err := orchestrator.Bench(cmd.Context(), o)
+			rep, err := bench.Run(cmd.Context(), o)
 			if err != nil {
 				return err
 			}
@@ -73,7 +73,7 @@ The figures are ratios measured in the same run; they are SIMULATED.`,
 					return fmt.Errorf("--memprofile: %w", err)
 				}
 			}
-			if err := orchestrator.WriteBenchTable(e.stdout, rep); err != nil {
+			if err := bench.WriteTable(e.stdout, rep); err != nil {
 				return err
 			}
 			if jsonPath != "" {

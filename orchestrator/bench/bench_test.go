@@ -1,4 +1,4 @@
-package orchestrator
+package bench
 
 import (
 	"bytes"
@@ -15,7 +15,7 @@ func TestBenchPlumbing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs simulated scenarios")
 	}
-	rep, err := Bench(context.Background(), BenchOptions{Recipe: "../recipes/sim.yaml", Dir: t.TempDir(), Scale: 0.05,
+	rep, err := Run(context.Background(), Options{Recipe: "../../recipes/sim.yaml", Dir: t.TempDir(), Scale: 0.05,
 		Only: []string{"speedup", "replicas"}})
 	if err != nil {
 		t.Fatal(err)
@@ -39,7 +39,7 @@ func TestBenchPlumbing(t *testing.T) {
 		}
 	}
 	var out bytes.Buffer
-	if err := WriteBenchTable(&out, rep); err != nil || !strings.Contains(out.String(), "SIMULATED") {
+	if err := WriteTable(&out, rep); err != nil || !strings.Contains(out.String(), "SIMULATED") {
 		t.Errorf("table: %v\n%s", err, out.String())
 	}
 }

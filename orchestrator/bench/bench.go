@@ -1,4 +1,8 @@
-package orchestrator
+// Package bench measures the control plane on the simulator (orchestrate
+// bench): the async schedule against lockstep, hindsight's cost, replica
+// scaling, and the orchestrator's CPU and memory per policy turn, each
+// scenario run side by side in one process and reported as ratios.
+package bench
 
 import (
 	"bufio"
@@ -25,14 +29,15 @@ import (
 	"github.com/sourcegraph/conc/pool"
 
 	"github.com/hindsearch/hindsearch/clients/policy"
+	"github.com/hindsearch/hindsearch/orchestrator"
 	"github.com/hindsearch/hindsearch/orchestrator/dataset"
 	"github.com/hindsearch/hindsearch/orchestrator/roles"
 	"github.com/hindsearch/hindsearch/orchestrator/setup"
 	"github.com/hindsearch/hindsearch/recipes"
 )
 
-// BenchOptions configure orchestrate bench.
-type BenchOptions struct {
+// Options configure orchestrate bench.
+type Options struct {
 	// Recipe is the base recipe every scenario overrides (recipes/sim.yaml).
 	Recipe string
 	// Dir receives the scenarios' run directories.
@@ -53,13 +58,13 @@ type BenchOptions struct {
 	Only []string
 }
 
-func (o BenchOptions) wants(group string) bool {
+func (o Options) wants(group string) bool {
 	return len(o.Only) == 0 || slices.Contains(o.Only, group)
 }
 
-// BenchReport is what orchestrate bench measures; docs/bench.md defines
+// Report is what orchestrate bench measures; docs/bench.md defines
 // every figure and its scenario.
-type BenchReport struct {
+type Report struct {
 	AsyncSpeedup      float64 `json:"async_speedup"`
 	HindsightOverhead float64 `json:"hindsight_overhead"`
 	BusyFraction      float64 `json:"busy_fraction"`
@@ -122,7 +127,7 @@ type benchOutcome struct {
 }
 
 // Bench runs the fixed scenarios side by side and returns the figures.
-func Bench(ctx context.Context, o BenchOptions) (*BenchReport, error) {
+func Run(ctx context.Context, o Options) (*Report, error) {
 	if o.Out == nil {
 		o.Out = io.Discard
 	}
@@ -130,7 +135,7 @@ func Bench(ctx context.Context, o BenchOptions) (*BenchReport, error) {
 		o.Scale = 1
 	}
 	t0 := time.Now()
-	rep := &BenchReport{Scenarios: map[string]map[string]float64{}, Simulated: true}
+	rep := &Report{Scenarios: map[string]map[string]float64{}, Simulated: true}
 	n := func(v int) int { return max(1, int(float64(v)*o.Scale+0.5)) }
 	run := func(name string, sets ...string) (*benchOutcome, error) {
 		all := append(append(append([]string{}, benchCommon...), benchLatency...), sets...)
@@ -263,7 +268,7 @@ func benchRun(ctx context.Context, path string, sets []string) (*benchOutcome, e
 		return b
 	}
 	b0 := busy()
-	rn := &Runner{Recipe: r, Deps: deps, Out: io.Discard, Overwrite: true}
+	rn := &orchestrator.Runner{Recipe: r, Deps: deps, Out: io.Discard, Overwrite: true}
 	sum, err := rn.Run(ctx)
 	if err != nil {
 		return nil, err
@@ -271,17 +276,13 @@ func benchRun(ctx context.Context, path string, sets []string) (*benchOutcome, e
 	st := sum.Steps[0]
 	out := &benchOutcome{rollout: st.PhaseSeconds["rollout"], wall: st.WallSeconds, busy: busy() - b0,
 		trajectories: st.Trajectories, turns: int(st.MeanTurns*float64(st.Trajectories) + 0.5)}
-	if ts := rn.last.lastTrajs; len(ts) > 0 {
-		var ends []float64
-		for _, t := range ts {
-			ends = append(ends, t.done.Sub(rn.last.lastStart).Seconds())
-		}
-		slices.Sort(ends)
+	ro := rn.LastRollouts()
+	if ends := ro.Finished; len(ends) > 0 {
 		k := max(int(0.8*float64(len(ends)))-1, 0)
 		out.throughput = float64(k+1) / ends[k]
 	}
-	if b := rn.last.roller.batch; b != nil && r.Rollout.Schedule == recipes.ScheduleAsync {
-		out.searches, out.calls = b.queries.Load(), b.calls.Load()
+	if ro.RetrieverCalls > 0 {
+		out.searches, out.calls = ro.Searches, ro.RetrieverCalls
 	} else if er := emb.Retriever(); er != nil {
 		out.calls, out.searches = er.Stats()
 	}
@@ -291,7 +292,7 @@ func benchRun(ctx context.Context, path string, sets []string) (*benchOutcome, e
 // benchCPU measures the orchestrator's CPU time per policy turn and heap
 // per held token, rolling out batch*5 trajectories against zero-latency
 // simulated servers started in a separate process.
-func benchCPU(ctx context.Context, o BenchOptions, batch int, name string, extra ...string) (map[string]float64, error) {
+func benchCPU(ctx context.Context, o Options, batch int, name string, extra ...string) (map[string]float64, error) {
 	// The simulator runs in another process: its tokenizer is built here
 	// from the same recipe (policy.tokenizer sim).
 	sets := append(append([]string{}, benchCommon...), "policy.tokenizer="+recipes.TokenizerSim)
@@ -317,21 +318,21 @@ func benchCPU(ctx context.Context, o BenchOptions, batch int, name string, extra
 		}
 		train = append(train, qs...)
 	}
-	rl, err := newRoller(r, deps, nil)
+	rl, err := orchestrator.NewRollouts(r, deps)
 	if err != nil {
 		return nil, err
 	}
 	const group = 5
-	trajs := make([]*Trajectory, 0, batch*group)
+	trajs := make([]*orchestrator.Trajectory, 0, batch*group)
 	for i := range batch {
 		q := train[i%len(train)]
 		for k := range group {
-			trajs = append(trajs, &Trajectory{ID: fmt.Sprintf("b%d-%d", i, k), Group: i, Sample: k, Question: q})
+			trajs = append(trajs, &orchestrator.Trajectory{ID: fmt.Sprintf("b%d-%d", i, k), Group: i, Sample: k, Question: q})
 		}
 	}
 	// Prompts first (one tokenization per question), outside the measure.
 	for i := 0; i < len(trajs); i += group {
-		ids, err := rl.promptIDs(ctx, trajs[i].Question.Question, "")
+		ids, err := rl.Prompt(ctx, trajs[i].Question.Question)
 		if err != nil {
 			return nil, err
 		}
@@ -351,7 +352,7 @@ func benchCPU(ctx context.Context, o BenchOptions, batch int, name string, extra
 	sp := policy.Neutral()
 	for _, t := range trajs {
 		p.Go(func(ctx context.Context) error {
-			err := rl.rollout(ctx, t, r.Policy.Model, sp, roles.Seed(r.Seed, int64(t.Group), int64(t.Sample)))
+			err := rl.Rollout(ctx, t, r.Policy.Model, sp, roles.Seed(r.Seed, int64(t.Group), int64(t.Sample)))
 			turns.Add(int64(len(t.Turns)))
 			return err
 		})
@@ -552,22 +553,22 @@ func startSimProcess(ctx context.Context, argv []string, recipe string, sets []s
 // BenchTargets are the issue's targets, for the table.
 var benchTargets = []struct {
 	key, target, scenario string
-	get                   func(*BenchReport) float64
+	get                   func(*Report) float64
 }{
-	{"async_speedup", ">= 1.5", "rollout makespan, lockstep / async, long-tail workload", func(r *BenchReport) float64 { return r.AsyncSpeedup }},
-	{"hindsight_overhead", "<= 1.05", "step wall time, hindsight / plain GRPO", func(r *BenchReport) float64 { return r.HindsightOverhead }},
-	{"busy_fraction", ">= 0.95", "share of the async rollout with policy work running", func(r *BenchReport) float64 { return r.BusyFraction }},
-	{"cpu_us_per_turn", "<= 400", "orchestrator CPU per policy turn, servers in another process", func(r *BenchReport) float64 { return r.CPUMicrosPerTurn }},
-	{"cpu_us_per_turn_local", "-", "the same with policy.tokenize local (no /tokenize round trips)", func(r *BenchReport) float64 { return r.CPUMicrosPerTurnLocal }},
-	{"cpu_seconds_per_paper_step", "<= 4", "cpu_us_per_turn x 10,240 turns (a paper-scale step), in seconds", func(r *BenchReport) float64 { return r.CPUSecondsPerPaperStep }},
-	{"bytes_per_inflight_token", "-", "orchestrator heap per token held by trajectories", func(r *BenchReport) float64 { return r.BytesPerInflightToken }},
-	{"replica_scaling_2", ">= 1.8", "throughput, 2 replicas / 1", func(r *BenchReport) float64 { return r.ReplicaScaling2 }},
-	{"replica_scaling_4", ">= 3.4", "throughput, 4 replicas / 1", func(r *BenchReport) float64 { return r.ReplicaScaling4 }},
-	{"retriever_calls_saved", "-", "share of searches without an HTTP call of their own", func(r *BenchReport) float64 { return r.RetrieverCallsSaved }},
+	{"async_speedup", ">= 1.5", "rollout makespan, lockstep / async, long-tail workload", func(r *Report) float64 { return r.AsyncSpeedup }},
+	{"hindsight_overhead", "<= 1.05", "step wall time, hindsight / plain GRPO", func(r *Report) float64 { return r.HindsightOverhead }},
+	{"busy_fraction", ">= 0.95", "share of the async rollout with policy work running", func(r *Report) float64 { return r.BusyFraction }},
+	{"cpu_us_per_turn", "<= 400", "orchestrator CPU per policy turn, servers in another process", func(r *Report) float64 { return r.CPUMicrosPerTurn }},
+	{"cpu_us_per_turn_local", "-", "the same with policy.tokenize local (no /tokenize round trips)", func(r *Report) float64 { return r.CPUMicrosPerTurnLocal }},
+	{"cpu_seconds_per_paper_step", "<= 4", "cpu_us_per_turn x 10,240 turns (a paper-scale step), in seconds", func(r *Report) float64 { return r.CPUSecondsPerPaperStep }},
+	{"bytes_per_inflight_token", "-", "orchestrator heap per token held by trajectories", func(r *Report) float64 { return r.BytesPerInflightToken }},
+	{"replica_scaling_2", ">= 1.8", "throughput, 2 replicas / 1", func(r *Report) float64 { return r.ReplicaScaling2 }},
+	{"replica_scaling_4", ">= 3.4", "throughput, 4 replicas / 1", func(r *Report) float64 { return r.ReplicaScaling4 }},
+	{"retriever_calls_saved", "-", "share of searches without an HTTP call of their own", func(r *Report) float64 { return r.RetrieverCallsSaved }},
 }
 
-// WriteBenchTable prints the figures with their targets.
-func WriteBenchTable(w io.Writer, r *BenchReport) error {
+// WriteTable prints the figures with their targets.
+func WriteTable(w io.Writer, r *Report) error {
 	t := tablewriter.NewTable(w, tablewriter.WithConfig(tablewriter.Config{
 		Header: tw.CellConfig{Formatting: tw.CellFormatting{AutoFormat: tw.Off}},
 	}))
@@ -585,7 +586,7 @@ func WriteBenchTable(w io.Writer, r *BenchReport) error {
 }
 
 // benchSimArgs is the argv of this binary's `serve sim`.
-func BenchSimCommand() ([]string, error) {
+func SimCommand() ([]string, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
