@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/hindsearch/hindsearch/orchestrator"
+	"github.com/hindsearch/hindsearch/orchestrator/study"
 	"github.com/hindsearch/hindsearch/results"
 )
 
@@ -29,7 +29,7 @@ the average at its last evaluation.`,
 			if !slices.Contains(results.Formats(), format) {
 				return fmt.Errorf("--format %q: want one of %s", format, strings.Join(results.Formats(), ", "))
 			}
-			vs, err := orchestrator.Variants(args[0], rf.sets, e.environ, only)
+			vs, err := study.Variants(args[0], rf.sets, e.environ, only)
 			if err != nil {
 				return err
 			}
@@ -38,7 +38,7 @@ the average at its last evaluation.`,
 				return err
 			}
 			defer wa.Close()
-			_, err = orchestrator.Ablate(cmd.Context(), vs, orchestrator.AblateOptions{Environ: e.environ, Overwrite: overwrite,
+			_, err = study.Ablate(cmd.Context(), vs, study.AblateOptions{Environ: e.environ, Overwrite: overwrite,
 				Out: wa.out, Log: e.stderr, Format: format, Metrics: wa.metrics, Progress: wa.progress})
 			return err
 		},

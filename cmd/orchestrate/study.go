@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/hindsearch/hindsearch/orchestrator"
+	"github.com/hindsearch/hindsearch/orchestrator/study"
 	"github.com/hindsearch/hindsearch/results"
 )
 
@@ -47,7 +47,7 @@ study-curves.png (the learning curves, band min..max over seeds).`,
 			for s := range seeds {
 				list = append(list, int64(s+1))
 			}
-			plan, err := orchestrator.PlanStudy(args[0], rf.sets, e.environ, only, list, base)
+			plan, err := study.NewPlan(args[0], rf.sets, e.environ, only, list, base)
 			if err != nil {
 				return err
 			}
@@ -56,7 +56,7 @@ study-curves.png (the learning curves, band min..max over seeds).`,
 				return err
 			}
 			defer wa.Close()
-			_, err = orchestrator.Study(cmd.Context(), plan, orchestrator.StudyOptions{AblateOptions: orchestrator.AblateOptions{
+			_, err = study.Run(cmd.Context(), plan, study.Options{AblateOptions: study.AblateOptions{
 				Environ: e.environ, Overwrite: overwrite, Out: wa.out, Log: e.stderr, Format: format, Metrics: wa.metrics, Progress: wa.progress}})
 			return err
 		},

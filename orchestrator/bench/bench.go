@@ -1,7 +1,7 @@
 // Package bench measures the control plane on the simulator (orchestrate
 // bench): the async schedule against lockstep, hindsight's cost, replica
-// scaling, and the orchestrator's CPU and memory per policy turn, each
-// scenario run side by side in one process and reported as ratios.
+// scaling, and the orchestrator's CPU and memory per policy turn, measured
+// side by side in one run and reported as ratios.
 package bench
 
 import (

@@ -1,4 +1,4 @@
-package orchestrator
+package study
 
 import (
 	"context"
@@ -15,17 +15,17 @@ import (
 	"github.com/hindsearch/hindsearch/results"
 )
 
-// StudyArm is one variant of a study: its name, its recipe overrides and
-// one run per seed, in the order of StudyPlan.Seeds.
-type StudyArm struct {
+// Arm is one variant of a study: its name, its recipe overrides and
+// one run per seed, in the order of Plan.Seeds.
+type Arm struct {
 	Name     string
 	Switches string
 	Runs     []Variant
 }
 
-// StudyPlan is a resolved study: the arms, the base first, each run at
+// Plan is a resolved study: the arms, the base first, each run at
 // every seed.
-type StudyPlan struct {
+type Plan struct {
 	// Dir is the study's directory (the recipe's output.dir); run s of arm
 	// v writes to Dir/<v>/seed-<s>.
 	Dir string
@@ -36,10 +36,10 @@ type StudyPlan struct {
 	// Datasets are the held-out datasets (study.datasets).
 	Datasets []string
 	// Arms are the base, then the other variants in name order.
-	Arms []StudyArm
+	Arms []Arm
 }
 
-// PlanStudy resolves the study of the recipe at path. seeds, when
+// NewPlan resolves the study of the recipe at path. seeds, when
 // non-empty, replaces study.seeds; base, when non-empty, study.base. only,
 // when non-empty, selects variants by name. The arms are the study base
 // and the selected variants; the unmodified recipe (BaseVariant) is an arm
@@ -49,7 +49,7 @@ type StudyPlan struct {
 // --set overrides and the variant's own, and its output.dir is
 // <output.dir>/<variant>/seed-<s>. Every study.datasets name must be an
 // eval.datasets entry.
-func PlanStudy(path string, sets, environ, only []string, seeds []int64, base string) (*StudyPlan, error) {
+func NewPlan(path string, sets, environ, only []string, seeds []int64, base string) (*Plan, error) {
 	r, err := recipes.Load(path, sets, environ)
 	if err != nil {
 		return nil, err
@@ -71,7 +71,7 @@ func PlanStudy(path string, sets, environ, only []string, seeds []int64, base st
 	if len(only) > 0 && !slices.Contains(only, base) {
 		only = append(slices.Clone(only), base)
 	}
-	plan := &StudyPlan{Dir: r.Output.Dir, Base: base, Seeds: seeds, Datasets: r.Study.Datasets}
+	plan := &Plan{Dir: r.Output.Dir, Base: base, Seeds: seeds, Datasets: r.Study.Datasets}
 	idx := map[string]int{}
 	for _, s := range seeds {
 		vs, err := Variants(path, append(slices.Clone(sets), "seed="+strconv.FormatInt(s, 10)), environ, only)
@@ -94,12 +94,12 @@ func PlanStudy(path string, sets, environ, only []string, seeds []int64, base st
 				if v.Name != BaseVariant {
 					sw = fmt.Sprintf("%v", r.Variants[v.Name])
 				}
-				plan.Arms = append(plan.Arms, StudyArm{Name: v.Name, Switches: sw})
+				plan.Arms = append(plan.Arms, Arm{Name: v.Name, Switches: sw})
 			}
 			plan.Arms[i].Runs = append(plan.Arms[i].Runs, v)
 		}
 	}
-	slices.SortStableFunc(plan.Arms, func(a, b StudyArm) int {
+	slices.SortStableFunc(plan.Arms, func(a, b Arm) int {
 		switch {
 		case a.Name == base && b.Name != base:
 			return -1
@@ -111,16 +111,16 @@ func PlanStudy(path string, sets, environ, only []string, seeds []int64, base st
 	return plan, nil
 }
 
-// StudyOptions configure Study.
-type StudyOptions struct {
+// Options configure Run.
+type Options struct {
 	AblateOptions
 }
 
-// Study runs every arm of plan at every seed, one run after the other,
-// then computes its table (AnalyseStudy), prints it to opt.Out in
+// Run runs every arm of plan at every seed, one run after the other,
+// then computes its table (Analyse), prints it to opt.Out in
 // opt.Format, and writes results.StudyFile and results.StudyCurvesFile to
 // plan.Dir.
-func Study(ctx context.Context, plan *StudyPlan, opt StudyOptions) (*results.Study, error) {
+func Run(ctx context.Context, plan *Plan, opt Options) (*results.Study, error) {
 	out := opt.Out
 	if out == nil {
 		out = io.Discard
@@ -136,20 +136,20 @@ func Study(ctx context.Context, plan *StudyPlan, opt StudyOptions) (*results.Stu
 			}
 		}
 	}
-	s, curves, err := AnalyseStudy(plan)
+	s, curves, err := Analyse(plan)
 	if err != nil {
 		return nil, err
 	}
-	if err := WriteStudy(plan.Dir, s, curves); err != nil {
+	if err := Write(plan.Dir, s, curves); err != nil {
 		return nil, err
 	}
 	fmt.Fprintln(out)
 	return s, results.StudyTable(out, *s, opt.Format)
 }
 
-// WriteStudy writes s as results.StudyFile and curves as
+// Write writes s as results.StudyFile and curves as
 // results.StudyCurvesFile into dir.
-func WriteStudy(dir string, s *results.Study, curves []results.StudyCurve) error {
+func Write(dir string, s *results.Study, curves []results.StudyCurve) error {
 	d, err := results.Create(dir)
 	if err != nil {
 		return err
@@ -164,7 +164,7 @@ func WriteStudy(dir string, s *results.Study, curves []results.StudyCurve) error
 	return results.PlotStudyCurves(filepath.Join(dir, results.StudyCurvesFile), "Held-out EM by training step, mean over seeds, band min..max ("+filepath.Base(dir)+")", curves)
 }
 
-// studySeed is what AnalyseStudy reads of one run: its held-out EM curve
+// studySeed is what Analyse reads of one run: its held-out EM curve
 // and the per-question EM at the last evaluation, keyed by dataset and id.
 type studySeed struct {
 	steps     []int
@@ -196,7 +196,7 @@ func readStudySeed(dir string, datasets []string) (*studySeed, error) {
 	return &studySeed{steps: steps, em: em, questions: byKey}, nil
 }
 
-// AnalyseStudy reads the finished runs of plan and computes the study
+// Analyse reads the finished runs of plan and computes the study
 // table: per arm, the held-out EM (results.PooledEM of the "search"
 // strategy over plan.Datasets) of each seed's last evaluation, its mean
 // and standard deviation over seeds, and the paired difference to the base
@@ -204,7 +204,7 @@ func readStudySeed(dir string, datasets []string) (*studySeed, error) {
 // both runs of a seed evaluated at their last evaluations, matched by
 // dataset and id, StudyBootstrapIters resamples, StudyBootstrapSeed); and
 // per arm the learning curve over the steps every seed evaluated.
-func AnalyseStudy(plan *StudyPlan) (*results.Study, []results.StudyCurve, error) {
+func Analyse(plan *Plan) (*results.Study, []results.StudyCurve, error) {
 	s := &results.Study{Base: plan.Base, Datasets: plan.Datasets, Strategy: results.CurvesStrategy,
 		Resamples: results.StudyBootstrapIters, BootstrapSeed: results.StudyBootstrapSeed}
 	read := make([][]*studySeed, len(plan.Arms))

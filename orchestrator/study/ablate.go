@@ -1,4 +1,9 @@
-package orchestrator
+// Package study runs a recipe's variants against each other: an ablation
+// (Ablate: the base recipe and every variant once, one results row each)
+// and a study (Run: every arm at several seeds, then Analyse: paired
+// differences to the base with bootstrap intervals over seeds and
+// questions).
+package study
 
 import (
 	"context"
@@ -9,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/hindsearch/hindsearch/orchestrator"
 	"github.com/hindsearch/hindsearch/orchestrator/metrics"
 	"github.com/hindsearch/hindsearch/orchestrator/progress"
 	"github.com/hindsearch/hindsearch/orchestrator/setup"
@@ -152,6 +158,6 @@ func runVariant(ctx context.Context, v Variant, out io.Writer, opt AblateOptions
 		return err
 	}
 	defer emb.Close()
-	_, err = (&Runner{Recipe: v.Recipe, Deps: deps, Out: out, Overwrite: opt.Overwrite, Metrics: opt.Metrics, Progress: opt.Progress}).Run(ctx)
+	_, err = (&orchestrator.Runner{Recipe: v.Recipe, Deps: deps, Out: out, Overwrite: opt.Overwrite, Metrics: opt.Metrics, Progress: opt.Progress}).Run(ctx)
 	return err
 }
