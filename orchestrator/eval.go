@@ -328,3 +328,30 @@ func checkpointModel(ctx context.Context, r *recipes.Recipe, ps []policy.Policy,
 	}
 	return name, nil
 }
+
+// evaluate runs one greedy evaluation of the current model and appends its
+// records to eval.jsonl and questions/.
+func (ru *run) evaluate(ctx context.Context, step int, strategy string) ([]results.EvalRecord, error) {
+	if err := ru.ensure(ctx, ru.model()); err != nil {
+		return nil, fmt.Errorf("evaluate at step %d: %w", step, err)
+	}
+	recs, qrecs, err := ru.ev.evaluate(ctx, step, strategy, ru.model())
+	if err != nil {
+		return nil, err
+	}
+	ru.Metrics.RecordEval(recs)
+	return recs, recordEval(ru.dir, step, strategy, recs, qrecs)
+}
+
+// recordEval appends an evaluation's records to the run directory.
+func recordEval(dir *results.RunDir, step int, strategy string, recs []results.EvalRecord, qrecs []results.QuestionRecord) error {
+	if err := dir.WriteQuestions(step, strategy, qrecs); err != nil {
+		return fmt.Errorf("record evaluation: %w", err)
+	}
+	for _, rec := range recs {
+		if err := dir.AppendJSONL("eval.jsonl", rec); err != nil {
+			return fmt.Errorf("record evaluation: %w", err)
+		}
+	}
+	return nil
+}

@@ -224,3 +224,36 @@ func supersedeLedger(dir *results.RunDir) error {
 	defer rt.mu.Unlock()
 	return rt.saveLocked()
 }
+
+// pruneTrainer deletes the trainer checkpoints the run no longer needs
+// (retention.prune with the run's trainer, sampler rule and output).
+func (ru *run) pruneTrainer(ctx context.Context) {
+	ru.ret.prune(ctx, ru.trainer, ru.samplerNeeded, ru.Out)
+}
+
+// samplerNeeded reports whether the sampler archive name of modelID is
+// still needed: listed in the newest state.json (a resume serves it
+// again), or the weights of a step that a later step may still sample
+// from (the newest, and the max_off_policy_steps before it). Replicas and
+// evaluations load the unpacked copies in sync.dir, not the archive.
+func (ru *run) samplerNeeded(modelID, name string) bool {
+	ru.mu.Lock()
+	defer ru.mu.Unlock()
+	match := func(path string) bool {
+		m, id, ok := checkpointRef(path)
+		return ok && m == modelID && id == "sampler_weights/"+name
+	}
+	if st := ru.lastState; st != nil {
+		for _, p := range st.Samplers {
+			if match(p) {
+				return true
+			}
+		}
+	}
+	for v, n := range ru.adapters {
+		if v >= ru.lastStep-ru.r.Train.MaxOffPolicySteps && match(ru.samplers[n]) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,119 @@
+package orchestrator
+
+import (
+	"context"
+	"sync"
+
+	"github.com/hindsearch/hindsearch/clients/policy"
+	"github.com/hindsearch/hindsearch/recipes"
+)
+
+// hindsight critiques a group's failed trajectories and sets their OPD
+// terms. It returns the counts of critiques used, critique failures, OPD
+// tokens (non-zero terms) and the sum of the OPD terms. Failures are
+// counted, never fatal.
+func (ru *run) hindsight(ctx context.Context, trajs []*Trajectory) (used, failed, tokens int64, sum float64) {
+	// The group's failed trajectories are critiqued and scored together:
+	// the last group of a step then costs one judge and one teacher latency,
+	// not one per failed trajectory.
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, t := range trajs {
+		if t.Reward > 0 {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ok := ru.hindsightOne(ctx, t)
+			mu.Lock()
+			defer mu.Unlock()
+			if !ok {
+				failed++
+				return
+			}
+			used++
+			for _, d := range t.OPD {
+				if d != 0 {
+					tokens++
+					sum += d
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return used, failed, tokens, sum
+}
+
+// hindsightOne critiques one failed trajectory and sets its OPD term; false
+// means no usable critique or teacher score (recorded on t).
+func (ru *run) hindsightOne(ctx context.Context, t *Trajectory) bool {
+	if err := ru.judgeSem.acquire(ctx); err != nil {
+		t.CritiqueError = err.Error()
+		return false
+	}
+	c, why, err := ru.hinter.critique(ctx, t)
+	ru.judgeSem.release()
+	switch {
+	case err != nil:
+		t.CritiqueError = err.Error()
+		return false
+	case why != "":
+		t.Critique, t.CritiqueError = c, why
+		return false
+	}
+	t.Critique = c
+	if ru.r.Hindsight.Loss == recipes.HindsightLossNone {
+		return true
+	}
+	tp, err := ru.roller.promptIDs(ctx, t.Question.Question, ru.hinter.hintText(c))
+	student := t.Logprobs
+	if err == nil && ru.r.Hindsight.StudentLogprobs == recipes.StudentLogprobsRescored {
+		// The student's tokens scored by the teacher's prefill route, in
+		// the context that sampled them, by the model that sampled them.
+		err = ru.roller.reps.callFor(ctx, t.Model, func(p policy.Policy) (err error) {
+			student, err = ru.hinter.rescore(ctx, t, p, ru.roller.reps.wire(t.Model))
+			return err
+		})
+		t.StudentRescored = err == nil
+	}
+	if err == nil {
+		tm := ru.teacherModel(t)
+		err = ru.roller.reps.callFor(ctx, tm, func(p policy.Policy) (err error) {
+			t.OPD, err = ru.hinter.opd(ctx, t, tp, p, ru.roller.reps.wire(tm), student)
+			return err
+		})
+	}
+	if err != nil {
+		t.CritiqueError = err.Error()
+		return false
+	}
+	return true
+}
+
+// semaphore bounds concurrent calls.
+type semaphore chan struct{}
+
+func (s semaphore) acquire(ctx context.Context) error {
+	select {
+	case s <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s semaphore) release() { <-s }
+
+// teacherModel is the model name that scores t's teacher context: self is
+// the policy that sampled t.
+func (ru *run) teacherModel(t *Trajectory) string {
+	switch ru.r.Hindsight.Teacher {
+	case recipes.TeacherSelf:
+		return t.Model
+	case recipes.TeacherInitial:
+		return ru.r.Policy.Model
+	default:
+		return ru.r.Hindsight.Teacher
+	}
+}

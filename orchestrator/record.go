@@ -1,0 +1,211 @@
+package orchestrator
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/hindsearch/hindsearch/recipes"
+	"github.com/hindsearch/hindsearch/results"
+)
+
+func (ru *run) record(step int, all []*Trajectory, sent []keyedDatum, clock *phaseClock, t0 time.Time) *results.StepRecord {
+	rec := &results.StepRecord{Step: step, Trajectories: len(all), Simulated: ru.sim}
+	turns, searches := 0, 0
+	for _, t := range all {
+		rec.RewardMean += t.Reward
+		rec.F1Mean += t.F1
+		if t.Reward == 0 {
+			rec.Failed++
+		}
+		turns += len(t.Turns)
+		searches += t.Searches()
+	}
+	if n := float64(len(all)); n > 0 {
+		rec.RewardMean /= n
+		rec.F1Mean /= n
+		rec.EMMean = rec.RewardMean
+		rec.MeanTurns = float64(turns) / n
+		rec.MeanSearches = float64(searches) / n
+	}
+	ph := clock.seconds()
+	rec.PhaseSeconds = map[string]float64{"rollout": ph["rollout"], "judge": ph["judge"], "teacher": ph["teacher"],
+		"train": ph["train"], "sync": ph["sync"], "eval": 0}
+	if ru.r.Hindsight.StudentLogprobs == recipes.StudentLogprobsRescored {
+		rec.PhaseSeconds["rescore"] = ph["rescore"]
+		for _, t := range all {
+			if t.StudentRescored {
+				rec.Rescores++
+			}
+		}
+	}
+	rec.BatchDigest = batchDigest(sent)
+	rec.WallSeconds = time.Since(t0).Seconds()
+	return rec
+}
+
+func (ru *run) printStep(rec *results.StepRecord) {
+	ph := rec.PhaseSeconds
+	fmt.Fprintf(ru.Out, "step %3d/%d  reward(EM) %.3f  F1 %.3f  failed %d/%d  critiques %d  opd_tokens %d (mean %.3f)  rollout %.1fs judge %.1fs teacher %.1fs train %.1fs sync %.1fs eval %.1fs\n",
+		rec.Step, ru.r.Train.Steps, rec.RewardMean, rec.F1Mean, rec.Failed, rec.Trajectories, rec.Critiques, rec.OPDTokens, rec.OPDMean,
+		ph["rollout"], ph["judge"], ph["teacher"], ph["train"], ph["sync"], ph["eval"])
+	if ru.r.Hindsight.Enabled {
+		fmt.Fprintf(ru.Out, "          hindsight: non-zero term on %.1f%% of failed trajectories, mean term on search tokens %.4f\n",
+			100*rec.OPDFailedShare, rec.OPDSearchMean)
+	}
+}
+
+// caption names the recipe and its ablation switches.
+func (ru *run) caption() string {
+	c := fmt.Sprintf("EM (%%) by evaluation step. recipe %s: %s", ru.r.Name, ru.r.Switches())
+	if ru.sim {
+		c += ". SIMULATED (" + strings.Join(ru.Deps.Simulated, ", ") + " by the embedded simulator)"
+	}
+	return c
+}
+
+// plotCurves redraws training-curves.png; a failure to draw is reported
+// and the run goes on (the records it plots are already written).
+func (ru *run) plotCurves() {
+	if err := results.WriteTrainingCurves(ru.dir); err != nil {
+		fmt.Fprintf(ru.Out, "warning: training curves not drawn: %v\n", err)
+	}
+}
+
+// keepTrajectories writes a bounded sample of the step's trajectories, with
+// their critiques and OPD terms, to trajectories/step-NNNN.jsonl: whole
+// groups in group order, failed-first groups preferred so critiques show.
+func (ru *run) keepTrajectories(step int, all []*Trajectory) error {
+	n := ru.r.Output.Trajectories
+	if n <= 0 {
+		return nil
+	}
+	picked := append([]*Trajectory(nil), all...)
+	sort.SliceStable(picked, func(i, j int) bool {
+		ci, cj := picked[i].Critique != "", picked[j].Critique != ""
+		if ci != cj {
+			return ci
+		}
+		if picked[i].Group != picked[j].Group {
+			return picked[i].Group < picked[j].Group
+		}
+		return picked[i].Sample < picked[j].Sample
+	})
+	if len(picked) > n {
+		picked = picked[:n]
+	}
+	for _, t := range picked {
+		t.Pieces = tokenPieces(ru.roller.tok.Vocab, t)
+	}
+	var b strings.Builder
+	for _, t := range picked {
+		line, err := json.Marshal(t)
+		if err != nil {
+			return fmt.Errorf("keep trajectories: %w", err)
+		}
+		b.Write(line)
+		b.WriteByte('\n')
+	}
+	if err := ru.dir.WriteFileAtomic(filepath.Join("trajectories", fmt.Sprintf("step-%04d.jsonl", step)), []byte(b.String())); err != nil {
+		return err
+	}
+	return pruneTrajectories(filepath.Join(ru.dir.Path, "trajectories"), step, ru.r.Output.TrajectorySteps, ru.r.Eval.Every)
+}
+
+// pruneTrajectories removes the trajectory files of steps older than the
+// latest keep (up to step) that are not multiples of every; keep 0 keeps
+// all.
+func pruneTrajectories(dir string, step, keep, every int) error {
+	if keep <= 0 {
+		return nil
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("prune trajectories: %w", err)
+	}
+	for _, e := range ents {
+		var s int
+		if _, err := fmt.Sscanf(e.Name(), "step-%04d.jsonl", &s); err != nil || e.Name() != fmt.Sprintf("step-%04d.jsonl", s) {
+			continue
+		}
+		if s > step-keep || (every > 0 && s%every == 0) {
+			continue
+		}
+		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+			return fmt.Errorf("prune trajectories: %w", err)
+		}
+	}
+	return nil
+}
+
+// critiqueMeanChars is the mean length in characters of the critiques used
+// as hints (0 without any).
+func critiqueMeanChars(all []*Trajectory) float64 {
+	n, chars := 0, 0
+	for _, t := range all {
+		if t.Critique != "" && t.CritiqueError == "" {
+			n++
+			chars += utf8.RuneCountInString(t.Critique)
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return float64(chars) / float64(n)
+}
+
+// hindsightDensity measures how dense the hindsight signal is: the share
+// of failed trajectories (reward 0) with a non-zero term on at least one
+// token, and the mean term over the search tokens of the failed
+// trajectories that got a term (zeros included). Both are 0 without any.
+func hindsightDensity(all []*Trajectory) (share, searchMean float64) {
+	failed, nonzero, searchTokens := 0, 0, 0
+	sum := 0.0
+	for _, t := range all {
+		if t.Reward != 0 {
+			continue
+		}
+		failed++
+		if len(t.OPD) == 0 {
+			continue
+		}
+		if slices.ContainsFunc(t.OPD, func(d float64) bool { return d != 0 }) {
+			nonzero++
+		}
+		for i, d := range t.OPD {
+			if i < len(t.Search) && t.Search[i] {
+				searchTokens++
+				sum += d
+			}
+		}
+	}
+	if failed > 0 {
+		share = float64(nonzero) / float64(failed)
+	}
+	if searchTokens > 0 {
+		searchMean = sum / float64(searchTokens)
+	}
+	return share, searchMean
+}
+
+// keepRecords rewrites a JSONL file of the run directory, atomically, with
+// the records that keep accepts, and returns them.
+func keepRecords[T any](dir *results.RunDir, name string, recs []T, keep func(T) bool) ([]T, error) {
+	var kept []T
+	var b strings.Builder
+	for _, r := range recs {
+		if keep(r) {
+			kept = append(kept, r)
+			line, _ := json.Marshal(r)
+			b.Write(line)
+			b.WriteByte('\n')
+		}
+	}
+	return kept, dir.WriteFileAtomic(name, []byte(b.String()))
+}
