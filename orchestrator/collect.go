@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hindsearch/hindsearch/clients/trainer"
 	"github.com/hindsearch/hindsearch/orchestrator/dataset"
 	"github.com/hindsearch/hindsearch/orchestrator/roles"
 	"github.com/hindsearch/hindsearch/recipes"
@@ -21,9 +20,9 @@ import (
 func (ru *run) draw(n int) []dataset.Question {
 	out := make([]dataset.Question, 0, n)
 	for len(out) < n {
-		epoch, pos := ru.cursor/len(ru.train), ru.cursor%len(ru.train)
-		perm := rand.New(rand.NewPCG(uint64(ru.r.Seed), uint64(epoch))).Perm(len(ru.train))
-		out = append(out, ru.train[perm[pos]])
+		epoch, pos := ru.cursor/len(ru.trainSet), ru.cursor%len(ru.trainSet)
+		perm := rand.New(rand.NewPCG(uint64(ru.r.Seed), uint64(epoch))).Perm(len(ru.trainSet))
+		out = append(out, ru.trainSet[perm[pos]])
 		ru.cursor++
 	}
 	return out
@@ -50,24 +49,60 @@ type collected struct {
 	sent    []keyedDatum // datums in the order they reached the sender
 	clock   *phaseClock
 	t0      time.Time
-	fb      []map[string]float64
-	streamd bool // datums went to forward_backward while rolling out
+	fb      []map[string]float64 // forward_backward's metrics, per chunk
+	om      map[string]float64   // optim_step's metrics
+	streamd bool                 // datums went to forward_backward while rolling out
 	// sampled records which replica sampled with which weights.
 	sampled *sampledBy
 
-	critiques, critiqueFailures, opdTokens int64
+	critiques, critiqueFailures, opdTokens atomic.Int64
+	opdMu                                  sync.Mutex
 	opdSum                                 float64
 }
 
-// collect runs steps 1-5 of DESIGN §2 for one step: draw, roll out with
-// model, score, advantages, hindsight. With stream set (the on-policy async
-// schedule) each finished group's datums go to forward_backward at once,
-// while other groups still roll out; otherwise finish sends them.
+// trajectories are the step's trajectories, in group order.
+func (c *collected) trajectories() []*Trajectory {
+	var all []*Trajectory
+	for _, g := range c.groups {
+		all = append(all, g.trajs...)
+	}
+	return all
+}
+
+// startCollect collects step in the background, sampling from the weights
+// train.max_off_policy_steps allows (samplingModel). Under the on-policy
+// async schedule the datums stream to forward_backward as groups finish.
+func (ru *run) startCollect(ctx context.Context, step int) chan collectResult {
+	r := ru.r
+	ch := make(chan collectResult, 1)
+	model := ru.samplingModel(step)
+	stream := r.Rollout.Schedule == recipes.ScheduleAsync && r.Train.MaxOffPolicySteps == 0
+	go func() {
+		c, err := ru.collect(ctx, step, model, stream)
+		ch <- collectResult{c, err}
+	}()
+	return ch
+}
+
+// drain waits for a collection started ahead (nil: none), so that no
+// goroutine outlives the run.
+func drain(ahead chan collectResult) {
+	if ahead != nil {
+		<-ahead
+	}
+}
+
+// collect runs steps 1-5 of DESIGN §2 for one step: draw the questions,
+// roll out a group of trajectories for each with model, reward them (EM and
+// the group's advantages), critique the failed ones and score them under
+// the teacher (critique.go), and build their datums (batch.go). With
+// stream set (the on-policy async schedule) each finished group's datums
+// go to forward_backward at once, while other groups still roll out;
+// otherwise train sends them.
 func (ru *run) collect(ctx context.Context, step int, model string, stream bool) (*collected, error) {
 	r := ru.r
 	c := &collected{step: step, model: model, clock: newPhaseClock(), t0: time.Now(), streamd: stream}
-	clock := c.clock
-	ru.roller.phases, ru.hinter.phases = clock, clock
+	ru.roller.phases, ru.hinter.phases = c.clock, c.clock
 	ru.roller.resetStep(ctx)
 	// A replica that failed to load the weights at the last sync gets them
 	// now; none holding them fails the step.
@@ -80,74 +115,21 @@ func (ru *run) collect(ctx context.Context, step int, model string, stream bool)
 	defer cancel()
 
 	qs := ru.draw(r.Train.BatchSize)
-	G := r.Train.GroupSize
-	task := ru.Progress.Start(fmt.Sprintf("rollout step %d", step), len(qs)*G, "trajectories")
+	c.groups = ru.groups(step, qs)
+	task := ru.Progress.Start(fmt.Sprintf("rollout step %d", step), len(qs)*r.Train.GroupSize, "trajectories")
 	defer task.Done()
 	ru.roller.progress = task
-	sp := roles.TrainSampling(r)
 
-	datums := make(chan keyedDatum, len(qs)*G)
-	var trainErr error
-	senderDone := make(chan struct{})
-	go func() {
-		defer close(senderDone)
-		if !stream {
-			for d := range datums {
-				c.sent = append(c.sent, d)
-			}
-			return
-		}
-		var chunk []trainer.Datum
-		flush := func() {
-			if len(chunk) == 0 || trainErr != nil {
-				return
-			}
-			done := clock.start("train")
-			res, err := ru.trainer.ForwardBackward(ctx, ru.modelID, chunk, r.Trainer.Loss, lossConfig(r))
-			done()
-			if err != nil {
-				trainErr = fmt.Errorf("forward_backward: %w", err)
-				cancel()
-				return
-			}
-			c.fb = append(c.fb, res.Metrics)
-			chunk = nil
-		}
-		for d := range datums {
-			c.sent = append(c.sent, d)
-			chunk = append(chunk, d.datum)
-			if len(chunk) >= r.Trainer.ChunkSize {
-				flush()
-			}
-		}
-		flush()
-	}()
-
-	var critiques, critiqueFailures, opdTokens atomic.Int64
-	var opdMu sync.Mutex
-	c.groups = make([]*groupState, len(qs))
-	// Groups' hindsight runs as they complete; judge.concurrency bounds the
-	// judge requests inside.
+	send := ru.startSender(ctx, c, len(qs)*r.Train.GroupSize, cancel) // train.go
+	// A finished group is rewarded at once; its critiques, teacher scores
+	// and datums follow while other groups roll out (judge.concurrency
+	// bounds the judge requests inside).
 	hp := pool.New().WithContext(ctx)
-	finishGroup := func(gi int) {
-		g := c.groups[gi]
-		rewards := make([]float64, len(g.trajs))
-		for i, t := range g.trajs {
-			t.score()
-			rewards[i] = t.Reward
-		}
-		for i, a := range GroupAdvantages(rewards) {
-			g.trajs[i].Advantage = a
-		}
+	finishGroup := func(g *groupState) {
+		reward(g)
 		hp.Go(func(ctx context.Context) error {
 			if r.Hindsight.Enabled {
-				cr, f, n, sum := ru.hindsight(ctx, g.trajs)
-				critiques.Add(cr)
-				critiqueFailures.Add(f)
-				opdTokens.Add(n)
-				opdMu.Lock()
-				c.opdSum += sum
-				opdMu.Unlock()
+				c.addHindsight(ru.hindsight(ctx, g.trajs))
 			}
 			for _, t := range g.trajs {
 				if !slices.Contains(t.Policy, true) {
@@ -156,69 +138,16 @@ func (ru *run) collect(ctx context.Context, step int, model string, stream bool)
 					// zero in trainers that normalise per sequence.
 					continue
 				}
-				datums <- keyedDatum{group: t.Group, sample: t.Sample, datum: BuildDatum(t, ru.advantageSign, r.Hindsight.Coef)}
+				send.datums <- keyedDatum{group: t.Group, sample: t.Sample, datum: BuildDatum(t, ru.advantageSign, r.Hindsight.Coef)}
 			}
 			return nil
 		})
 	}
-	var ls []*live
-	for gi, q := range qs {
-		g := &groupState{trajs: make([]*Trajectory, G)}
-		g.left.Store(int32(G))
-		c.groups[gi] = g
-		group := (step-1)*r.Train.BatchSize + gi // globally unique group id
-		for k := 0; k < G; k++ {
-			g.trajs[k] = &Trajectory{ID: fmt.Sprintf("s%04d-g%06d-k%d", step, group, k), Step: step, Group: group, Sample: k, Question: q}
-		}
-	}
-	concurrency := max(r.Policy.Concurrency*len(ru.Deps.Policies), 1)
-	rollDone := clock.start("rollout")
-	var rollErr error
-	if r.Rollout.Schedule == recipes.ScheduleLockstep {
-		rollErr = ru.prompts(ctx, c.groups, concurrency)
-		if rollErr == nil {
-			for _, g := range c.groups {
-				for _, t := range g.trajs {
-					ls = append(ls, newLive(t, model, sp, roles.Seed(r.Seed, int64(step), int64(t.Group), int64(t.Sample))))
-				}
-			}
-			rollErr = ru.roller.lockstep(ctx, ls, concurrency)
-		}
-		if rollErr == nil {
-			for gi := range c.groups {
-				finishGroup(gi)
-			}
-		}
-	} else {
-		rp := pool.New().WithContext(ctx).WithCancelOnError().WithFirstError().WithMaxGoroutines(concurrency)
-		for gi, g := range c.groups {
-			var promptOnce sync.Once
-			var prompt []int
-			var promptErr error
-			for _, t := range g.trajs {
-				rp.Go(func(ctx context.Context) error {
-					promptOnce.Do(func() { prompt, promptErr = ru.roller.promptIDs(ctx, t.Question.Question, "") })
-					if promptErr != nil {
-						return promptErr
-					}
-					t.PromptIDs = prompt
-					if err := ru.roller.rollout(ctx, t, model, sp, roles.Seed(r.Seed, int64(step), int64(t.Group), int64(t.Sample))); err != nil {
-						return err
-					}
-					if g.left.Add(-1) == 0 {
-						finishGroup(gi)
-					}
-					return nil
-				})
-			}
-		}
-		rollErr = rp.Wait()
-	}
+	rollDone := c.clock.start("rollout")
+	rollErr := ru.rollOut(ctx, c, finishGroup)
 	rollDone()
 	_ = hp.Wait()
-	close(datums)
-	<-senderDone
-	c.critiques, c.critiqueFailures, c.opdTokens = critiques.Load(), critiqueFailures.Load(), opdTokens.Load()
+	trainErr := send.close()
 	if rollErr != nil {
 		return nil, fmt.Errorf("rollout: %w", rollErr)
 	}
@@ -229,6 +158,101 @@ func (ru *run) collect(ctx context.Context, step int, model string, stream bool)
 		return nil, err
 	}
 	return c, nil
+}
+
+// groups makes step's groups: GroupSize trajectories of each question,
+// with globally unique group ids.
+func (ru *run) groups(step int, qs []dataset.Question) []*groupState {
+	r := ru.r
+	G := r.Train.GroupSize
+	groups := make([]*groupState, len(qs))
+	for gi, q := range qs {
+		g := &groupState{trajs: make([]*Trajectory, G)}
+		g.left.Store(int32(G))
+		groups[gi] = g
+		group := (step-1)*r.Train.BatchSize + gi // globally unique group id
+		for k := 0; k < G; k++ {
+			g.trajs[k] = &Trajectory{ID: fmt.Sprintf("s%04d-g%06d-k%d", step, group, k), Step: step, Group: group, Sample: k, Question: q}
+		}
+	}
+	return groups
+}
+
+// reward scores a finished group's trajectories (exact match, F1) and
+// sets their GRPO advantages.
+func reward(g *groupState) {
+	rewards := make([]float64, len(g.trajs))
+	for i, t := range g.trajs {
+		t.score()
+		rewards[i] = t.Reward
+	}
+	for i, a := range GroupAdvantages(rewards) {
+		g.trajs[i].Advantage = a
+	}
+}
+
+// addHindsight adds a group's hindsight counts (ru.hindsight's results).
+func (c *collected) addHindsight(used, failed, tokens int64, sum float64) {
+	c.critiques.Add(used)
+	c.critiqueFailures.Add(failed)
+	c.opdTokens.Add(tokens)
+	c.opdMu.Lock()
+	c.opdSum += sum
+	c.opdMu.Unlock()
+}
+
+// rollOut rolls out every group of c on c.model with the train.* sampling
+// (rollout.go) and calls finished with each group once all of its
+// trajectories have ended: as each group ends under the async schedule,
+// all of them after the whole batch under lockstep.
+func (ru *run) rollOut(ctx context.Context, c *collected, finished func(*groupState)) error {
+	r := ru.r
+	sp := roles.TrainSampling(r)
+	seed := func(t *Trajectory) int64 {
+		return roles.Seed(r.Seed, int64(c.step), int64(t.Group), int64(t.Sample))
+	}
+	concurrency := max(r.Policy.Concurrency*len(ru.Deps.Policies), 1)
+	if r.Rollout.Schedule == recipes.ScheduleLockstep {
+		if err := ru.prompts(ctx, c.groups, concurrency); err != nil {
+			return err
+		}
+		var ls []*live
+		for _, g := range c.groups {
+			for _, t := range g.trajs {
+				ls = append(ls, newLive(t, c.model, sp, seed(t)))
+			}
+		}
+		if err := ru.roller.lockstep(ctx, ls, concurrency); err != nil {
+			return err
+		}
+		for _, g := range c.groups {
+			finished(g)
+		}
+		return nil
+	}
+	rp := pool.New().WithContext(ctx).WithCancelOnError().WithFirstError().WithMaxGoroutines(concurrency)
+	for _, g := range c.groups {
+		var promptOnce sync.Once
+		var prompt []int
+		var promptErr error
+		for _, t := range g.trajs {
+			rp.Go(func(ctx context.Context) error {
+				promptOnce.Do(func() { prompt, promptErr = ru.roller.promptIDs(ctx, t.Question.Question, "") })
+				if promptErr != nil {
+					return promptErr
+				}
+				t.PromptIDs = prompt
+				if err := ru.roller.rollout(ctx, t, c.model, sp, seed(t)); err != nil {
+					return err
+				}
+				if g.left.Add(-1) == 0 {
+					finished(g)
+				}
+				return nil
+			})
+		}
+	}
+	return rp.Wait()
 }
 
 // prompts tokenizes each group's prompt once, for the lockstep schedule.

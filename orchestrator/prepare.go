@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/hindsearch/hindsearch/clients/judge"
 	"github.com/hindsearch/hindsearch/clients/policy"
 	"github.com/hindsearch/hindsearch/orchestrator/dataset"
+	"github.com/hindsearch/hindsearch/orchestrator/doctor"
 	"github.com/hindsearch/hindsearch/orchestrator/roles"
 	"github.com/hindsearch/hindsearch/recipes"
 	"github.com/hindsearch/hindsearch/results"
@@ -51,7 +53,7 @@ func (ru *run) load() error {
 		if err != nil {
 			return fmt.Errorf("train.data: %w", err)
 		}
-		ru.train = append(ru.train, qs...)
+		ru.trainSet = append(ru.trainSet, qs...)
 	}
 	sets, err := dataset.EvalSets(r)
 	if err != nil {
@@ -59,8 +61,8 @@ func (ru *run) load() error {
 	}
 	ru.evalSet = sets
 	if r.Train.ExcludeEval {
-		ru.train, ru.excluded = dataset.Exclude(ru.train, sets)
-		if len(ru.train) == 0 && r.Train.Steps > 0 {
+		ru.trainSet, ru.excluded = dataset.Exclude(ru.trainSet, sets)
+		if len(ru.trainSet) == 0 && r.Train.Steps > 0 {
 			return fmt.Errorf("train.data: every training question is also an evaluation question (train.exclude_eval drops them): point train.data at a training split, or set train.exclude_eval=false")
 		}
 	}
@@ -125,4 +127,80 @@ func openRunDir(path string) (*results.RunDir, *results.Lock, error) {
 		return nil, nil, err
 	}
 	return dir, lock, nil
+}
+
+// prepare makes the run's state before its first step: the run directory
+// (locked; claimed from an earlier run, or its resume point read), the
+// resolved recipe saved with its secrets redacted, the trainer-side ledger,
+// the questions, the rollout, hindsight, evaluation and sync engines, and
+// the preflight checks of every server; then it prints the run's banner.
+// unlock releases the directory.
+func (rn *Runner) prepare(ctx context.Context) (ru *run, unlock func(), err error) {
+	if rn.advantageSign == 0 {
+		rn.advantageSign = 1
+	}
+	if rn.Out == nil {
+		rn.Out = io.Discard
+	}
+	r := rn.Recipe
+	if _, err := rn.Deps.LocalTokenizer(); err != nil {
+		return nil, nil, err
+	}
+	dir, lock, err := openRunDir(r.Output.Dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer func() {
+		if err != nil {
+			lock.Unlock()
+		}
+	}()
+	var resumed *state
+	if rn.Resume {
+		if resumed, err = readState(dir); err != nil {
+			return nil, nil, err
+		}
+	} else if err := rn.claim(dir); err != nil {
+		return nil, nil, err
+	}
+	red := r.Redacted()
+	y, err := red.YAML()
+	if err != nil {
+		return nil, nil, fmt.Errorf("save recipe: %w", err)
+	}
+	if err := dir.WriteFileAtomic("recipe.yaml", y); err != nil {
+		return nil, nil, fmt.Errorf("save recipe: %w", err)
+	}
+	ru = &run{Runner: rn, r: r, dir: dir, sim: len(rn.Deps.Simulated) > 0, adapters: map[int]string{}, samplers: map[string]string{}, resumed: resumed,
+		trainer:  boundedTrainer{rn.Deps.Trainer, time.Duration(r.Trainer.CallTimeoutSeconds * float64(time.Second))},
+		judgeSem: make(semaphore, max(r.Judge.Concurrency, 1))}
+	rn.last = ru
+	if ru.ret, err = loadRetention(dir, r.Checkpoint.Keep); err != nil {
+		return nil, nil, err
+	}
+	if ru.prior, err = readTrainerModel(dir); err != nil {
+		return nil, nil, err
+	}
+	if err := ru.load(); err != nil {
+		return nil, nil, err
+	}
+	if err := doctor.Preflight(ctx, r, rn.Deps); err != nil {
+		return nil, nil, err
+	}
+	if ru.sim {
+		fmt.Fprintf(rn.Out, "SIMULATED: %s served by the embedded hindsearch simulator, not by language models; results show the control plane at work, not model quality.\n",
+			strings.Join(rn.Deps.Simulated, ", "))
+	}
+	if ru.excluded > 0 {
+		fmt.Fprintf(rn.Out, "train.exclude_eval: %d training questions that are also evaluation questions left out of training (%d remain)\n", ru.excluded, len(ru.trainSet))
+	}
+	// With train.exclude_eval no evaluation question is left to train on.
+	if !r.Train.ExcludeEval {
+		if w := dataset.Contamination(ru.trainSet, ru.evalSet); w != "" {
+			fmt.Fprintf(rn.Out, "WARNING: %s\n", w)
+		}
+	}
+	fmt.Fprintf(rn.Out, "run %s: %d steps x %d questions x %d samples, %s; output %s\n",
+		r.Name, r.Train.Steps, r.Train.BatchSize, r.Train.GroupSize, r.Switches(), dir.Path)
+	return ru, lock.Unlock, nil
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -15,7 +16,9 @@ import (
 	"github.com/hindsearch/hindsearch/results"
 )
 
-func (ru *run) record(step int, all []*Trajectory, sent []keyedDatum, clock *phaseClock, t0 time.Time) *results.StepRecord {
+// stepRecord is the step record's rollout part: rewards, turns, searches,
+// each phase's busy seconds, the batch digest and the wall time.
+func (ru *run) stepRecord(step int, all []*Trajectory, sent []keyedDatum, clock *phaseClock, t0 time.Time) *results.StepRecord {
 	rec := &results.StepRecord{Step: step, Trajectories: len(all), Simulated: ru.sim}
 	turns, searches := 0, 0
 	for _, t := range all {
@@ -208,4 +211,62 @@ func keepRecords[T any](dir *results.RunDir, name string, recs []T, keep func(T)
 		}
 	}
 	return kept, dir.WriteFileAtomic(name, []byte(b.String()))
+}
+
+// record builds a synced step's record (stepRecord, the critiques and the
+// hindsight term's density, the trainer's metrics, which weights sampled
+// it and how far they lagged) and keeps a sample of its trajectories
+// (keepTrajectories). adapter is the name of the weights the step made.
+func (ru *run) record(c *collected, adapter string) (*results.StepRecord, error) {
+	all := c.trajectories()
+	ru.lastTrajs, ru.lastStart = all, c.t0
+	rec := ru.stepRecord(c.step, all, c.sent, c.clock, c.t0)
+	rec.Critiques, rec.CritiqueFailures = int(c.critiques.Load()), int(c.critiqueFailures.Load())
+	rec.CritiqueMeanChars = critiqueMeanChars(all)
+	rec.OPDFailedShare, rec.OPDSearchMean = hindsightDensity(all)
+	rec.OPDTokens = int(c.opdTokens.Load())
+	if rec.OPDTokens > 0 {
+		rec.OPDMean = c.opdSum / float64(rec.OPDTokens)
+	}
+	rec.Adapter = adapter
+	rec.SampledWith = c.model
+	rec.PolicyLag = c.step - 1 - versionOf(c.model, ru.r)
+	rec.Replicas = c.sampled.snapshot()
+	rec.TrainerMetrics = mergeMetrics(c.fb, c.om)
+	if err := ru.keepTrajectories(c.step, all); err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
+// versionOf is the step whose weights a model name carries (0: the base).
+func versionOf(model string, r *recipes.Recipe) int {
+	if m := reStepSuffix.FindStringSubmatch(model); m != nil && model != r.Policy.Model {
+		v, _ := strconv.Atoi(m[1])
+		return v
+	}
+	return 0
+}
+
+// announce publishes a recorded step: its metrics, its line on Out, and
+// the tests' hook.
+func (ru *run) announce(rec *results.StepRecord) {
+	ru.Metrics.RecordStep(rec)
+	ru.printStep(rec)
+	if ru.afterStep != nil {
+		ru.afterStep(rec.Step)
+	}
+}
+
+// report ends a run's output: a warning when deleting superseded trainer
+// checkpoints failed, then the table of every evaluation.
+func (ru *run) report(sum *Summary) error {
+	if _, failed := ru.ret.counts(); failed > 0 {
+		fmt.Fprintf(ru.Out, "warning: %d deletions of superseded trainer checkpoints failed (%s lists what is left on the trainer)\n", failed, ledgerFile)
+	}
+	if len(sum.Evals) == 0 {
+		return nil
+	}
+	fmt.Fprintln(ru.Out)
+	return results.EvalTable(ru.Out, sum.Evals, ru.caption())
 }

@@ -10,16 +10,12 @@ import (
 	"fmt"
 	"io"
 	"regexp"
-	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/hindsearch/hindsearch/clients/policy/format"
 	"github.com/hindsearch/hindsearch/clients/trainer"
 	"github.com/hindsearch/hindsearch/orchestrator/dataset"
-	"github.com/hindsearch/hindsearch/orchestrator/doctor"
 	"github.com/hindsearch/hindsearch/orchestrator/metrics"
 	"github.com/hindsearch/hindsearch/orchestrator/progress"
 	"github.com/hindsearch/hindsearch/orchestrator/roles"
@@ -73,18 +69,18 @@ type Summary struct {
 // run holds one run's live state.
 type run struct {
 	*Runner
-	r       *recipes.Recipe
-	dir     *results.RunDir
-	train   []dataset.Question
-	evalSet map[string][]dataset.Question
-	roller  *roller
-	hinter  *hinter
-	ev      *evaluator
-	sync    weightSync
-	modelID string
-	adapter string // policy model name currently served ("" = base)
-	cursor  int
-	sim     bool
+	r        *recipes.Recipe
+	dir      *results.RunDir
+	trainSet []dataset.Question // the training questions (train.data)
+	evalSet  map[string][]dataset.Question
+	roller   *roller
+	hinter   *hinter
+	ev       *evaluator
+	sync     weightSync
+	modelID  string
+	adapter  string // policy model name currently served ("" = base)
+	cursor   int
+	sim      bool
 	// excluded counts the training questions train.exclude_eval dropped.
 	excluded int
 
@@ -122,68 +118,11 @@ var reUnsafe = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
 // steps with evaluations every eval.every steps and after the last, and the
 // final table printed to Out.
 func (rn *Runner) Run(ctx context.Context) (*Summary, error) {
-	if rn.advantageSign == 0 {
-		rn.advantageSign = 1
-	}
-	if rn.Out == nil {
-		rn.Out = io.Discard
-	}
-	r := rn.Recipe
-	if _, err := rn.Deps.LocalTokenizer(); err != nil {
-		return nil, err
-	}
-	dir, lock, err := openRunDir(r.Output.Dir)
+	ru, unlock, err := rn.prepare(ctx) // prepare.go
 	if err != nil {
 		return nil, err
 	}
-	defer lock.Unlock()
-	var resumed *state
-	if rn.Resume {
-		if resumed, err = readState(dir); err != nil {
-			return nil, err
-		}
-	} else if err := rn.claim(dir); err != nil {
-		return nil, err
-	}
-	red := r.Redacted()
-	y, err := red.YAML()
-	if err != nil {
-		return nil, fmt.Errorf("save recipe: %w", err)
-	}
-	if err := dir.WriteFileAtomic("recipe.yaml", y); err != nil {
-		return nil, fmt.Errorf("save recipe: %w", err)
-	}
-	ru := &run{Runner: rn, r: r, dir: dir, sim: len(rn.Deps.Simulated) > 0, adapters: map[int]string{}, samplers: map[string]string{}, resumed: resumed,
-		trainer:  boundedTrainer{rn.Deps.Trainer, time.Duration(r.Trainer.CallTimeoutSeconds * float64(time.Second))},
-		judgeSem: make(semaphore, max(r.Judge.Concurrency, 1))}
-	rn.last = ru
-	if ru.ret, err = loadRetention(dir, r.Checkpoint.Keep); err != nil {
-		return nil, err
-	}
-	if ru.prior, err = readTrainerModel(dir); err != nil {
-		return nil, err
-	}
-	if err := ru.load(); err != nil {
-		return nil, err
-	}
-	if err := doctor.Preflight(ctx, r, rn.Deps); err != nil {
-		return nil, err
-	}
-	if ru.sim {
-		fmt.Fprintf(rn.Out, "SIMULATED: %s served by the embedded hindsearch simulator, not by language models; results show the control plane at work, not model quality.\n",
-			strings.Join(rn.Deps.Simulated, ", "))
-	}
-	if ru.excluded > 0 {
-		fmt.Fprintf(rn.Out, "train.exclude_eval: %d training questions that are also evaluation questions left out of training (%d remain)\n", ru.excluded, len(ru.train))
-	}
-	// With train.exclude_eval no evaluation question is left to train on.
-	if !r.Train.ExcludeEval {
-		if w := dataset.Contamination(ru.train, ru.evalSet); w != "" {
-			fmt.Fprintf(rn.Out, "WARNING: %s\n", w)
-		}
-	}
-	fmt.Fprintf(rn.Out, "run %s: %d steps x %d questions x %d samples, %s; output %s\n",
-		r.Name, r.Train.Steps, r.Train.BatchSize, r.Train.GroupSize, r.Switches(), dir.Path)
+	defer unlock()
 	return ru.loop(ctx)
 }
 
@@ -195,37 +134,19 @@ func (ru *run) model() string {
 	return ru.r.Policy.Model
 }
 
+// loop runs the training steps in the order of DESIGN §2, each a call
+// into the file named for it: the trainer's model (trainer_model.go), then
+// a new run's base weights served and evaluated, or a resumed run's state
+// restored (resume.go); then per step: collect (collect.go: draw, roll out,
+// reward, critique and teacher score, build datums), train, sync, record,
+// evaluate and checkpoint (step); then the report (record.go).
 func (ru *run) loop(ctx context.Context) (*Summary, error) {
 	r := ru.r
-	sess, err := ru.trainer.StartSession(ctx)
+	sess, err := ru.createModel(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("trainer session: %w", err)
-	}
-	defer sess.Close()
-	// The model of the run this directory held before (interrupted, even
-	// by SIGKILL before its first saved state, or replaced by --overwrite)
-	// may still hold the trainer (SkyRL's FSDP backend holds one): release
-	// it first. Unknown or no longer loaded is fine.
-	var prior []string
-	if ru.resumed != nil && ru.resumed.ModelID != "" {
-		prior = append(prior, ru.resumed.ModelID)
-	}
-	if ru.prior != "" && !slices.Contains(prior, ru.prior) {
-		prior = append(prior, ru.prior)
-	}
-	for _, id := range prior {
-		if err := ru.trainer.UnloadModel(ctx, id); err != nil {
-			fmt.Fprintf(ru.Out, "warning: trainer unload_model %s (the earlier run's model in %s): %v\n", id, ru.dir.Path, err)
-		}
-	}
-	ru.modelID, err = ru.trainer.CreateModel(ctx, sess, r.Trainer.BaseModel, r.Trainer.LoRARank, r.Seed)
-	if err != nil {
-		return nil, ru.createModelError(err)
-	}
-	if err := writeTrainerModel(ru.dir, ru.modelID, ru.Deps.Trainer.URL()); err != nil {
-		ru.unloadModel(ctx)
 		return nil, err
 	}
+	defer sess.Close()
 	// One model per run, released however the run ends: after ctx is
 	// cancelled (SIGINT, SIGTERM) too, on a context of its own.
 	defer ru.unloadModel(ctx)
@@ -236,190 +157,96 @@ func (ru *run) loop(ctx context.Context) (*Summary, error) {
 			return nil, err
 		}
 		first = ru.resumed.Step + 1
-	} else if err := ru.sync.begin(ctx); err != nil {
+	} else if err := ru.begin(ctx, sum); err != nil {
 		return nil, err
-	}
-	if ru.resumed == nil && len(ru.evalSet) > 0 {
-		recs, err := ru.evaluate(ctx, 0, format.StrategySearch)
-		if err != nil {
-			return nil, err
-		}
-		sum.Evals = append(sum.Evals, recs...)
-		ru.plotCurves()
 	}
 	// With train.max_off_policy_steps > 0 the rollouts of step n+1 run
 	// while step n trains, syncs and evaluates.
-	startCollect := func(step int) chan collectResult {
-		ch := make(chan collectResult, 1)
-		model := ru.samplingModel(step)
-		stream := r.Rollout.Schedule == recipes.ScheduleAsync && r.Train.MaxOffPolicySteps == 0
-		go func() {
-			c, err := ru.collect(ctx, step, model, stream)
-			ch <- collectResult{c, err}
-		}()
-		return ch
-	}
-	pipelined := r.Train.MaxOffPolicySteps > 0
-	var next chan collectResult
+	var ahead chan collectResult
+	defer func() { drain(ahead) }()
 	for step := first; step <= r.Train.Steps; step++ {
-		if next == nil {
-			next = startCollect(step)
+		if ahead == nil {
+			ahead = ru.startCollect(ctx, step)
 		}
-		got := <-next
-		next = nil
+		got := <-ahead
+		ahead = nil
 		if got.err != nil {
 			return sum, fmt.Errorf("step %d: %w", step, got.err)
 		}
-		if pipelined && step < r.Train.Steps {
-			next = startCollect(step + 1)
+		if r.Train.MaxOffPolicySteps > 0 && step < r.Train.Steps {
+			ahead = ru.startCollect(ctx, step+1)
 		}
-		rec, err := ru.finish(ctx, got.c)
+		rec, evals, err := ru.step(ctx, got.c)
+		sum.Evals = append(sum.Evals, evals...)
 		if err != nil {
-			ru.drain(next)
-			return sum, fmt.Errorf("step %d: %w", step, err)
-		}
-		rec.PolicyLag = step - 1 - versionOf(rec.SampledWith, r)
-		evaluated := len(ru.evalSet) > 0 && (step%r.Eval.Every == 0 || step == r.Train.Steps)
-		if evaluated {
-			t0 := time.Now()
-			recs, err := ru.evaluate(ctx, step, format.StrategySearch)
-			if err != nil {
-				ru.drain(next)
-				return sum, err
-			}
-			rec.PhaseSeconds["eval"] = time.Since(t0).Seconds()
-			sum.Evals = append(sum.Evals, recs...)
-		}
-		if err := ru.dir.AppendJSONL("steps.jsonl", rec); err != nil {
-			ru.drain(next)
-			return sum, fmt.Errorf("record step %d: %w", step, err)
-		}
-		if step%r.Checkpoint.Every == 0 || step == r.Train.Steps {
-			if err := ru.checkpoint(ctx, step, rec.Adapter); err != nil {
-				ru.drain(next)
-				return sum, fmt.Errorf("record step %d: %w", step, err)
-			}
-		}
-		if evaluated {
-			ru.plotCurves()
-		}
-		sum.Steps = append(sum.Steps, *rec)
-		ru.Metrics.RecordStep(rec)
-		ru.printStep(rec)
-		if ru.afterStep != nil {
-			ru.afterStep(step)
-		}
-	}
-	if _, failed := ru.ret.counts(); failed > 0 {
-		fmt.Fprintf(ru.Out, "warning: %d deletions of superseded trainer checkpoints failed (%s lists what is left on the trainer)\n", failed, ledgerFile)
-	}
-	if len(sum.Evals) > 0 {
-		fmt.Fprintln(ru.Out)
-		if err := results.EvalTable(ru.Out, sum.Evals, ru.caption()); err != nil {
 			return sum, err
 		}
+		sum.Steps = append(sum.Steps, *rec)
+		ru.announce(rec)
 	}
-	return sum, nil
+	return sum, ru.report(sum)
 }
 
-// drain waits for a collection started ahead, so no goroutine outlives the
-// run.
-func (ru *run) drain(next chan collectResult) {
-	if next != nil {
-		<-next
+// begin starts a new run: the replicas serve the base weights (sync.go)
+// and, with evaluation sets, the base model is evaluated as step 0.
+func (ru *run) begin(ctx context.Context, sum *Summary) error {
+	if err := ru.sync.begin(ctx); err != nil {
+		return err
 	}
+	if len(ru.evalSet) == 0 {
+		return nil
+	}
+	recs, err := ru.evaluate(ctx, 0, format.StrategySearch)
+	if err != nil {
+		return err
+	}
+	sum.Evals = append(sum.Evals, recs...)
+	ru.plotCurves()
+	return nil
 }
 
-// versionOf is the step whose weights a model name carries (0: the base).
-func versionOf(model string, r *recipes.Recipe) int {
-	if m := reStepSuffix.FindStringSubmatch(model); m != nil && model != r.Policy.Model {
-		v, _ := strconv.Atoi(m[1])
-		return v
-	}
-	return 0
-}
-
-// finish runs steps 6-7 of DESIGN §2 for a collected step: the datums not
-// yet sent (in canonical order), optim_step, save_weights_for_sampler and
-// the weight sync; it returns the step's record.
-func (ru *run) finish(ctx context.Context, c *collected) (*results.StepRecord, error) {
+// step finishes a collected step: train (train.go: forward_backward,
+// optim_step), sync (sync.go: save_weights_for_sampler, the replicas load
+// it), record (record.go), evaluate when eval.every says so (eval.go),
+// append the record to steps.jsonl and checkpoint when checkpoint.every
+// says so (checkpoint.go). It returns the step's record and the
+// evaluation's records (those of an evaluation made even when a later part
+// failed).
+func (ru *run) step(ctx context.Context, c *collected) (*results.StepRecord, []results.EvalRecord, error) {
 	r := ru.r
-	clock := c.clock
-	if !c.streamd {
-		ordered := append([]keyedDatum(nil), c.sent...)
-		sortKeyed(ordered)
-		for lo := 0; lo < len(ordered); lo += r.Trainer.ChunkSize {
-			hi := min(lo+r.Trainer.ChunkSize, len(ordered))
-			chunk := make([]trainer.Datum, 0, hi-lo)
-			for _, d := range ordered[lo:hi] {
-				chunk = append(chunk, d.datum)
-			}
-			done := clock.start("train")
-			res, err := ru.trainer.ForwardBackward(ctx, ru.modelID, chunk, r.Trainer.Loss, lossConfig(r))
-			done()
-			if err != nil {
-				return nil, fmt.Errorf("forward_backward: %w", err)
-			}
-			c.fb = append(c.fb, res.Metrics)
+	if err := ru.train(ctx, c); err != nil {
+		return nil, nil, fmt.Errorf("step %d: %w", c.step, err)
+	}
+	adapter, err := ru.syncWeights(ctx, c)
+	if err != nil {
+		return nil, nil, fmt.Errorf("step %d: %w", c.step, err)
+	}
+	rec, err := ru.record(c, adapter)
+	if err != nil {
+		return nil, nil, fmt.Errorf("step %d: %w", c.step, err)
+	}
+	last := c.step == r.Train.Steps
+	evaluated := len(ru.evalSet) > 0 && (c.step%r.Eval.Every == 0 || last)
+	var evals []results.EvalRecord
+	if evaluated {
+		t0 := time.Now()
+		if evals, err = ru.evaluate(ctx, c.step, format.StrategySearch); err != nil {
+			return nil, nil, err
+		}
+		rec.PhaseSeconds["eval"] = time.Since(t0).Seconds()
+	}
+	if err := ru.dir.AppendJSONL("steps.jsonl", rec); err != nil {
+		return nil, evals, fmt.Errorf("record step %d: %w", c.step, err)
+	}
+	if c.step%r.Checkpoint.Every == 0 || last {
+		if err := ru.checkpoint(ctx, c.step, rec.Adapter); err != nil {
+			return nil, evals, fmt.Errorf("record step %d: %w", c.step, err)
 		}
 	}
-	done := clock.start("train")
-	om, err := ru.trainer.OptimStep(ctx, ru.modelID, trainer.AdamParams{LearningRate: r.Trainer.LearningRate,
-		Beta1: r.Trainer.Beta1, Beta2: r.Trainer.Beta2, Eps: r.Trainer.Eps, WeightDecay: r.Trainer.WeightDecay})
-	done()
-	if err != nil {
-		return nil, fmt.Errorf("optim_step: %w", err)
+	if evaluated {
+		ru.plotCurves()
 	}
-	name := reUnsafe.ReplaceAllString(r.Name, "_") + fmt.Sprintf("-step%04d", c.step)
-	done = clock.start("sync")
-	if err := ru.ret.add(trainerCheckpoint{ModelID: ru.modelID, ID: "sampler_weights/" + name, Step: c.step}); err != nil {
-		done()
-		return nil, err
-	}
-	path, err := ru.trainer.SaveWeightsForSampler(ctx, ru.modelID, name)
-	if err != nil {
-		done()
-		return nil, fmt.Errorf("save_weights_for_sampler: %w", err)
-	}
-	ru.syncMu.Lock()
-	err = ru.sync.apply(ctx, path, name)
-	ru.syncMu.Unlock()
-	if err != nil {
-		done()
-		return nil, err
-	}
-	done()
-	ru.mu.Lock()
-	ru.adapter = name
-	ru.adapters[c.step] = name
-	ru.samplers[name] = path
-	ru.lastStep = c.step
-	ru.mu.Unlock()
-	// The replicas serve name now: older sampler archives that no resume
-	// point and no later step needs go.
-	ru.pruneTrainer(ctx)
-
-	var all []*Trajectory
-	for _, g := range c.groups {
-		all = append(all, g.trajs...)
-	}
-	ru.lastTrajs, ru.lastStart = all, c.t0
-	rec := ru.record(c.step, all, c.sent, clock, c.t0)
-	rec.Critiques, rec.CritiqueFailures = int(c.critiques), int(c.critiqueFailures)
-	rec.CritiqueMeanChars = critiqueMeanChars(all)
-	rec.OPDFailedShare, rec.OPDSearchMean = hindsightDensity(all)
-	rec.OPDTokens = int(c.opdTokens)
-	if rec.OPDTokens > 0 {
-		rec.OPDMean = c.opdSum / float64(rec.OPDTokens)
-	}
-	rec.Adapter = name
-	rec.SampledWith = c.model
-	rec.Replicas = c.sampled.snapshot()
-	rec.TrainerMetrics = mergeMetrics(c.fb, om)
-	if err := ru.keepTrajectories(c.step, all); err != nil {
-		return nil, err
-	}
-	return rec, nil
+	return rec, evals, nil
 }
 
 // samplingModel is the policy model step samples from: the weights of step

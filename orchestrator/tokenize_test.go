@@ -456,7 +456,7 @@ func TestConnectTokenizer(t *testing.T) {
 		t.Errorf("an unreadable tokenizer file: %v", deps.TokenizerErr)
 	}
 	// A real tokenizer.json is loaded by it.
-	qwen := filepath.Join("tokenizer", "qwen2.5", "tokenizer.json.gz")
+	qwen := filepath.Join("..", "clients", "policy", "tokenizer", "qwen2.5", "tokenizer.json.gz")
 	r = testRecipe(t, "", remote("policy.tokenizer="+mustAbs(t, qwen))...)
 	deps, emb, err = setup.Connect(ctx, r, nil, nil)
 	if err != nil {
