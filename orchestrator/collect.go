@@ -9,10 +9,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sourcegraph/conc/pool"
+
 	"github.com/hindsearch/hindsearch/orchestrator/dataset"
+	"github.com/hindsearch/hindsearch/orchestrator/fleet"
 	"github.com/hindsearch/hindsearch/orchestrator/roles"
 	"github.com/hindsearch/hindsearch/recipes"
-	"github.com/sourcegraph/conc/pool"
 )
 
 // draw returns the next batch of training questions: a deterministic
@@ -53,7 +55,7 @@ type collected struct {
 	om      map[string]float64   // optim_step's metrics
 	streamd bool                 // datums went to forward_backward while rolling out
 	// sampled records which replica sampled with which weights.
-	sampled *sampledBy
+	sampled *fleet.SampledBy
 
 	critiques, critiqueFailures, opdTokens atomic.Int64
 	opdMu                                  sync.Mutex
@@ -109,7 +111,7 @@ func (ru *run) collect(ctx context.Context, step int, model string, stream bool)
 	if err := ru.ensure(ctx, model); err != nil {
 		return nil, fmt.Errorf("rollout: %w", err)
 	}
-	c.sampled = &sampledBy{}
+	c.sampled = &fleet.SampledBy{}
 	ru.roller.sampled = c.sampled
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -71,16 +71,16 @@ func (ru *run) hindsightOne(ctx context.Context, t *Trajectory) bool {
 	if err == nil && ru.r.Hindsight.StudentLogprobs == recipes.StudentLogprobsRescored {
 		// The student's tokens scored by the teacher's prefill route, in
 		// the context that sampled them, by the model that sampled them.
-		err = ru.roller.reps.callFor(ctx, t.Model, func(p policy.Policy) (err error) {
-			student, err = ru.hinter.rescore(ctx, t, p, ru.roller.reps.wire(t.Model))
+		err = ru.roller.reps.CallFor(ctx, t.Model, func(p policy.Policy) (err error) {
+			student, err = ru.hinter.rescore(ctx, t, p, ru.roller.reps.Wire(t.Model))
 			return err
 		})
 		t.StudentRescored = err == nil
 	}
 	if err == nil {
 		tm := ru.teacherModel(t)
-		err = ru.roller.reps.callFor(ctx, tm, func(p policy.Policy) (err error) {
-			t.OPD, err = ru.hinter.opd(ctx, t, tp, p, ru.roller.reps.wire(tm), student)
+		err = ru.roller.reps.CallFor(ctx, tm, func(p policy.Policy) (err error) {
+			t.OPD, err = ru.hinter.opd(ctx, t, tp, p, ru.roller.reps.Wire(tm), student)
 			return err
 		})
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/hindsearch/hindsearch/clients/policy"
 	"github.com/hindsearch/hindsearch/clients/policy/format"
 	"github.com/hindsearch/hindsearch/orchestrator/dataset"
+	"github.com/hindsearch/hindsearch/orchestrator/fleet"
 	"github.com/hindsearch/hindsearch/orchestrator/metrics"
 	"github.com/hindsearch/hindsearch/orchestrator/progress"
 	"github.com/hindsearch/hindsearch/orchestrator/roles"
@@ -144,7 +145,7 @@ func (ev *evaluator) one(ctx context.Context, t *Trajectory, strategy, model str
 		return fmt.Errorf("question %s: %w", t.Question.ID, err)
 	}
 	t.PromptIDs = ids
-	err = ev.roller.reps.call(ctx, func(p policy.Policy) error {
+	err = ev.roller.reps.Call(ctx, func(p policy.Policy) error {
 		c, err := p.Complete(ctx, policy.CompletionRequest{Model: model, Prompt: ids, MaxTokens: ev.roller.maxTurn,
 			Sampling: greedy, Seed: &seed, Stop: []string{"</answer>"}})
 		if err != nil {
@@ -264,7 +265,7 @@ func checkpointFullWeights(ctx context.Context, r *recipes.Recipe, ps []policy.P
 	path := ckpt
 	if !isDir {
 		var err error
-		if path, err = UnpackModel(ckpt, filepath.Join(r.Sync.Dir, name)); err != nil {
+		if path, err = fleet.UnpackModel(ckpt, filepath.Join(r.Sync.Dir, name)); err != nil {
 			return "", fmt.Errorf("--checkpoint: %w", err)
 		}
 	}
@@ -306,7 +307,7 @@ func checkpointModel(ctx context.Context, r *recipes.Recipe, ps []policy.Policy,
 		return checkpointFullWeights(ctx, r, ps, ckpt, name, info.IsDir())
 	}
 	if !info.IsDir() {
-		if path, err = UnpackAdapter(ckpt, filepath.Join(r.Sync.Dir, name)); err != nil {
+		if path, err = fleet.UnpackAdapter(ckpt, filepath.Join(r.Sync.Dir, name)); err != nil {
 			return "", fmt.Errorf("--checkpoint: %w", err)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/hindsearch/hindsearch/clients/policy"
 	"github.com/hindsearch/hindsearch/orchestrator/dataset"
 	"github.com/hindsearch/hindsearch/orchestrator/doctor"
+	"github.com/hindsearch/hindsearch/orchestrator/fleet"
 	"github.com/hindsearch/hindsearch/orchestrator/roles"
 	"github.com/hindsearch/hindsearch/recipes"
 	"github.com/hindsearch/hindsearch/results"
@@ -81,15 +82,15 @@ func (ru *run) load() error {
 	evr.metrics = ru.Metrics
 	ru.ev = &evaluator{roller: evr, datasets: ru.evalSet, concurrency: r.Policy.Concurrency * len(ru.Deps.Policies),
 		seed: r.Seed, out: ru.Out, progress: ru.Progress}
-	if ru.sync, err = newWeightSync(r, ru.roller.reps); err != nil {
+	if ru.sync, err = fleet.NewSync(r, ru.roller.reps); err != nil {
 		return err
 	}
 	// A replica that died and came back is re-admitted once it serves the
 	// weights in use again.
-	ru.roller.reps.readmit = func(ctx context.Context, p policy.Policy) error {
+	ru.roller.reps.Readmit = func(ctx context.Context, p policy.Policy) error {
 		ru.syncMu.Lock()
 		defer ru.syncMu.Unlock()
-		return ru.sync.restore(ctx, p)
+		return ru.sync.Restore(ctx, p)
 	}
 	return nil
 }
@@ -109,7 +110,7 @@ func newRoller(r *recipes.Recipe, deps roles.Deps, clock *phaseClock) (*roller, 
 		return nil, err
 	}
 	window := time.Duration(r.Retriever.BatchWindowMS * float64(time.Millisecond))
-	return &roller{reps: newReplicas(deps.Policies), retriever: deps.Retriever, topk: r.Retriever.TopK,
+	return &roller{reps: fleet.New(deps.Policies), retriever: deps.Retriever, topk: r.Retriever.TopK,
 		maxTurns: r.Rollout.MaxTurns, maxTurn: r.Rollout.MaxTurnTokens, maxObs: r.Rollout.MaxObsTokens,
 		maxCtx: r.Rollout.MaxContextTokens, baseModel: r.Policy.Model, phases: clock,
 		batch:    newBatcher(deps.Retriever, r.Retriever.TopK, window, r.Retriever.MaxBatch, r.Retriever.Cache),

@@ -231,7 +231,7 @@ func (ru *run) record(c *collected, adapter string) (*results.StepRecord, error)
 	rec.Adapter = adapter
 	rec.SampledWith = c.model
 	rec.PolicyLag = c.step - 1 - versionOf(c.model, ru.r)
-	rec.Replicas = c.sampled.snapshot()
+	rec.Replicas = c.sampled.Snapshot()
 	rec.TrainerMetrics = mergeMetrics(c.fb, c.om)
 	if err := ru.keepTrajectories(c.step, all); err != nil {
 		return nil, err

@@ -63,7 +63,7 @@ func (ru *run) restore(ctx context.Context, sum *Summary) error {
 	for _, v := range vs {
 		names = append(names, st.Adapters[v])
 	}
-	if err := ru.sync.resume(ctx, names, st.Samplers); err != nil {
+	if err := ru.sync.Resume(ctx, names, st.Samplers); err != nil {
 		return fmt.Errorf("--resume: %w", err)
 	}
 	for _, v := range vs {

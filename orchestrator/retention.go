@@ -161,8 +161,8 @@ func (rt *retention) counts() (deleted, failures int) {
 // id: tinker://<id>/weights/<name>, tinker://<id>/sampler_weights/<name>,
 // or SkyRL's sampler answer tinker://<id>/<name>.
 func checkpointRef(path string) (modelID, id string, ok bool) {
-	modelID, kind, name, err := parseTinkerPath(path)
-	if err != nil || checkTinkerRef(path, modelID, name) != nil {
+	modelID, kind, name, err := trainer.SplitCheckpointPath(path)
+	if err != nil || trainer.CheckCheckpointRef(path, modelID, name) != nil {
 		return "", "", false
 	}
 	return modelID, kind + "/" + name, true

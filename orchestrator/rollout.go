@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -15,6 +14,7 @@ import (
 	"github.com/hindsearch/hindsearch/clients/policy/format"
 	"github.com/hindsearch/hindsearch/clients/retriever"
 	"github.com/hindsearch/hindsearch/orchestrator/dataset"
+	"github.com/hindsearch/hindsearch/orchestrator/fleet"
 	"github.com/hindsearch/hindsearch/orchestrator/metrics"
 	"github.com/hindsearch/hindsearch/orchestrator/progress"
 	"github.com/hindsearch/hindsearch/orchestrator/roles"
@@ -99,151 +99,9 @@ func (t *Trajectory) Searches() int {
 	return n
 }
 
-// replicas balances policy requests across replicas by least outstanding
-// requests (ties go round-robin).
-type replicas struct {
-	ps          []policy.Policy
-	outstanding []atomic.Int64
-	down        []atomic.Bool
-	next        atomic.Uint64
-	// readmit, when set, brings a replica that is down back: it checks the
-	// replica is healthy and serves the weights in use, loading them again
-	// if it lost them; nil means keep it down.
-	readmit func(ctx context.Context, p policy.Policy) error
-	mu      sync.Mutex
-	probing []bool
-	// book, when set, records which weights each replica holds (see
-	// weightBook): a request needing given weights goes only to a replica
-	// that holds them.
-	book *weightBook
-}
-
-func newReplicas(ps []policy.Policy) *replicas {
-	return &replicas{ps: ps, outstanding: make([]atomic.Int64, len(ps)), down: make([]atomic.Bool, len(ps)), probing: make([]bool, len(ps))}
-}
-
-// acquire picks the live replica with the fewest outstanding requests
-// (ties round-robin; when every replica is down, any) and counts a request
-// on it; call release after.
-func (r *replicas) acquire() (int, policy.Policy) {
-	i, p, _ := r.acquireFor("")
-	return i, p
-}
-
-// acquireFor is acquire among the replicas that hold the weights model
-// names ("": any replica); ok is false, and nothing is counted, when model
-// is weights the book tracks and no live replica holds them.
-func (r *replicas) acquireFor(model string) (int, policy.Policy, bool) {
-	start := int(r.next.Add(1) % uint64(len(r.ps)))
-	best := -1
-	for k := 0; k < len(r.ps); k++ {
-		i := (start + k) % len(r.ps)
-		if r.down[i].Load() || (model != "" && !r.book.has(i, model)) {
-			continue
-		}
-		if best < 0 || r.outstanding[i].Load() < r.outstanding[best].Load() {
-			best = i
-		}
-	}
-	if best < 0 {
-		if model != "" && r.book.tracks(model) {
-			return -1, nil, false
-		}
-		best = start
-	}
-	r.outstanding[best].Add(1)
-	return best, r.ps[best], true
-}
-
-func (r *replicas) release(i int) { r.outstanding[i].Add(-1) }
-
-// markDown drains replica i: no request is sent to it until a background
-// probe re-admits it.
-func (r *replicas) markDown(i int) {
-	if r.down[i].Swap(true) {
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.probing[i] || r.readmit == nil {
-		return
-	}
-	r.probing[i] = true
-	go r.probe(i)
-}
-
-// probe tries to re-admit replica i every 200 ms, for at most 10 minutes.
-func (r *replicas) probe(i int) {
-	defer func() {
-		r.mu.Lock()
-		r.probing[i] = false
-		r.mu.Unlock()
-	}()
-	deadline := time.Now().Add(10 * time.Minute)
-	for time.Now().Before(deadline) {
-		time.Sleep(200 * time.Millisecond)
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		err := r.ps[i].Health(ctx)
-		if err == nil {
-			err = r.readmit(ctx, r.ps[i])
-		}
-		cancel()
-		if err == nil {
-			r.down[i].Store(false)
-			return
-		}
-	}
-}
-
-// live reports whether some replica is up.
-func (r *replicas) live() bool {
-	for i := range r.down {
-		if !r.down[i].Load() {
-			return true
-		}
-	}
-	return false
-}
-
-// call runs f on a replica; when the replica turns out to be down it is
-// drained and f is tried on another (waiting for one to come back when all
-// are down), so a replica that dies loses no trajectory.
-func (r *replicas) call(ctx context.Context, f func(p policy.Policy) error) error {
-	return r.callFor(ctx, "", f)
-}
-
-// callFor is call among the replicas that hold the weights model names
-// ("": any replica); while none that is up holds them it waits for a
-// drained one to come back, and fails, naming each replica and why, when
-// none can (see awaitWeights).
-func (r *replicas) callFor(ctx context.Context, model string, f func(p policy.Policy) error) error {
-	for attempt := 0; ; attempt++ {
-		i, p, ok := r.acquireFor(model)
-		if !ok {
-			if err := r.awaitWeights(ctx, model); err != nil {
-				return err
-			}
-			continue
-		}
-		err := f(p)
-		r.release(i)
-		if err == nil || !policy.ReplicaDown(err) || ctx.Err() != nil || attempt >= 50 {
-			return err
-		}
-		r.markDown(i)
-		for !r.live() {
-			select {
-			case <-ctx.Done():
-				return err
-			case <-time.After(100 * time.Millisecond):
-			}
-		}
-	}
-}
-
 // roller produces trajectories against the policy replicas and retriever.
 type roller struct {
-	reps      *replicas
+	reps      *fleet.Replicas
 	retriever retriever.Retriever
 	topk      int
 	maxTurns  int
@@ -266,7 +124,7 @@ type roller struct {
 	progress *progress.Task
 	// sampled, when set, records which replica sampled with which weights
 	// (a training step's rollouts).
-	sampled *sampledBy
+	sampled *fleet.SampledBy
 	// tok is the local tokenizer: the search span is located by the
 	// sampled ids' bytes under it; with local set, environment text and
 	// prompts are tokenized with it instead of the policy server's
@@ -295,7 +153,7 @@ func (r *roller) tokenize(ctx context.Context, text string) ([]int, error) {
 	}
 	if r.local {
 		ids = r.tok.Vocab.AppendEncode(nil, text)
-	} else if err := r.reps.call(ctx, func(p policy.Policy) (err error) {
+	} else if err := r.reps.Call(ctx, func(p policy.Policy) (err error) {
 		ids, err = p.Tokenize(ctx, r.baseModel, text, false)
 		return err
 	}); err != nil {
@@ -339,7 +197,7 @@ func (r *roller) chatIDs(ctx context.Context, user string) ([]int, error) {
 		return r.tok.Vocab.AppendEncode(nil, r.tok.Chat(msgs, true)), nil
 	}
 	var ids []int
-	err := r.reps.call(ctx, func(p policy.Policy) (err error) {
+	err := r.reps.Call(ctx, func(p policy.Policy) (err error) {
 		ids, err = p.TokenizeChat(ctx, r.baseModel, msgs, true)
 		return err
 	})
@@ -397,12 +255,12 @@ func (r *roller) policyTurn(ctx context.Context, l *live) error {
 		l.finish("context")
 		return nil
 	}
-	req := policy.CompletionRequest{Model: r.reps.wire(l.model), Prompt: l.ctxIDs, MaxTokens: min(r.maxTurn, budget),
+	req := policy.CompletionRequest{Model: r.reps.Wire(l.model), Prompt: l.ctxIDs, MaxTokens: min(r.maxTurn, budget),
 		Sampling: l.sp, Stop: format.StopStrings}
 	s := roles.Seed(l.seed, int64(l.turn))
 	req.Seed = &s
 	var c *policy.Completion
-	err := r.reps.callFor(ctx, l.model, func(p policy.Policy) error {
+	err := r.reps.CallFor(ctx, l.model, func(p policy.Policy) error {
 		done := r.phases.start("rollout_policy")
 		var err error
 		c, err = p.Complete(ctx, req)
@@ -411,7 +269,7 @@ func (r *roller) policyTurn(ctx context.Context, l *live) error {
 			err = fmt.Errorf("%s returned %d tokens and %d logprobs", p.URL(), len(c.TokenIDs), len(c.Logprobs))
 		}
 		if err == nil {
-			r.sampled.note(p.URL(), l.model)
+			r.sampled.Note(p.URL(), l.model)
 		}
 		return err
 	})

@@ -17,6 +17,7 @@ import (
 	"github.com/hindsearch/hindsearch/clients/retriever"
 	"github.com/hindsearch/hindsearch/orchestrator/dataset"
 	"github.com/hindsearch/hindsearch/orchestrator/doctor"
+	"github.com/hindsearch/hindsearch/orchestrator/fleet"
 	"github.com/hindsearch/hindsearch/orchestrator/roles"
 	"github.com/hindsearch/hindsearch/recipes"
 )
@@ -271,71 +272,6 @@ func (r *fakeRetriever) Retrieve(_ context.Context, qs []string, topk int) ([][]
 
 func (r *fakeRetriever) URL() string { return "http://retriever.invalid" }
 
-func TestReplicasAcquireLeastOutstanding(t *testing.T) {
-	ps := []policy.Policy{&fakePolicy{url: "a"}, &fakePolicy{url: "b"}, &fakePolicy{url: "c"}}
-	r := newReplicas(ps)
-	r.outstanding[0].Store(2)
-	r.outstanding[1].Store(0)
-	r.outstanding[2].Store(1)
-	for range 5 {
-		if i, p := r.acquire(); i != 1 || p.URL() != "b" {
-			t.Fatalf("acquire = %d (%s), want the least loaded replica 1", i, p.URL())
-		} else {
-			r.release(i)
-		}
-	}
-	i, _ := r.acquire() // 1 now has 1 outstanding, like 2
-	if i != 1 || r.outstanding[1].Load() != 1 {
-		t.Fatalf("acquire = %d", i)
-	}
-	j, _ := r.acquire()
-	if j != 1 && j != 2 {
-		t.Fatalf("acquire with 1 and 2 tied at 1 = %d", j)
-	}
-	k, _ := r.acquire()
-	if k == 0 {
-		t.Fatalf("acquire picked the busiest replica")
-	}
-
-	// Idle replicas are used in turn.
-	r = newReplicas(ps)
-	var got []int
-	used := make([]int, 3)
-	for range 6 {
-		i, _ := r.acquire()
-		r.release(i)
-		got = append(got, i)
-		used[i]++
-	}
-	if !slices.Equal(used, []int{2, 2, 2}) {
-		t.Errorf("round-robin over idle replicas: %v", got)
-	}
-
-	// Concurrent use balances and returns to zero.
-	r = newReplicas(ps)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	counts := make([]int, 3)
-	for range 300 {
-		wg.Go(func() {
-			i, _ := r.acquire()
-			mu.Lock()
-			counts[i]++
-			mu.Unlock()
-			r.release(i)
-		})
-	}
-	wg.Wait()
-	for i := range 3 {
-		if r.outstanding[i].Load() != 0 {
-			t.Errorf("replica %d has %d outstanding after all releases", i, r.outstanding[i].Load())
-		}
-		if counts[i] == 0 {
-			t.Errorf("replica %d never used: %v", i, counts)
-		}
-	}
-}
-
 func TestRolloutTokenInTokenOut(t *testing.T) {
 	v := newPieceVocab()
 	search := v.completion("<think>", "find it", "</think>", "<search>", " capital of France ", "</search>")
@@ -345,7 +281,7 @@ func TestRolloutTokenInTokenOut(t *testing.T) {
 	p := &fakePolicy{url: "p", script: []*policy.Completion{search, invalid, invalid2, answer}}
 	hits := []retriever.Hit{{ID: "1", Contents: "\"Paris\"\nParis is the capital of France."}, {ID: "2", Contents: "\"France\"\nA country."}}
 	rt := &fakeRetriever{hits: hits}
-	r := &roller{reps: newReplicas([]policy.Policy{p}), retriever: rt, topk: 3, maxTurns: 4, maxTurn: 500, maxObs: 5,
+	r := &roller{reps: fleet.New([]policy.Policy{p}), retriever: rt, topk: 3, maxTurns: 4, maxTurn: 500, maxObs: 5,
 		maxCtx: 4096, baseModel: "base", tok: v.tokenizer()}
 	ctx := context.Background()
 
@@ -448,7 +384,7 @@ func TestRolloutLimits(t *testing.T) {
 	// The turn limit.
 	p := &fakePolicy{url: "p"}
 	v := newPieceVocab()
-	r := &roller{reps: newReplicas([]policy.Policy{p}), retriever: &fakeRetriever{}, topk: 3, maxTurns: 2, maxTurn: 500, maxObs: 500, maxCtx: 4096, baseModel: "base",
+	r := &roller{reps: fleet.New([]policy.Policy{p}), retriever: &fakeRetriever{}, topk: 3, maxTurns: 2, maxTurn: 500, maxObs: 500, maxCtx: 4096, baseModel: "base",
 		tok: v.tokenizer()}
 	tr := &Trajectory{ID: "t", PromptIDs: []int{1, 2}}
 	if err := r.rollout(ctx, tr, "base", policy.Sampling{}, 1); err != nil {
@@ -465,7 +401,7 @@ func TestRolloutLimits(t *testing.T) {
 
 	// The context budget: max_tokens shrinks to what is left, then stops.
 	p = &fakePolicy{url: "p"}
-	r.reps, r.maxTurns, r.maxCtx, r.maxTurn = newReplicas([]policy.Policy{p}), 10, 12, 500
+	r.reps, r.maxTurns, r.maxCtx, r.maxTurn = fleet.New([]policy.Policy{p}), 10, 12, 500
 	tr = &Trajectory{ID: "t", PromptIDs: []int{1, 2}}
 	if err := r.rollout(ctx, tr, "base", policy.Sampling{}, 1); err != nil {
 		t.Fatal(err)
@@ -483,14 +419,14 @@ func TestRolloutLimits(t *testing.T) {
 	bad := v.completion("a", "b")
 	bad.Logprobs = bad.Logprobs[:1]
 	p = &fakePolicy{url: "http://p", script: []*policy.Completion{bad}}
-	r.reps = newReplicas([]policy.Policy{p})
+	r.reps = fleet.New([]policy.Policy{p})
 	if err := r.rollout(ctx, &Trajectory{ID: "t9", PromptIDs: []int{1}}, "base", policy.Sampling{}, 1); err == nil ||
 		!strings.Contains(err.Error(), "trajectory t9 turn 0") || !strings.Contains(err.Error(), "2 tokens and 1 logprobs") {
 		t.Errorf("mismatched logprobs: %v", err)
 	}
 	// A policy error names the trajectory and turn.
 	p = &fakePolicy{url: "p", err: errors.New("boom")}
-	r.reps = newReplicas([]policy.Policy{p})
+	r.reps = fleet.New([]policy.Policy{p})
 	if err := r.rollout(ctx, &Trajectory{ID: "t8", PromptIDs: []int{1}}, "base", policy.Sampling{}, 1); err == nil ||
 		!strings.Contains(err.Error(), "trajectory t8 turn 0: boom") {
 		t.Errorf("policy error: %v", err)
@@ -513,7 +449,7 @@ func TestRolloutHugeOutput(t *testing.T) {
 		v.completion(many.String()),
 	}}
 	fr := &fakeRetriever{hits: []retriever.Hit{{ID: "1", Contents: "\"T\"\ntext"}}}
-	r := &roller{reps: newReplicas([]policy.Policy{p}), retriever: fr, topk: 3, maxTurns: 3, maxTurn: 500, maxObs: 500, maxCtx: 1 << 20, baseModel: "base",
+	r := &roller{reps: fleet.New([]policy.Policy{p}), retriever: fr, topk: 3, maxTurns: 3, maxTurn: 500, maxObs: 500, maxCtx: 1 << 20, baseModel: "base",
 		tok: v.tokenizer()}
 	tr := &Trajectory{ID: "t", PromptIDs: []int{1, 2}}
 	if err := r.rollout(ctx, tr, "base", policy.Sampling{}, 1); err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/hindsearch/hindsearch/clients/policy/format"
 	"github.com/hindsearch/hindsearch/clients/trainer"
 	"github.com/hindsearch/hindsearch/orchestrator/dataset"
+	"github.com/hindsearch/hindsearch/orchestrator/fleet"
 	"github.com/hindsearch/hindsearch/orchestrator/metrics"
 	"github.com/hindsearch/hindsearch/orchestrator/progress"
 	"github.com/hindsearch/hindsearch/orchestrator/roles"
@@ -76,7 +77,7 @@ type run struct {
 	roller   *roller
 	hinter   *hinter
 	ev       *evaluator
-	sync     weightSync
+	sync     fleet.Sync
 	modelID  string
 	adapter  string // policy model name currently served ("" = base)
 	cursor   int
@@ -190,7 +191,7 @@ func (ru *run) loop(ctx context.Context) (*Summary, error) {
 // begin starts a new run: the replicas serve the base weights (sync.go)
 // and, with evaluation sets, the base model is evaluated as step 0.
 func (ru *run) begin(ctx context.Context, sum *Summary) error {
-	if err := ru.sync.begin(ctx); err != nil {
+	if err := ru.sync.Begin(ctx); err != nil {
 		return err
 	}
 	if len(ru.evalSet) == 0 {

@@ -590,7 +590,7 @@ func TestReplicaKilledAndRestarted(t *testing.T) {
 			if restartErr = <-restarted; restartErr != nil {
 				return
 			}
-			for deadline := time.Now().Add(10 * time.Second); rn.last.roller.reps.down[0].Load() && time.Now().Before(deadline); {
+			for deadline := time.Now().Add(10 * time.Second); rn.last.roller.reps.Down(0) && time.Now().Before(deadline); {
 				time.Sleep(10 * time.Millisecond)
 			}
 		}

@@ -338,10 +338,10 @@ func TestSGLangDiskReplicaKilledAndRestarted(t *testing.T) {
 			// Wait for replica 0's re-admission, so that steps 3 and 4
 			// show it back.
 			reps := rn.last.roller.reps
-			for deadline := time.Now().Add(time.Minute); reps.down[0].Load() && time.Now().Before(deadline); {
+			for deadline := time.Now().Add(time.Minute); reps.Down(0) && time.Now().Before(deadline); {
 				time.Sleep(10 * time.Millisecond)
 			}
-			readmitted = !reps.down[0].Load()
+			readmitted = !reps.Down(0)
 		}
 	}
 	got, err := rn.Run(context.Background())

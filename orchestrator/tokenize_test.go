@@ -21,6 +21,7 @@ import (
 	"github.com/hindsearch/hindsearch/clients/retriever"
 	"github.com/hindsearch/hindsearch/clients/transport"
 	"github.com/hindsearch/hindsearch/orchestrator/dataset"
+	"github.com/hindsearch/hindsearch/orchestrator/fleet"
 	"github.com/hindsearch/hindsearch/orchestrator/internal/testkit"
 	"github.com/hindsearch/hindsearch/orchestrator/metrics"
 	"github.com/hindsearch/hindsearch/orchestrator/roles"
@@ -232,7 +233,7 @@ func checkSearchSpan(t *testing.T, tk roles.Vocab) {
 	}
 	defer client.Close()
 	fr := &fakeRetriever{hits: []retriever.Hit{{ID: "1", Contents: "\"Zoe Saldana\"\nZoë Saldaña was born in Passaic."}}}
-	r := &roller{reps: newReplicas([]policy.Policy{client}), retriever: fr, topk: 3, maxTurns: 4, maxTurn: 500, maxObs: 500,
+	r := &roller{reps: fleet.New([]policy.Policy{client}), retriever: fr, topk: 3, maxTurns: 4, maxTurn: 500, maxObs: 500,
 		maxCtx: 1 << 16, baseModel: "m", tok: &roles.Tokenizer{Vocab: tk, Chat: roles.Qwen25Chat}}
 	ctx := context.Background()
 	prompt, err := r.promptIDs(ctx, "where was zoë saldaña born", "")

@@ -1,4 +1,4 @@
-package orchestrator
+package fleet
 
 import (
 	"context"
@@ -65,9 +65,9 @@ func peftHint(dir string) string {
 	return ""
 }
 
-// apply unpacks the sampler archive (a merged model) and loads it on every
+// Apply unpacks the sampler archive (a merged model) and loads it on every
 // replica that is up, then removes the model directories beyond keep.
-func (s *sglangSync) apply(ctx context.Context, tinkerPath, name string) error {
+func (s *sglangSync) Apply(ctx context.Context, tinkerPath, name string) error {
 	if _, err := s.unpack(tinkerPath, name, UnpackModel); err != nil {
 		return err
 	}
@@ -114,16 +114,16 @@ func (s *sglangSync) evict() {
 	s.order = kept
 }
 
-// ensure loads model on every replica up that lacks it (one whose load
+// Ensure loads model on every replica up that lacks it (one whose load
 // failed at the last sync).
-func (s *sglangSync) ensure(ctx context.Context, model string) error {
+func (s *sglangSync) Ensure(ctx context.Context, model string) error {
 	return s.ensureWith(ctx, model, s.loadOn)
 }
 
-// restore loads the weights in use on p again (it may have restarted with
+// Restore loads the weights in use on p again (it may have restarted with
 // its initial weights; loading them again is harmless otherwise). Before
 // the first sync it holds the base weights.
-func (s *sglangSync) restore(ctx context.Context, p policy.Policy) error {
+func (s *sglangSync) Restore(ctx context.Context, p policy.Policy) error {
 	i := s.reps.indexOf(p)
 	if i < 0 {
 		return fmt.Errorf("sync: %s is not a policy replica of this run", p.URL())
@@ -138,11 +138,11 @@ func (s *sglangSync) restore(ctx context.Context, p policy.Policy) error {
 	return nil
 }
 
-// resume unpacks and loads the weights in use (the last of names) on every
+// Resume unpacks and loads the weights in use (the last of names) on every
 // replica up; older ones are not needed (no off-policy sampling).
-func (s *sglangSync) resume(ctx context.Context, names []string, samplers map[string]string) error {
+func (s *sglangSync) Resume(ctx context.Context, names []string, samplers map[string]string) error {
 	if len(names) == 0 {
-		return s.begin(ctx)
+		return s.Begin(ctx)
 	}
 	name := names[len(names)-1]
 	if _, err := s.unpack(samplers[name], name, UnpackModel); err != nil {
@@ -157,12 +157,12 @@ func (s *sglangSync) resume(ctx context.Context, names []string, samplers map[st
 	return nil
 }
 
-// begin reloads the base weights (policy.model as the model path) on every
+// Begin reloads the base weights (policy.model as the model path) on every
 // replica up that does not serve policy.model: one renamed by an earlier
 // run's loads. A replica that cannot load them holds no known weights; when
 // none holds the base weights after, it fails naming each replica, what it
 // serves and what to do.
-func (s *sglangSync) begin(ctx context.Context) error {
+func (s *sglangSync) Begin(ctx context.Context) error {
 	base := s.book.base
 	onEach(s.reps.upIndices(), func(i int) {
 		p := s.reps.ps[i]

@@ -1,4 +1,4 @@
-package orchestrator
+package fleet
 
 import (
 	"context"
@@ -149,12 +149,12 @@ func (b *weightBook) reason(i int, model string) string {
 	return b.why[i][model]
 }
 
-// wire is the model name to send for a request needing model (see
+// Wire is the model name to send for a request needing model (see
 // weightBook.wire).
-func (r *replicas) wire(model string) string { return r.book.wire(model) }
+func (r *Replicas) Wire(model string) string { return r.book.wire(model) }
 
 // upIndices lists the replicas not drained.
-func (r *replicas) upIndices() []int {
+func (r *Replicas) upIndices() []int {
 	var out []int
 	for i := range r.ps {
 		if !r.down[i].Load() {
@@ -165,7 +165,7 @@ func (r *replicas) upIndices() []int {
 }
 
 // indexOf is the index of replica p (-1 when it is not one).
-func (r *replicas) indexOf(p policy.Policy) int {
+func (r *Replicas) indexOf(p policy.Policy) int {
 	for i, q := range r.ps {
 		if q == p {
 			return i
@@ -175,7 +175,7 @@ func (r *replicas) indexOf(p policy.Policy) int {
 }
 
 // holder reports whether some replica that is up holds model.
-func (r *replicas) holder(model string) bool {
+func (r *Replicas) holder(model string) bool {
 	for _, i := range r.upIndices() {
 		if r.book.has(i, model) {
 			return true
@@ -184,9 +184,9 @@ func (r *replicas) holder(model string) bool {
 	return false
 }
 
-// allHold reports whether every replica that is up holds model (and one
+// AllHold reports whether every replica that is up holds model (and one
 // is up).
-func (r *replicas) allHold(model string) bool {
+func (r *Replicas) AllHold(model string) bool {
 	up := r.upIndices()
 	for _, i := range up {
 		if !r.book.has(i, model) {
@@ -200,12 +200,12 @@ func (r *replicas) allHold(model string) bool {
 // replica is drained it waits (re-admission gives a replica the weights in
 // use); when none is, no replica can come to hold model and it fails with
 // r.missing(model).
-func (r *replicas) awaitWeights(ctx context.Context, model string) error {
+func (r *Replicas) awaitWeights(ctx context.Context, model string) error {
 	for {
 		if r.holder(model) {
 			return nil
 		}
-		if len(r.upIndices()) == len(r.ps) || r.readmit == nil {
+		if len(r.upIndices()) == len(r.ps) || r.Readmit == nil {
 			return r.missing(model)
 		}
 		select {
@@ -218,7 +218,7 @@ func (r *replicas) awaitWeights(ctx context.Context, model string) error {
 
 // missing is the error of a request needing weights no replica holds: it
 // names each replica and why it lacks them.
-func (r *replicas) missing(model string) error {
+func (r *Replicas) missing(model string) error {
 	var why []string
 	for i, p := range r.ps {
 		var w string
@@ -239,15 +239,15 @@ func (r *replicas) missing(model string) error {
 	return fmt.Errorf("no policy replica holds weights %s: %s", model, strings.Join(why, "; "))
 }
 
-// sampledBy records which replica sampled with which weights during a
+// SampledBy records which replica sampled with which weights during a
 // step's rollouts. A nil *sampledBy records nothing.
-type sampledBy struct {
+type SampledBy struct {
 	mu sync.Mutex
 	m  map[string]string
 }
 
-// note records that replica url sampled with weights model.
-func (s *sampledBy) note(url, model string) {
+// Note records that replica url sampled with weights model.
+func (s *SampledBy) Note(url, model string) {
 	if s == nil {
 		return
 	}
@@ -266,8 +266,8 @@ func (s *sampledBy) note(url, model string) {
 	s.m[url] = model
 }
 
-// snapshot returns a copy of the record (nil when nothing was sampled).
-func (s *sampledBy) snapshot() map[string]string {
+// Snapshot returns a copy of the record (nil when nothing was sampled).
+func (s *SampledBy) Snapshot() map[string]string {
 	if s == nil {
 		return nil
 	}

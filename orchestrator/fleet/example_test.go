@@ -1,9 +1,9 @@
-package orchestrator_test
+package fleet_test
 
 import (
 	"fmt"
 
-	"github.com/hindsearch/hindsearch/orchestrator"
+	"github.com/hindsearch/hindsearch/orchestrator/fleet"
 )
 
 // SkyRL answers save_weights_for_sampler with tinker://<model_id>/<name>,
@@ -17,7 +17,7 @@ func ExampleArchivePath() {
 		"tinker://model_3f2a9c1b/weights/hs-step0001",
 		"tinker://model_3f2a9c1b/../hs-step0001",
 	} {
-		archive, err := orchestrator.ArchivePath("/ckpt", p)
+		archive, err := fleet.ArchivePath("/ckpt", p)
 		if err != nil {
 			fmt.Println("error:", err)
 			continue

@@ -1,4 +1,4 @@
-package orchestrator
+package fleet
 
 import (
 	"archive/tar"
@@ -372,7 +372,7 @@ func syncRecipe(kind, ck, dir string, keep int) *recipes.Recipe {
 }
 
 // newTestSync builds the sync of kind over fresh fake replicas.
-func newTestSync(t *testing.T, kind, ck, dir string, keep, n int) (weightSync, *replicas, []*fakeReplica) {
+func newTestSync(t *testing.T, kind, ck, dir string, keep, n int) (Sync, *Replicas, []*fakeReplica) {
 	t.Helper()
 	var servers []*fakeReplica
 	var ps []policy.Policy
@@ -381,8 +381,8 @@ func newTestSync(t *testing.T, kind, ck, dir string, keep, n int) (weightSync, *
 		servers = append(servers, s)
 		ps = append(ps, s.client(t))
 	}
-	reps := newReplicas(ps)
-	ws, err := newWeightSync(syncRecipe(kind, ck, dir, keep), reps)
+	reps := New(ps)
+	ws, err := NewSync(syncRecipe(kind, ck, dir, keep), reps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -392,7 +392,7 @@ func newTestSync(t *testing.T, kind, ck, dir string, keep, n int) (weightSync, *
 // pickedFor lists the replicas (by index) that n requests needing model
 // go to, each held while the next is placed, so that balancing spreads
 // them over every replica that qualifies.
-func pickedFor(t *testing.T, reps *replicas, model string, n int) []int {
+func pickedFor(t *testing.T, reps *Replicas, model string, n int) []int {
 	t.Helper()
 	var got []int
 	for range n {
@@ -425,7 +425,7 @@ func TestLoRASyncApply(t *testing.T) {
 	names := []string{"run-step0001", "run-step0002", "run-step0003"}
 	for i, name := range names {
 		writeSimArchive(t, filepath.Join(ck, "model-7", "sampler_weights", name+".tar.gz"))
-		if err := s.apply(ctx, "tinker://model-7/sampler_weights/"+name, name); err != nil {
+		if err := s.Apply(ctx, "tinker://model-7/sampler_weights/"+name, name); err != nil {
 			t.Fatalf("apply %s: %v", name, err)
 		}
 		abs := filepath.Join(wd, "adapters", name)
@@ -448,8 +448,8 @@ func TestLoRASyncApply(t *testing.T) {
 		if got := pickedFor(t, reps, name, 4); !slices.Equal(got, []int{0, 1}) {
 			t.Errorf("requests for %s went to %v", name, got)
 		}
-		if reps.wire(name) != name {
-			t.Errorf("wire(%s) = %s", name, reps.wire(name))
+		if reps.Wire(name) != name {
+			t.Errorf("wire(%s) = %s", name, reps.Wire(name))
 		}
 	}
 	for k, srv := range servers {
@@ -481,7 +481,7 @@ func TestLoRASyncApply(t *testing.T) {
 	}
 	// An unloaded adapter is served by no replica: a request for it fails
 	// at once, naming each replica.
-	err = reps.callFor(ctx, "run-step0001", func(policy.Policy) error { t.Error("called"); return nil })
+	err = reps.CallFor(ctx, "run-step0001", func(policy.Policy) error { t.Error("called"); return nil })
 	if err == nil || !strings.Contains(err.Error(), "no policy replica holds weights run-step0001") ||
 		!strings.Contains(err.Error(), servers[0].URL) || !strings.Contains(err.Error(), servers[1].URL) {
 		t.Errorf("request for an unloaded adapter: %v", err)
@@ -498,7 +498,7 @@ func TestLoRASyncApplyNestedAndErrors(t *testing.T) {
 	writeTarGz(t, filepath.Join(ck, "m", "sampler_weights", "n1.tar.gz"), []tarEntry{
 		{name: "n1/adapter_config.json", body: "{}"}, {name: "n1/adapter_model.safetensors", body: "w"},
 	})
-	if err := s.apply(ctx, "tinker://m/sampler_weights/n1", "n1"); err != nil {
+	if err := s.Apply(ctx, "tinker://m/sampler_weights/n1", "n1"); err != nil {
 		t.Fatal(err)
 	}
 	srv.mu.Lock()
@@ -509,10 +509,10 @@ func TestLoRASyncApplyNestedAndErrors(t *testing.T) {
 	}
 
 	// A bad tinker path, a missing archive: errors, nothing sent.
-	if err := s.apply(ctx, "tinker://../x", "n2"); err == nil || !strings.HasPrefix(err.Error(), "sync: ") {
+	if err := s.Apply(ctx, "tinker://../x", "n2"); err == nil || !strings.HasPrefix(err.Error(), "sync: ") {
 		t.Errorf("bad path: %v", err)
 	}
-	if err := s.apply(ctx, "tinker://m/sampler_weights/none", "n2"); err == nil || !strings.Contains(err.Error(), "none.tar.gz") {
+	if err := s.Apply(ctx, "tinker://m/sampler_weights/none", "n2"); err == nil || !strings.Contains(err.Error(), "none.tar.gz") {
 		t.Errorf("missing archive: %v", err)
 	}
 	srv.mu.Lock()
@@ -524,14 +524,14 @@ func TestLoRASyncApplyNestedAndErrors(t *testing.T) {
 	// The server accepts the load but does not list the adapter.
 	writeSimArchive(t, filepath.Join(ck, "m", "sampler_weights", "n3.tar.gz"))
 	srv.set(func(s *fakeReplica) { s.hide = true })
-	if err := s.apply(ctx, "tinker://m/sampler_weights/n3", "n3"); err == nil ||
+	if err := s.Apply(ctx, "tinker://m/sampler_weights/n3", "n3"); err == nil ||
 		!strings.Contains(err.Error(), "no policy replica holds weights n3: "+srv.URL+": failed to load them: ") ||
 		!strings.Contains(err.Error(), "does not list adapter n3 after loading it three times") {
 		t.Errorf("unlisted adapter: %v", err)
 	}
 	// The server refuses the load.
 	srv.set(func(s *fakeReplica) { s.hide, s.failLoads = false, 1 })
-	if err := s.apply(ctx, "tinker://m/sampler_weights/n3", "n3"); err == nil ||
+	if err := s.Apply(ctx, "tinker://m/sampler_weights/n3", "n3"); err == nil ||
 		!strings.Contains(err.Error(), "load adapter n3 on "+srv.URL) || !strings.Contains(err.Error(), "status 500") {
 		t.Errorf("refused load: %v", err)
 	}
@@ -559,7 +559,7 @@ func TestLoRASyncReplicaFailsThenRejoins(t *testing.T) {
 		writeSimArchive(t, filepath.Join(ck, "m", "sampler_weights", n+".tar.gz"))
 	}
 	servers[1].set(func(s *fakeReplica) { s.failLoads = 2 })
-	if err := ws.apply(ctx, "tinker://m/sampler_weights/n1", "n1"); err != nil {
+	if err := ws.Apply(ctx, "tinker://m/sampler_weights/n1", "n1"); err != nil {
 		t.Fatalf("one replica holding the adapter is enough: %v", err)
 	}
 	if got := pickedFor(t, reps, "n1", 6); !slices.Equal(got, []int{0}) {
@@ -569,19 +569,19 @@ func TestLoRASyncReplicaFailsThenRejoins(t *testing.T) {
 		t.Errorf("requests for the base model went to %v, want both", got)
 	}
 	var called []string
-	if err := reps.callFor(ctx, "n1", func(p policy.Policy) error { called = append(called, p.URL()); return nil }); err != nil ||
+	if err := reps.CallFor(ctx, "n1", func(p policy.Policy) error { called = append(called, p.URL()); return nil }); err != nil ||
 		!slices.Equal(called, []string{servers[0].URL}) {
 		t.Errorf("callFor n1: %v on %v", err, called)
 	}
 	// Retried before the next rollout: still failing, still left out.
-	if err := ws.ensure(ctx, "n1"); err != nil {
+	if err := ws.Ensure(ctx, "n1"); err != nil {
 		t.Fatal(err)
 	}
 	if got := pickedFor(t, reps, "n1", 6); !slices.Equal(got, []int{0}) {
 		t.Errorf("after a failed retry requests for n1 went to %v", got)
 	}
 	// The next retry loads it: replica 1 rejoins.
-	if err := ws.ensure(ctx, "n1"); err != nil {
+	if err := ws.Ensure(ctx, "n1"); err != nil {
 		t.Fatal(err)
 	}
 	if got := pickedFor(t, reps, "n1", 6); !slices.Equal(got, []int{0, 1}) {
@@ -597,10 +597,10 @@ func TestLoRASyncReplicaFailsThenRejoins(t *testing.T) {
 	// A sync point retries kept adapters a replica lacks: n2 fails on
 	// replica 1, and n3's sync loads both n2 and n3 there.
 	servers[1].set(func(s *fakeReplica) { s.failLoads = 1 })
-	if err := ws.apply(ctx, "tinker://m/sampler_weights/n2", "n2"); err != nil {
+	if err := ws.Apply(ctx, "tinker://m/sampler_weights/n2", "n2"); err != nil {
 		t.Fatal(err)
 	}
-	if err := ws.apply(ctx, "tinker://m/sampler_weights/n3", "n3"); err != nil {
+	if err := ws.Apply(ctx, "tinker://m/sampler_weights/n3", "n3"); err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range []string{"n1", "n2", "n3"} {
@@ -614,7 +614,7 @@ func TestLoRASyncReplicaFailsThenRejoins(t *testing.T) {
 	for _, s := range servers {
 		s.set(func(s *fakeReplica) { s.failLoads = 1 })
 	}
-	err := ws.apply(ctx, "tinker://m/sampler_weights/n4", "n4")
+	err := ws.Apply(ctx, "tinker://m/sampler_weights/n4", "n4")
 	for _, want := range []string{"no policy replica holds weights n4", servers[0].URL + ": failed to load them: load adapter n4 on " + servers[0].URL,
 		servers[1].URL + ": failed to load them: ", "engine dead"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
@@ -635,13 +635,13 @@ func TestLoRASyncRestore(t *testing.T) {
 	ctx := context.Background()
 	for _, n := range []string{"n1", "n2"} {
 		writeSimArchive(t, filepath.Join(ck, "m", "sampler_weights", n+".tar.gz"))
-		if err := ws.apply(ctx, "tinker://m/sampler_weights/"+n, n); err != nil {
+		if err := ws.Apply(ctx, "tinker://m/sampler_weights/"+n, n); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// Replica 1 restarted: it lists n2 only (n1 lost).
 	servers[1].set(func(s *fakeReplica) { s.adapters = []string{"n2"}; s.loads = nil })
-	if err := ws.restore(ctx, reps.ps[1]); err != nil {
+	if err := ws.Restore(ctx, reps.ps[1]); err != nil {
 		t.Fatal(err)
 	}
 	servers[1].mu.Lock()
@@ -657,7 +657,7 @@ func TestLoRASyncRestore(t *testing.T) {
 	}
 	// A replica that cannot load them stays out.
 	servers[1].set(func(s *fakeReplica) { s.adapters = nil; s.failLoads = 1 })
-	if err := ws.restore(ctx, reps.ps[1]); err == nil || !strings.Contains(err.Error(), "reload: load adapter n1 on "+servers[1].URL) {
+	if err := ws.Restore(ctx, reps.ps[1]); err == nil || !strings.Contains(err.Error(), "reload: load adapter n1 on "+servers[1].URL) {
 		t.Errorf("failed restore: %v", err)
 	}
 	if reps.book.has(1, "n1") || reps.book.has(1, "n2") || !reps.book.has(1, "base") {
@@ -723,7 +723,7 @@ func TestSGLangSync(t *testing.T) {
 	ctx := context.Background()
 	apply := func(name string) error {
 		writeSimArchive(t, filepath.Join(ck, "m", "sampler_weights", name+".tar.gz"))
-		return ws.apply(ctx, "tinker://m/sampler_weights/"+name, name)
+		return ws.Apply(ctx, "tinker://m/sampler_weights/"+name, name)
 	}
 	updates := func(k int) []map[string]any {
 		servers[k].mu.Lock()
@@ -755,11 +755,11 @@ func TestSGLangSync(t *testing.T) {
 		t.Errorf("unpacked weights: %v, %v", p, err)
 	}
 	// Requests name the base model whatever the version; other names pass.
-	if reps.wire("run-step0001") != "base" || reps.wire("base") != "base" || reps.wire("teacher-7b") != "teacher-7b" {
-		t.Errorf("wire: %q %q %q", reps.wire("run-step0001"), reps.wire("base"), reps.wire("teacher-7b"))
+	if reps.Wire("run-step0001") != "base" || reps.Wire("base") != "base" || reps.Wire("teacher-7b") != "teacher-7b" {
+		t.Errorf("wire: %q %q %q", reps.Wire("run-step0001"), reps.Wire("base"), reps.Wire("teacher-7b"))
 	}
 	// The initial weights are gone from every replica.
-	if err := reps.callFor(ctx, "base", func(policy.Policy) error { return nil }); err == nil ||
+	if err := reps.CallFor(ctx, "base", func(policy.Policy) error { return nil }); err == nil ||
 		!strings.Contains(err.Error(), "no policy replica holds weights base: "+servers[0].URL+": holds run-step0001") {
 		t.Errorf("request for the replaced base weights: %v", err)
 	}
@@ -797,13 +797,13 @@ func TestSGLangSync(t *testing.T) {
 	// Retried before the next rollout: a 200 saying success false is a
 	// failure too; the next retry succeeds and replica 1 rejoins.
 	servers[1].set(func(s *fakeReplica) { s.failUpdates, s.updateOK200 = 1, true })
-	if err := ws.ensure(ctx, "run-step0003"); err != nil {
+	if err := ws.Ensure(ctx, "run-step0003"); err != nil {
 		t.Fatal(err)
 	}
 	if got := pickedFor(t, reps, "run-step0003", 6); !slices.Equal(got, []int{0}) {
 		t.Errorf("after a failed retry requests went to %v", got)
 	}
-	if err := ws.ensure(ctx, "run-step0003"); err != nil {
+	if err := ws.Ensure(ctx, "run-step0003"); err != nil {
 		t.Fatal(err)
 	}
 	if got := pickedFor(t, reps, "run-step0003", 6); !slices.Equal(got, []int{0, 1}) {
@@ -816,7 +816,7 @@ func TestSGLangSync(t *testing.T) {
 		t.Errorf("replica 0 update bodies %v, want %v (ensure loads only where lacking)", got, want)
 	}
 	// ensure of what every replica holds sends nothing.
-	if err := ws.ensure(ctx, "run-step0003"); err != nil || len(updates(0)) != 3 || len(updates(1)) != 5 {
+	if err := ws.Ensure(ctx, "run-step0003"); err != nil || len(updates(0)) != 3 || len(updates(1)) != 5 {
 		t.Errorf("ensure with nothing lacking: %v, %d and %d updates", err, len(updates(0)), len(updates(1)))
 	}
 	if err := apply("run-step0004"); err != nil {
@@ -859,7 +859,7 @@ func TestSGLangSyncRestoreAndResume(t *testing.T) {
 	ws, reps, servers := newTestSync(t, recipes.SyncSGLangDisk, ck, filepath.Join(root, "weights"), 2, 2)
 	ctx := context.Background()
 	// Before any sync: nothing to load, the replica holds the base.
-	if err := ws.restore(ctx, reps.ps[1]); err != nil || !reps.book.has(1, "base") || len(servers[1].updates) != 0 {
+	if err := ws.Restore(ctx, reps.ps[1]); err != nil || !reps.book.has(1, "base") || len(servers[1].updates) != 0 {
 		t.Fatalf("restore before any sync: %v, %d updates", err, len(servers[1].updates))
 	}
 	samplers := map[string]string{}
@@ -867,7 +867,7 @@ func TestSGLangSyncRestoreAndResume(t *testing.T) {
 		writeMergedArchive(t, filepath.Join(ck, "m", "sampler_weights", n+".tar.gz"))
 		samplers[n] = "tinker://m/sampler_weights/" + n
 	}
-	if err := ws.resume(ctx, []string{"r-step0001", "r-step0002"}, samplers); err != nil {
+	if err := ws.Resume(ctx, []string{"r-step0001", "r-step0002"}, samplers); err != nil {
 		t.Fatal(err)
 	}
 	want := []map[string]any{sglangBody(filepath.Join(sglangPath(root, "r-step0002"), "merged"))}
@@ -876,14 +876,14 @@ func TestSGLangSyncRestoreAndResume(t *testing.T) {
 			t.Errorf("server %d resume updates %v, want %v", k, srv.updates, want)
 		}
 	}
-	if err := ws.restore(ctx, reps.ps[0]); err != nil {
+	if err := ws.Restore(ctx, reps.ps[0]); err != nil {
 		t.Fatal(err)
 	}
 	if got := servers[0].updates; len(got) != 2 || !reflect.DeepEqual(got[1], want[0]) {
 		t.Errorf("restore updates %v", got)
 	}
 	servers[0].set(func(s *fakeReplica) { s.failUpdates = 1 })
-	if err := ws.restore(ctx, reps.ps[0]); err == nil || !strings.Contains(err.Error(), sglangMessage) {
+	if err := ws.Restore(ctx, reps.ps[0]); err == nil || !strings.Contains(err.Error(), sglangMessage) {
 		t.Errorf("failed restore: %v", err)
 	}
 	if reps.book.has(0, "r-step0002") {
@@ -924,26 +924,26 @@ func TestNoneSyncMakesNoCalls(t *testing.T) {
 	ws, reps, servers := newTestSync(t, recipes.SyncNone, root, root, 0, 1)
 	r := syncRecipe(recipes.SyncNone, root, root, 0)
 	r.Train.Steps = 3
-	if _, err := newWeightSync(r, newReplicas(reps.ps)); err == nil || !strings.Contains(err.Error(), "sync.kind") {
+	if _, err := NewSync(r, New(reps.ps)); err == nil || !strings.Contains(err.Error(), "sync.kind") {
 		t.Errorf("none with training steps: %v", err)
 	}
 	ctx := context.Background()
-	if err := ws.apply(ctx, "tinker://m/sampler_weights/x", "x"); err == nil || !strings.Contains(err.Error(), "sync.kind none") {
+	if err := ws.Apply(ctx, "tinker://m/sampler_weights/x", "x"); err == nil || !strings.Contains(err.Error(), "sync.kind none") {
 		t.Errorf("apply: %v", err)
 	}
-	if err := ws.ensure(ctx, "base"); err != nil {
+	if err := ws.Ensure(ctx, "base"); err != nil {
 		t.Error(err)
 	}
-	if err := ws.restore(ctx, reps.ps[0]); err != nil {
+	if err := ws.Restore(ctx, reps.ps[0]); err != nil {
 		t.Error(err)
 	}
-	if err := ws.resume(ctx, nil, nil); err != nil {
+	if err := ws.Resume(ctx, nil, nil); err != nil {
 		t.Error(err)
 	}
-	if err := ws.resume(ctx, []string{"x"}, nil); err == nil {
+	if err := ws.Resume(ctx, []string{"x"}, nil); err == nil {
 		t.Error("resume of trained weights accepted")
 	}
-	if reps.book != nil || reps.wire("base") != "base" {
+	if reps.book != nil || reps.Wire("base") != "base" {
 		t.Error("none keeps a book")
 	}
 	servers[0].mu.Lock()
@@ -954,38 +954,38 @@ func TestNoneSyncMakesNoCalls(t *testing.T) {
 }
 
 func TestNewWeightSyncRefuses(t *testing.T) {
-	reps := newReplicas([]policy.Policy{&fakePolicy{url: "a"}})
+	reps := New([]policy.Policy{&fakePolicy{url: "a"}})
 	r := syncRecipe(recipes.SyncSGLangDisk, "ck", "w", 1)
 	r.Train.MaxOffPolicySteps = 1
-	if _, err := newWeightSync(r, reps); err == nil || !strings.Contains(err.Error(), "train.max_off_policy_steps must be 0") {
+	if _, err := NewSync(r, reps); err == nil || !strings.Contains(err.Error(), "train.max_off_policy_steps must be 0") {
 		t.Errorf("off-policy sglang_disk: %v", err)
 	}
 	r = syncRecipe(recipes.SyncSGLangDisk, "ck", "w", 1)
 	r.Hindsight.Enabled, r.Hindsight.Loss, r.Hindsight.Teacher = true, recipes.HindsightLossClamp, recipes.TeacherInitial
-	if _, err := newWeightSync(r, reps); err == nil || !strings.Contains(err.Error(), "hindsight.teacher initial") {
+	if _, err := NewSync(r, reps); err == nil || !strings.Contains(err.Error(), "hindsight.teacher initial") {
 		t.Errorf("initial teacher with sglang_disk: %v", err)
 	}
 	r = syncRecipe("nccl", "ck", "w", 1)
-	if _, err := newWeightSync(r, reps); err == nil || !strings.Contains(err.Error(), `sync.kind "nccl"`) {
+	if _, err := NewSync(r, reps); err == nil || !strings.Contains(err.Error(), `sync.kind "nccl"`) {
 		t.Errorf("unknown kind: %v", err)
 	}
 }
 
 func TestSampledBy(t *testing.T) {
-	var none *sampledBy
-	none.note("a", "m") // a nil record records nothing
-	if none.snapshot() != nil || (&sampledBy{}).snapshot() != nil {
+	var none *SampledBy
+	none.Note("a", "m") // a nil record records nothing
+	if none.Snapshot() != nil || (&SampledBy{}).Snapshot() != nil {
 		t.Error("empty record not nil")
 	}
-	s := &sampledBy{}
-	s.note("http://a", "step1")
-	s.note("http://b", "step1")
-	s.note("http://a", "step1")
-	if got, want := s.snapshot(), map[string]string{"http://a": "step1", "http://b": "step1"}; !reflect.DeepEqual(got, want) {
+	s := &SampledBy{}
+	s.Note("http://a", "step1")
+	s.Note("http://b", "step1")
+	s.Note("http://a", "step1")
+	if got, want := s.Snapshot(), map[string]string{"http://a": "step1", "http://b": "step1"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("snapshot %v, want %v", got, want)
 	}
-	s.note("http://a", "base")
-	if got := s.snapshot()["http://a"]; got != "base,step1" {
+	s.Note("http://a", "base")
+	if got := s.Snapshot()["http://a"]; got != "base,step1" {
 		t.Errorf("two models on one replica: %q", got)
 	}
 }

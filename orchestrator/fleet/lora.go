@@ -1,4 +1,4 @@
-package orchestrator
+package fleet
 
 import (
 	"context"
@@ -47,10 +47,10 @@ func (s *loraSync) loadOn(ctx context.Context, i int, name string) error {
 	return nil
 }
 
-// apply unpacks the sampler archive and loads it as adapter name on every
+// Apply unpacks the sampler archive and loads it as adapter name on every
 // replica that is up (with any kept adapter a replica failed to load
 // before), then unloads the adapters beyond the keep newest.
-func (s *loraSync) apply(ctx context.Context, tinkerPath, name string) error {
+func (s *loraSync) Apply(ctx context.Context, tinkerPath, name string) error {
 	if _, err := s.unpack(tinkerPath, name, UnpackAdapter); err != nil {
 		return err
 	}
@@ -88,18 +88,18 @@ func (s *loraSync) apply(ctx context.Context, tinkerPath, name string) error {
 	return nil
 }
 
-// begin needs nothing: adapters are served under their own names, beside
+// Begin needs nothing: adapters are served under their own names, beside
 // the base weights.
-func (s *loraSync) begin(context.Context) error { return nil }
+func (s *loraSync) Begin(context.Context) error { return nil }
 
-// ensure loads adapter model on every replica up that lacks it.
-func (s *loraSync) ensure(ctx context.Context, model string) error {
+// Ensure loads adapter model on every replica up that lacks it.
+func (s *loraSync) Ensure(ctx context.Context, model string) error {
 	return s.ensureWith(ctx, model, s.loadOn)
 }
 
-// restore loads on p every kept adapter it does not list (a replica that
+// Restore loads on p every kept adapter it does not list (a replica that
 // restarted serves none), and confirms them.
-func (s *loraSync) restore(ctx context.Context, p policy.Policy) error {
+func (s *loraSync) Restore(ctx context.Context, p policy.Policy) error {
 	i := s.reps.indexOf(p)
 	if i < 0 {
 		return fmt.Errorf("sync: %s is not a policy replica of this run", p.URL())
@@ -126,10 +126,10 @@ func (s *loraSync) restore(ctx context.Context, p policy.Policy) error {
 	return nil
 }
 
-// resume unpacks and loads a resumed run's adapters on every replica up;
+// Resume unpacks and loads a resumed run's adapters on every replica up;
 // an adapter of the same name already loaded is unloaded first, since it
 // may be stale (another run's, or older weights).
-func (s *loraSync) resume(ctx context.Context, names []string, samplers map[string]string) error {
+func (s *loraSync) Resume(ctx context.Context, names []string, samplers map[string]string) error {
 	for _, name := range names {
 		if _, err := s.unpack(samplers[name], name, UnpackAdapter); err != nil {
 			return err

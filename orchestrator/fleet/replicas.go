@@ -1,0 +1,158 @@
+package fleet
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hindsearch/hindsearch/clients/policy"
+)
+
+// Replicas balances policy requests across replicas by least outstanding
+// requests (ties go round-robin).
+type Replicas struct {
+	ps          []policy.Policy
+	outstanding []atomic.Int64
+	down        []atomic.Bool
+	next        atomic.Uint64
+	// Readmit, when set, brings a replica that is down back: it checks the
+	// replica is healthy and serves the weights in use, loading them again
+	// if it lost them; nil means keep it down.
+	Readmit func(ctx context.Context, p policy.Policy) error
+	mu      sync.Mutex
+	probing []bool
+	// book, when set, records which weights each replica holds (see
+	// weightBook): a request needing given weights goes only to a replica
+	// that holds them.
+	book *weightBook
+}
+
+// New returns the replicas of ps, all up, with no request outstanding
+// and no weight book (any replica serves any model).
+func New(ps []policy.Policy) *Replicas {
+	return &Replicas{ps: ps, outstanding: make([]atomic.Int64, len(ps)), down: make([]atomic.Bool, len(ps)), probing: make([]bool, len(ps))}
+}
+
+// acquire picks the live replica with the fewest outstanding requests
+// (ties round-robin; when every replica is down, any) and counts a request
+// on it; call release after.
+func (r *Replicas) acquire() (int, policy.Policy) {
+	i, p, _ := r.acquireFor("")
+	return i, p
+}
+
+// acquireFor is acquire among the replicas that hold the weights model
+// names ("": any replica); ok is false, and nothing is counted, when model
+// is weights the book tracks and no live replica holds them.
+func (r *Replicas) acquireFor(model string) (int, policy.Policy, bool) {
+	start := int(r.next.Add(1) % uint64(len(r.ps)))
+	best := -1
+	for k := 0; k < len(r.ps); k++ {
+		i := (start + k) % len(r.ps)
+		if r.down[i].Load() || (model != "" && !r.book.has(i, model)) {
+			continue
+		}
+		if best < 0 || r.outstanding[i].Load() < r.outstanding[best].Load() {
+			best = i
+		}
+	}
+	if best < 0 {
+		if model != "" && r.book.tracks(model) {
+			return -1, nil, false
+		}
+		best = start
+	}
+	r.outstanding[best].Add(1)
+	return best, r.ps[best], true
+}
+
+func (r *Replicas) release(i int) { r.outstanding[i].Add(-1) }
+
+// markDown drains replica i: no request is sent to it until a background
+// probe re-admits it.
+func (r *Replicas) markDown(i int) {
+	if r.down[i].Swap(true) {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.probing[i] || r.Readmit == nil {
+		return
+	}
+	r.probing[i] = true
+	go r.probe(i)
+}
+
+// probe tries to re-admit replica i every 200 ms, for at most 10 minutes.
+func (r *Replicas) probe(i int) {
+	defer func() {
+		r.mu.Lock()
+		r.probing[i] = false
+		r.mu.Unlock()
+	}()
+	deadline := time.Now().Add(10 * time.Minute)
+	for time.Now().Before(deadline) {
+		time.Sleep(200 * time.Millisecond)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := r.ps[i].Health(ctx)
+		if err == nil {
+			err = r.Readmit(ctx, r.ps[i])
+		}
+		cancel()
+		if err == nil {
+			r.down[i].Store(false)
+			return
+		}
+	}
+}
+
+// Down reports whether replica i is drained (down, until a probe
+// re-admits it).
+func (r *Replicas) Down(i int) bool { return r.down[i].Load() }
+
+// live reports whether some replica is up.
+func (r *Replicas) live() bool {
+	for i := range r.down {
+		if !r.down[i].Load() {
+			return true
+		}
+	}
+	return false
+}
+
+// Call runs f on a replica; when the replica turns out to be down it is
+// drained and f is tried on another (waiting for one to come back when all
+// are down), so a replica that dies loses no trajectory.
+func (r *Replicas) Call(ctx context.Context, f func(p policy.Policy) error) error {
+	return r.CallFor(ctx, "", f)
+}
+
+// CallFor is call among the replicas that hold the weights model names
+// ("": any replica); while none that is up holds them it waits for a
+// drained one to come back, and fails, naming each replica and why, when
+// none can (see awaitWeights).
+func (r *Replicas) CallFor(ctx context.Context, model string, f func(p policy.Policy) error) error {
+	for attempt := 0; ; attempt++ {
+		i, p, ok := r.acquireFor(model)
+		if !ok {
+			if err := r.awaitWeights(ctx, model); err != nil {
+				return err
+			}
+			continue
+		}
+		err := f(p)
+		r.release(i)
+		if err == nil || !policy.ReplicaDown(err) || ctx.Err() != nil || attempt >= 50 {
+			return err
+		}
+		r.markDown(i)
+		for !r.live() {
+			select {
+			case <-ctx.Done():
+				return err
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+}
