@@ -8,6 +8,7 @@ import (
 	"sort"
 
 	"github.com/hindsearch/hindsearch/clients/trainer"
+	"github.com/hindsearch/hindsearch/orchestrator/rollout"
 )
 
 // advantageEps is the epsilon of the GRPO normalisation.
@@ -41,7 +42,7 @@ func GroupAdvantages(rewards []float64) []float64 {
 // Policy positions carry the sampling logprob, the advantage (the group
 // advantage times sign, plus coef times the OPD term) and weight 1; prompt
 // and environment positions carry zeros.
-func BuildDatum(t *Trajectory, sign, coef float64) trainer.Datum {
+func BuildDatum(t *rollout.Trajectory, sign, coef float64) trainer.Datum {
 	full := append(append([]int(nil), t.PromptIDs...), t.Tokens...)
 	n := len(full) - 1
 	target := make([]int64, n)

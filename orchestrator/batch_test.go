@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/hindsearch/hindsearch/clients/trainer"
+	"github.com/hindsearch/hindsearch/orchestrator/rollout"
 )
 
 func TestGroupAdvantages(t *testing.T) {
@@ -59,8 +60,8 @@ func TestGroupAdvantages(t *testing.T) {
 
 // datumTrajectory: prompt 10 11 12; response 20 21 (policy) 30 31
 // (environment) 22 (policy).
-func datumTrajectory() *Trajectory {
-	return &Trajectory{
+func datumTrajectory() *rollout.Trajectory {
+	return &rollout.Trajectory{
 		PromptIDs: []int{10, 11, 12},
 		Tokens:    []int{20, 21, 30, 31, 22},
 		Policy:    []bool{true, true, false, false, true},

@@ -13,7 +13,9 @@ import (
 
 	"github.com/hindsearch/hindsearch/orchestrator/dataset"
 	"github.com/hindsearch/hindsearch/orchestrator/fleet"
+	"github.com/hindsearch/hindsearch/orchestrator/metrics"
 	"github.com/hindsearch/hindsearch/orchestrator/roles"
+	"github.com/hindsearch/hindsearch/orchestrator/rollout"
 	"github.com/hindsearch/hindsearch/recipes"
 )
 
@@ -32,7 +34,7 @@ func (ru *run) draw(n int) []dataset.Question {
 
 // groupState gathers a group's trajectories as they finish.
 type groupState struct {
-	trajs []*Trajectory
+	trajs []*rollout.Trajectory
 	left  atomic.Int32
 }
 
@@ -49,7 +51,7 @@ type collected struct {
 	model   string // the policy model the step sampled from
 	groups  []*groupState
 	sent    []keyedDatum // datums in the order they reached the sender
-	clock   *phaseClock
+	clock   *metrics.Phases
 	t0      time.Time
 	fb      []map[string]float64 // forward_backward's metrics, per chunk
 	om      map[string]float64   // optim_step's metrics
@@ -63,8 +65,8 @@ type collected struct {
 }
 
 // trajectories are the step's trajectories, in group order.
-func (c *collected) trajectories() []*Trajectory {
-	var all []*Trajectory
+func (c *collected) trajectories() []*rollout.Trajectory {
+	var all []*rollout.Trajectory
 	for _, g := range c.groups {
 		all = append(all, g.trajs...)
 	}
@@ -103,16 +105,16 @@ func drain(ahead chan collectResult) {
 // otherwise train sends them.
 func (ru *run) collect(ctx context.Context, step int, model string, stream bool) (*collected, error) {
 	r := ru.r
-	c := &collected{step: step, model: model, clock: newPhaseClock(), t0: time.Now(), streamd: stream}
-	ru.roller.phases, ru.hinter.phases = c.clock, c.clock
-	ru.roller.resetStep(ctx)
+	c := &collected{step: step, model: model, clock: metrics.NewPhases(), t0: time.Now(), streamd: stream}
+	ru.rollouts.Phases, ru.hinter.phases = c.clock, c.clock
+	ru.rollouts.ResetStep(ctx)
 	// A replica that failed to load the weights at the last sync gets them
 	// now; none holding them fails the step.
 	if err := ru.ensure(ctx, model); err != nil {
 		return nil, fmt.Errorf("rollout: %w", err)
 	}
 	c.sampled = &fleet.SampledBy{}
-	ru.roller.sampled = c.sampled
+	ru.rollouts.Sampled = c.sampled
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
@@ -120,7 +122,7 @@ func (ru *run) collect(ctx context.Context, step int, model string, stream bool)
 	c.groups = ru.groups(step, qs)
 	task := ru.Progress.Start(fmt.Sprintf("rollout step %d", step), len(qs)*r.Train.GroupSize, "trajectories")
 	defer task.Done()
-	ru.roller.progress = task
+	ru.rollouts.Progress = task
 
 	send := ru.startSender(ctx, c, len(qs)*r.Train.GroupSize, cancel) // train.go
 	// A finished group is rewarded at once; its critiques, teacher scores
@@ -145,7 +147,7 @@ func (ru *run) collect(ctx context.Context, step int, model string, stream bool)
 			return nil
 		})
 	}
-	rollDone := c.clock.start("rollout")
+	rollDone := c.clock.Start("rollout")
 	rollErr := ru.rollOut(ctx, c, finishGroup)
 	rollDone()
 	_ = hp.Wait()
@@ -169,12 +171,12 @@ func (ru *run) groups(step int, qs []dataset.Question) []*groupState {
 	G := r.Train.GroupSize
 	groups := make([]*groupState, len(qs))
 	for gi, q := range qs {
-		g := &groupState{trajs: make([]*Trajectory, G)}
+		g := &groupState{trajs: make([]*rollout.Trajectory, G)}
 		g.left.Store(int32(G))
 		groups[gi] = g
 		group := (step-1)*r.Train.BatchSize + gi // globally unique group id
 		for k := 0; k < G; k++ {
-			g.trajs[k] = &Trajectory{ID: fmt.Sprintf("s%04d-g%06d-k%d", step, group, k), Step: step, Group: group, Sample: k, Question: q}
+			g.trajs[k] = &rollout.Trajectory{ID: fmt.Sprintf("s%04d-g%06d-k%d", step, group, k), Step: step, Group: group, Sample: k, Question: q}
 		}
 	}
 	return groups
@@ -185,7 +187,7 @@ func (ru *run) groups(step int, qs []dataset.Question) []*groupState {
 func reward(g *groupState) {
 	rewards := make([]float64, len(g.trajs))
 	for i, t := range g.trajs {
-		t.score()
+		t.Score()
 		rewards[i] = t.Reward
 	}
 	for i, a := range GroupAdvantages(rewards) {
@@ -210,7 +212,7 @@ func (c *collected) addHindsight(used, failed, tokens int64, sum float64) {
 func (ru *run) rollOut(ctx context.Context, c *collected, finished func(*groupState)) error {
 	r := ru.r
 	sp := roles.TrainSampling(r)
-	seed := func(t *Trajectory) int64 {
+	seed := func(t *rollout.Trajectory) int64 {
 		return roles.Seed(r.Seed, int64(c.step), int64(t.Group), int64(t.Sample))
 	}
 	concurrency := max(r.Policy.Concurrency*len(ru.Deps.Policies), 1)
@@ -218,13 +220,13 @@ func (ru *run) rollOut(ctx context.Context, c *collected, finished func(*groupSt
 		if err := ru.prompts(ctx, c.groups, concurrency); err != nil {
 			return err
 		}
-		var ls []*live
+		var ls []*rollout.Live
 		for _, g := range c.groups {
 			for _, t := range g.trajs {
-				ls = append(ls, newLive(t, c.model, sp, seed(t)))
+				ls = append(ls, rollout.NewLive(t, c.model, sp, seed(t)))
 			}
 		}
-		if err := ru.roller.lockstep(ctx, ls, concurrency); err != nil {
+		if err := ru.rollouts.Lockstep(ctx, ls, concurrency); err != nil {
 			return err
 		}
 		for _, g := range c.groups {
@@ -239,12 +241,12 @@ func (ru *run) rollOut(ctx context.Context, c *collected, finished func(*groupSt
 		var promptErr error
 		for _, t := range g.trajs {
 			rp.Go(func(ctx context.Context) error {
-				promptOnce.Do(func() { prompt, promptErr = ru.roller.promptIDs(ctx, t.Question.Question, "") })
+				promptOnce.Do(func() { prompt, promptErr = ru.rollouts.PromptIDs(ctx, t.Question.Question, "") })
 				if promptErr != nil {
 					return promptErr
 				}
 				t.PromptIDs = prompt
-				if err := ru.roller.rollout(ctx, t, c.model, sp, seed(t)); err != nil {
+				if err := ru.rollouts.Rollout(ctx, t, c.model, sp, seed(t)); err != nil {
 					return err
 				}
 				if g.left.Add(-1) == 0 {
@@ -262,7 +264,7 @@ func (ru *run) prompts(ctx context.Context, groups []*groupState, concurrency in
 	p := pool.New().WithContext(ctx).WithCancelOnError().WithFirstError().WithMaxGoroutines(concurrency)
 	for _, g := range groups {
 		p.Go(func(ctx context.Context) error {
-			ids, err := ru.roller.promptIDs(ctx, g.trajs[0].Question.Question, "")
+			ids, err := ru.rollouts.PromptIDs(ctx, g.trajs[0].Question.Question, "")
 			for _, t := range g.trajs {
 				t.PromptIDs = ids
 			}

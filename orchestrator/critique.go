@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/hindsearch/hindsearch/clients/policy"
+	"github.com/hindsearch/hindsearch/orchestrator/rollout"
 	"github.com/hindsearch/hindsearch/recipes"
 )
 
@@ -12,7 +13,7 @@ import (
 // terms. It returns the counts of critiques used, critique failures, OPD
 // tokens (non-zero terms) and the sum of the OPD terms. Failures are
 // counted, never fatal.
-func (ru *run) hindsight(ctx context.Context, trajs []*Trajectory) (used, failed, tokens int64, sum float64) {
+func (ru *run) hindsight(ctx context.Context, trajs []*rollout.Trajectory) (used, failed, tokens int64, sum float64) {
 	// The group's failed trajectories are critiqued and scored together:
 	// the last group of a step then costs one judge and one teacher latency,
 	// not one per failed trajectory.
@@ -47,7 +48,7 @@ func (ru *run) hindsight(ctx context.Context, trajs []*Trajectory) (used, failed
 
 // hindsightOne critiques one failed trajectory and sets its OPD term; false
 // means no usable critique or teacher score (recorded on t).
-func (ru *run) hindsightOne(ctx context.Context, t *Trajectory) bool {
+func (ru *run) hindsightOne(ctx context.Context, t *rollout.Trajectory) bool {
 	if err := ru.judgeSem.acquire(ctx); err != nil {
 		t.CritiqueError = err.Error()
 		return false
@@ -66,21 +67,21 @@ func (ru *run) hindsightOne(ctx context.Context, t *Trajectory) bool {
 	if ru.r.Hindsight.Loss == recipes.HindsightLossNone {
 		return true
 	}
-	tp, err := ru.roller.promptIDs(ctx, t.Question.Question, ru.hinter.hintText(c))
+	tp, err := ru.rollouts.PromptIDs(ctx, t.Question.Question, ru.hinter.hintText(c))
 	student := t.Logprobs
 	if err == nil && ru.r.Hindsight.StudentLogprobs == recipes.StudentLogprobsRescored {
 		// The student's tokens scored by the teacher's prefill route, in
 		// the context that sampled them, by the model that sampled them.
-		err = ru.roller.reps.CallFor(ctx, t.Model, func(p policy.Policy) (err error) {
-			student, err = ru.hinter.rescore(ctx, t, p, ru.roller.reps.Wire(t.Model))
+		err = ru.rollouts.Replicas.CallFor(ctx, t.Model, func(p policy.Policy) (err error) {
+			student, err = ru.hinter.rescore(ctx, t, p, ru.rollouts.Replicas.Wire(t.Model))
 			return err
 		})
 		t.StudentRescored = err == nil
 	}
 	if err == nil {
 		tm := ru.teacherModel(t)
-		err = ru.roller.reps.CallFor(ctx, tm, func(p policy.Policy) (err error) {
-			t.OPD, err = ru.hinter.opd(ctx, t, tp, p, ru.roller.reps.Wire(tm), student)
+		err = ru.rollouts.Replicas.CallFor(ctx, tm, func(p policy.Policy) (err error) {
+			t.OPD, err = ru.hinter.opd(ctx, t, tp, p, ru.rollouts.Replicas.Wire(tm), student)
 			return err
 		})
 	}
@@ -107,7 +108,7 @@ func (s semaphore) release() { <-s }
 
 // teacherModel is the model name that scores t's teacher context: self is
 // the policy that sampled t.
-func (ru *run) teacherModel(t *Trajectory) string {
+func (ru *run) teacherModel(t *rollout.Trajectory) string {
 	switch ru.r.Hindsight.Teacher {
 	case recipes.TeacherSelf:
 		return t.Model

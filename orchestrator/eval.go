@@ -22,13 +22,14 @@ import (
 	"github.com/hindsearch/hindsearch/orchestrator/metrics"
 	"github.com/hindsearch/hindsearch/orchestrator/progress"
 	"github.com/hindsearch/hindsearch/orchestrator/roles"
+	"github.com/hindsearch/hindsearch/orchestrator/rollout"
 	"github.com/hindsearch/hindsearch/recipes"
 	"github.com/hindsearch/hindsearch/results"
 )
 
 // evaluator runs greedy evaluation of one model on the eval datasets.
 type evaluator struct {
-	roller      *roller
+	rollouts    *rollout.Engine
 	datasets    map[string][]dataset.Question
 	concurrency int
 	seed        int64
@@ -40,7 +41,7 @@ type evaluator struct {
 // evalItem is one question of an evaluation.
 type evalItem struct {
 	ds string
-	t  *Trajectory
+	t  *rollout.Trajectory
 }
 
 // evaluate runs strategy (direct, rag or search) greedily on every dataset
@@ -54,10 +55,10 @@ func (ev *evaluator) evaluate(ctx context.Context, step int, strategy, model str
 	var items []evalItem
 	for _, n := range names {
 		for i, q := range ev.datasets[n] {
-			items = append(items, evalItem{n, &Trajectory{ID: fmt.Sprintf("eval-%s-%d", n, i), Step: step, Question: q}})
+			items = append(items, evalItem{n, &rollout.Trajectory{ID: fmt.Sprintf("eval-%s-%d", n, i), Step: step, Question: q}})
 		}
 	}
-	ev.roller.resetStep(ctx)
+	ev.rollouts.ResetStep(ctx)
 	task := ev.progress.Start(fmt.Sprintf("eval step %d (%s)", step, strategy), len(items), "questions")
 	p := pool.New().WithContext(ctx).WithCancelOnError().WithFirstError().WithMaxGoroutines(max(ev.concurrency, 1))
 	for _, it := range items {
@@ -103,65 +104,28 @@ func (ev *evaluator) evaluate(ctx context.Context, step int, strategy, model str
 	return recs, qrecs, nil
 }
 
-// one answers one question with a strategy and scores it.
-func (ev *evaluator) one(ctx context.Context, t *Trajectory, strategy, model string) error {
+// one answers one question with a strategy, greedily, and scores it.
+func (ev *evaluator) one(ctx context.Context, t *rollout.Trajectory, strategy, model string) error {
 	greedy := policy.Greedy()
 	seed := roles.Seed(ev.seed, -1)
-	var prompt string
 	switch strategy {
 	case format.StrategySearch:
-		ids, err := ev.roller.promptIDs(ctx, t.Question.Question, "")
+		ids, err := ev.rollouts.PromptIDs(ctx, t.Question.Question, "")
 		if err != nil {
 			return err
 		}
 		t.PromptIDs = ids
-		if err := ev.roller.rollout(ctx, t, model, greedy, seed); err != nil {
+		if err := ev.rollouts.Rollout(ctx, t, model, greedy, seed); err != nil {
 			return err
 		}
-		t.score()
-		return nil
-	case format.StrategyDirect:
-		prompt = format.DirectPrompt(t.Question.Question)
-	case format.StrategyRAG:
-		done := ev.roller.phases.start("rollout_retrieve")
-		hits, err := ev.roller.retriever.Retrieve(ctx, []string{t.Question.Question}, ev.roller.topk)
-		done()
-		if err != nil {
-			return fmt.Errorf("question %s: retrieve: %w", t.Question.ID, err)
+	case format.StrategyDirect, format.StrategyRAG:
+		if err := ev.rollouts.Once(ctx, t, strategy, model, greedy, seed); err != nil {
+			return err
 		}
-		var contents []string
-		if len(hits) > 0 {
-			for _, h := range hits[0] {
-				contents = append(contents, h.Contents)
-			}
-		}
-		prompt = format.RAGPrompt(t.Question.Question, contents)
 	default:
 		return fmt.Errorf("unknown strategy %q (want one of %v)", strategy, format.Strategies)
 	}
-	// Direct and RAG: one turn, stopped at </answer>.
-	ids, err := ev.roller.chatIDs(ctx, prompt)
-	if err != nil {
-		return fmt.Errorf("question %s: %w", t.Question.ID, err)
-	}
-	t.PromptIDs = ids
-	err = ev.roller.reps.Call(ctx, func(p policy.Policy) error {
-		c, err := p.Complete(ctx, policy.CompletionRequest{Model: model, Prompt: ids, MaxTokens: ev.roller.maxTurn,
-			Sampling: greedy, Seed: &seed, Stop: []string{"</answer>"}})
-		if err != nil {
-			return err
-		}
-		t.Model = model
-		t.Tokens, t.Logprobs = c.TokenIDs, c.Logprobs
-		kind, content := format.ParseAction(c.Text)
-		t.Turns = []Turn{{Text: c.Text, Action: kind, Content: content, Finish: c.FinishReason}}
-		t.Finish = c.FinishReason
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("question %s: %w", t.Question.ID, err)
-	}
-	t.score()
+	t.Score()
 	return nil
 }
 
@@ -234,12 +198,12 @@ func Evaluate(ctx context.Context, r *recipes.Recipe, deps roles.Deps, opt EvalO
 			step, _ = strconv.Atoi(m[1])
 		}
 	}
-	rl, err := newRoller(r, deps, nil)
+	rl, err := rollout.NewEngine(r, deps, nil)
 	if err != nil {
 		return nil, err
 	}
-	rl.metrics = opt.Metrics
-	ev := &evaluator{roller: rl, datasets: sets, concurrency: r.Policy.Concurrency * len(deps.Policies), seed: r.Seed, out: opt.Out, progress: opt.Progress}
+	rl.Metrics = opt.Metrics
+	ev := &evaluator{rollouts: rl, datasets: sets, concurrency: r.Policy.Concurrency * len(deps.Policies), seed: r.Seed, out: opt.Out, progress: opt.Progress}
 	if len(deps.Simulated) > 0 {
 		fmt.Fprintf(opt.Out, "SIMULATED: %s served by the embedded hindsearch simulator, not by language models.\n", strings.Join(deps.Simulated, ", "))
 	}

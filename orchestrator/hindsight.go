@@ -15,7 +15,9 @@ import (
 	"github.com/hindsearch/hindsearch/clients/judge"
 	"github.com/hindsearch/hindsearch/clients/policy"
 	"github.com/hindsearch/hindsearch/clients/policy/format"
+	"github.com/hindsearch/hindsearch/orchestrator/metrics"
 	"github.com/hindsearch/hindsearch/orchestrator/roles"
+	"github.com/hindsearch/hindsearch/orchestrator/rollout"
 )
 
 // DefaultJudgePrompt is the judge prompt template shipped for a 7B-class
@@ -158,12 +160,12 @@ type hinter struct {
 	loss        string
 	broadcast   string
 	coef, clamp float64
-	phases      *phaseClock
+	phases      *metrics.Phases
 }
 
 // critique asks the judge about a failed trajectory. A judge error is
 // returned; an unusable critique is reported through reason.
-func (h *hinter) critique(ctx context.Context, t *Trajectory) (critique, reason string, err error) {
+func (h *hinter) critique(ctx context.Context, t *rollout.Trajectory) (critique, reason string, err error) {
 	var golds []string
 	if h.gold {
 		golds = t.Question.Golds
@@ -173,7 +175,7 @@ func (h *hinter) critique(ctx context.Context, t *Trajectory) (critique, reason 
 		return "", "", err
 	}
 	seed := roles.Seed(h.seed, int64(t.Step), int64(t.Group), int64(t.Sample), 7)
-	done := h.phases.start("judge")
+	done := h.phases.Start("judge")
 	c, err := h.judge.Chat(ctx, judge.ChatRequest{Messages: []judge.Message{{Role: "system", Content: judgeSystem}, {Role: "user", Content: p}},
 		MaxTokens: h.maxTokens, Sampling: h.sampling, Seed: &seed})
 	done()
@@ -198,7 +200,7 @@ func (h *hinter) hintText(critique string) string {
 // scoredLen is how many of t's response tokens need a teacher score: all
 // of them, or with the term on search tokens only (or no term) those up to
 // the last search token, since the tokens after it are not sent.
-func (h *hinter) scoredLen(t *Trajectory) int {
+func (h *hinter) scoredLen(t *rollout.Trajectory) int {
 	if h.broadcast != "search" && h.loss != "none" {
 		return len(t.Tokens)
 	}
@@ -215,7 +217,7 @@ func (h *hinter) scoredLen(t *Trajectory) int {
 // teacher (hindsight.student_logprobs rescored). It returns logprobs for
 // every response token: the prefill ones for the scored tokens, the
 // sampling ones for the unscored tail (where the term is 0 anyway).
-func (h *hinter) rescore(ctx context.Context, t *Trajectory, p policy.Policy, model string) ([]float64, error) {
+func (h *hinter) rescore(ctx context.Context, t *rollout.Trajectory, p policy.Policy, model string) ([]float64, error) {
 	n := h.scoredLen(t)
 	if n == 0 {
 		return t.Logprobs, nil
@@ -227,9 +229,9 @@ func (h *hinter) rescore(ctx context.Context, t *Trajectory, p policy.Policy, mo
 // with model on p (the prefill route), timed as phase, and returns the
 // response tokens' logprobs: the scored ones, then tail's for the unscored
 // rest. Errors start with what.
-func (h *hinter) scoreResponse(ctx context.Context, p policy.Policy, model string, prompt []int, t *Trajectory, n int, tail []float64, phase, what string) ([]float64, error) {
+func (h *hinter) scoreResponse(ctx context.Context, p policy.Policy, model string, prompt []int, t *rollout.Trajectory, n int, tail []float64, phase, what string) ([]float64, error) {
 	seq := append(append(make([]int, 0, len(prompt)+n), prompt...), t.Tokens[:n]...)
-	done := h.phases.start(phase)
+	done := h.phases.Start(phase)
 	lps, err := p.Score(ctx, model, seq)
 	done()
 	if err != nil {
@@ -245,7 +247,7 @@ func (h *hinter) scoreResponse(ctx context.Context, p policy.Policy, model strin
 // returns the per-token OPD term after the loss form and broadcast, against
 // the student logprobs student (t.Logprobs, the sampling ones, or those of
 // rescore).
-func (h *hinter) opd(ctx context.Context, t *Trajectory, teacherPrompt []int, p policy.Policy, teacherModel string, student []float64) ([]float64, error) {
+func (h *hinter) opd(ctx context.Context, t *rollout.Trajectory, teacherPrompt []int, p policy.Policy, teacherModel string, student []float64) ([]float64, error) {
 	n := h.scoredLen(t)
 	if n == 0 {
 		return make([]float64, len(t.Tokens)), nil

@@ -5,13 +5,17 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/hindsearch/hindsearch/clients/judge"
+	"github.com/hindsearch/hindsearch/clients/policy"
 	"github.com/hindsearch/hindsearch/orchestrator/dataset"
 	"github.com/hindsearch/hindsearch/orchestrator/roles"
+	"github.com/hindsearch/hindsearch/orchestrator/rollout"
+	"github.com/hindsearch/hindsearch/recipes"
 )
 
 // opdFixture is six response tokens: policy (not search), two search
@@ -232,7 +236,7 @@ func TestHinterCritique(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	traj := &Trajectory{Step: 2, Group: 3, Sample: 1, Question: dataset.Question{Question: "who wrote hamlet", Golds: []string{"Shakespeare"}},
+	traj := &rollout.Trajectory{Step: 2, Group: 3, Sample: 1, Question: dataset.Question{Question: "who wrote hamlet", Golds: []string{"Shakespeare"}},
 		Response: "<answer> Marlowe </answer>"}
 	j := &fakeJudge{reply: "  Search for \"Hamlet author\", not Shakespeare's rivals; Shakespeare wrote it. \n"}
 	h := &hinter{judge: j, prompt: tmpl, maxTokens: 64, seed: 9, gold: true, redact: true, maxChars: 500, hint: "Hint: {critique}\n"}
@@ -279,7 +283,7 @@ func TestHinterCritique(t *testing.T) {
 }
 
 func TestHindsightDensityCountsFailedTrajectoriesAndSearchTokens(t *testing.T) {
-	all := []*Trajectory{
+	all := []*rollout.Trajectory{
 		{Reward: 1, OPD: []float64{5, 5}, Search: []bool{true, true}},                        // solved: ignored
 		{Reward: 0, OPD: []float64{0, 0.2, 0.4, 0}, Search: []bool{false, true, true, true}}, // non-zero
 		{Reward: 0, OPD: []float64{0, 0}, Search: []bool{true, true}},                        // critiqued, all zero
@@ -294,5 +298,54 @@ func TestHindsightDensityCountsFailedTrajectoriesAndSearchTokens(t *testing.T) {
 	}
 	if s, m := hindsightDensity(nil); s != 0 || m != 0 {
 		t.Errorf("no trajectories gave %v %v", s, m)
+	}
+}
+
+// scoreRecorder records the sequences a teacher scores.
+type scoreRecorder struct {
+	policy.Policy
+	mu   sync.Mutex
+	seqs [][]int
+}
+
+func (s *scoreRecorder) Score(_ context.Context, _ string, seq []int) ([]float64, error) {
+	s.mu.Lock()
+	s.seqs = append(s.seqs, slices.Clone(seq))
+	s.mu.Unlock()
+	out := make([]float64, len(seq))
+	for i := 1; i < len(seq); i++ {
+		out[i] = -0.05
+	}
+	return out, nil
+}
+
+// Under broadcast search the teacher scores the response up to its last
+// search token and no further (the span rollout.SearchTokenMask marks;
+// rollout's TestSearchSpanIgnoresPlaceholderTextOffsets checks the mask
+// against a vLLM with placeholder offsets), and the term lands on search
+// tokens only.
+func TestTeacherScoresUpToTheLastSearchToken(t *testing.T) {
+	tr := &rollout.Trajectory{
+		Tokens:   []int{1, 2, 3, 4, 5, 6, 7, 8},
+		Policy:   []bool{true, true, true, true, false, false, true, true},
+		Search:   []bool{false, true, true, true, false, false, false, false},
+		Logprobs: []float64{-1, -1, -1, -1, 0, 0, -1, -1},
+	}
+	prompt := []int{100, 101, 102}
+	rec := &scoreRecorder{}
+	h := &hinter{loss: recipes.HindsightLossClamp, broadcast: recipes.BroadcastSearch, clamp: 1}
+	opd, err := h.opd(context.Background(), tr, prompt, rec, "m", tr.Logprobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lastSearch := 3
+	if len(rec.seqs) != 1 || len(rec.seqs[0]) != len(prompt)+lastSearch+1 {
+		t.Fatalf("teacher scored %d sequences, the first %v; want one of %d tokens (prompt %d + up to the last search token)",
+			len(rec.seqs), rec.seqs, len(prompt)+lastSearch+1, len(prompt))
+	}
+	for i, d := range opd {
+		if (d != 0) != tr.Search[i] {
+			t.Errorf("OPD term %v on token %d (search %v)", d, i, tr.Search[i])
+		}
 	}
 }

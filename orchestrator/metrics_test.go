@@ -18,6 +18,7 @@ import (
 	"github.com/hindsearch/hindsearch/orchestrator/dataset"
 	"github.com/hindsearch/hindsearch/orchestrator/metrics"
 	"github.com/hindsearch/hindsearch/orchestrator/progress"
+	"github.com/hindsearch/hindsearch/orchestrator/rollout"
 	"github.com/hindsearch/hindsearch/orchestrator/setup"
 	"github.com/hindsearch/hindsearch/recipes"
 	"github.com/hindsearch/hindsearch/results"
@@ -195,7 +196,7 @@ func TestKeptTrajectoriesCarryTokenPieces(t *testing.T) {
 	}
 	n := 0
 	for _, line := range bytes.Split(bytes.TrimSpace(raw), []byte("\n")) {
-		var tr Trajectory
+		var tr rollout.Trajectory
 		if err := json.Unmarshal(line, &tr); err != nil {
 			t.Fatal(err)
 		}
@@ -287,10 +288,10 @@ func TestRunRefusesWhenEveryTrainingQuestionIsEvaluated(t *testing.T) {
 // The kept trajectories' JSON is the contract between the orchestrator and
 // orchestrate show (results.TrajectoryRecord): every field goes both ways.
 func TestTrajectoryJSONMatchesResultsRecord(t *testing.T) {
-	tr := Trajectory{ID: "s0001-g000001-k0", Step: 1, Group: 1, Sample: 0, Model: "m",
+	tr := rollout.Trajectory{ID: "s0001-g000001-k0", Step: 1, Group: 1, Sample: 0, Model: "m",
 		Question:  dataset.Question{ID: "q1", Question: "who?", Golds: []string{"a"}, Dataset: "nq"},
 		PromptIDs: []int{1, 2}, Tokens: []int{3, 4, 5}, Policy: []bool{true, false, true}, Search: []bool{true, false, false},
-		Logprobs: []float64{-0.5, 0, -1}, Turns: []Turn{{Text: "x", Action: "search", Content: "q", Titles: []string{"T"}, Finish: "stop"}},
+		Logprobs: []float64{-0.5, 0, -1}, Turns: []rollout.Turn{{Text: "x", Action: "search", Content: "q", Titles: []string{"T"}, Finish: "stop"}},
 		Response: "xy", Answer: "a", Answered: true, Finish: "answer", Reward: 1, F1: 1, Advantage: 0.5,
 		Critique: "c", CritiqueError: "e", OPD: []float64{0.1, 0, 0}, Pieces: []string{"x", "", "y"}}
 	raw, err := json.Marshal(tr)

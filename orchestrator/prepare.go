@@ -15,7 +15,9 @@ import (
 	"github.com/hindsearch/hindsearch/orchestrator/dataset"
 	"github.com/hindsearch/hindsearch/orchestrator/doctor"
 	"github.com/hindsearch/hindsearch/orchestrator/fleet"
+	"github.com/hindsearch/hindsearch/orchestrator/metrics"
 	"github.com/hindsearch/hindsearch/orchestrator/roles"
+	"github.com/hindsearch/hindsearch/orchestrator/rollout"
 	"github.com/hindsearch/hindsearch/recipes"
 	"github.com/hindsearch/hindsearch/results"
 )
@@ -71,23 +73,23 @@ func (ru *run) load() error {
 	if err != nil {
 		return err
 	}
-	clock := newPhaseClock()
-	if ru.roller, err = newRoller(r, ru.Deps, clock); err != nil {
+	clock := metrics.NewPhases()
+	if ru.rollouts, err = rollout.NewEngine(r, ru.Deps, clock); err != nil {
 		return err
 	}
-	ru.roller.metrics = ru.Metrics
+	ru.rollouts.Metrics = ru.Metrics
 	ru.hinter = newHinter(r, ru.Deps.Judge, tmpl, clock)
-	evr, _ := newRoller(r, ru.Deps, nil)
-	evr.reps = ru.roller.reps // one view of the replicas' health
-	evr.metrics = ru.Metrics
-	ru.ev = &evaluator{roller: evr, datasets: ru.evalSet, concurrency: r.Policy.Concurrency * len(ru.Deps.Policies),
+	evr, _ := rollout.NewEngine(r, ru.Deps, nil)
+	evr.Replicas = ru.rollouts.Replicas // one view of the replicas' health
+	evr.Metrics = ru.Metrics
+	ru.ev = &evaluator{rollouts: evr, datasets: ru.evalSet, concurrency: r.Policy.Concurrency * len(ru.Deps.Policies),
 		seed: r.Seed, out: ru.Out, progress: ru.Progress}
-	if ru.sync, err = fleet.NewSync(r, ru.roller.reps); err != nil {
+	if ru.sync, err = fleet.NewSync(r, ru.rollouts.Replicas); err != nil {
 		return err
 	}
 	// A replica that died and came back is re-admitted once it serves the
 	// weights in use again.
-	ru.roller.reps.Readmit = func(ctx context.Context, p policy.Policy) error {
+	ru.rollouts.Replicas.Readmit = func(ctx context.Context, p policy.Policy) error {
 		ru.syncMu.Lock()
 		defer ru.syncMu.Unlock()
 		return ru.sync.Restore(ctx, p)
@@ -95,26 +97,11 @@ func (ru *run) load() error {
 	return nil
 }
 
-func newHinter(r *recipes.Recipe, j judge.Judge, tmpl *template.Template, clock *phaseClock) *hinter {
+func newHinter(r *recipes.Recipe, j judge.Judge, tmpl *template.Template, clock *metrics.Phases) *hinter {
 	h := r.Hindsight
 	return &hinter{judge: j, prompt: tmpl, maxTokens: r.Judge.MaxTokens, sampling: roles.JudgeSampling(r),
 		seed: r.Seed, gold: h.GoldAnswer, redact: h.RedactGold, maxChars: h.MaxCritiqueChars, hint: h.HintTemplate,
 		loss: h.Loss, broadcast: h.Broadcast, coef: h.Coef, clamp: h.Clamp, phases: clock}
-}
-
-// newRoller builds the rollout engine of a recipe over deps; it needs the
-// local tokenizer (Deps.Tokenizer).
-func newRoller(r *recipes.Recipe, deps roles.Deps, clock *phaseClock) (*roller, error) {
-	tok, err := deps.LocalTokenizer()
-	if err != nil {
-		return nil, err
-	}
-	window := time.Duration(r.Retriever.BatchWindowMS * float64(time.Millisecond))
-	return &roller{reps: fleet.New(deps.Policies), retriever: deps.Retriever, topk: r.Retriever.TopK,
-		maxTurns: r.Rollout.MaxTurns, maxTurn: r.Rollout.MaxTurnTokens, maxObs: r.Rollout.MaxObsTokens,
-		maxCtx: r.Rollout.MaxContextTokens, baseModel: r.Policy.Model, phases: clock,
-		batch:    newBatcher(deps.Retriever, r.Retriever.TopK, window, r.Retriever.MaxBatch, r.Retriever.Cache),
-		maxBatch: r.Retriever.MaxBatch, tok: tok, local: r.Policy.Tokenize == recipes.TokenizeLocal}, nil
 }
 
 // openRunDir creates the run directory and takes its lock.

@@ -12,13 +12,15 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/hindsearch/hindsearch/orchestrator/metrics"
+	"github.com/hindsearch/hindsearch/orchestrator/rollout"
 	"github.com/hindsearch/hindsearch/recipes"
 	"github.com/hindsearch/hindsearch/results"
 )
 
 // stepRecord is the step record's rollout part: rewards, turns, searches,
 // each phase's busy seconds, the batch digest and the wall time.
-func (ru *run) stepRecord(step int, all []*Trajectory, sent []keyedDatum, clock *phaseClock, t0 time.Time) *results.StepRecord {
+func (ru *run) stepRecord(step int, all []*rollout.Trajectory, sent []keyedDatum, clock *metrics.Phases, t0 time.Time) *results.StepRecord {
 	rec := &results.StepRecord{Step: step, Trajectories: len(all), Simulated: ru.sim}
 	turns, searches := 0, 0
 	for _, t := range all {
@@ -37,7 +39,7 @@ func (ru *run) stepRecord(step int, all []*Trajectory, sent []keyedDatum, clock 
 		rec.MeanTurns = float64(turns) / n
 		rec.MeanSearches = float64(searches) / n
 	}
-	ph := clock.seconds()
+	ph := clock.Seconds()
 	rec.PhaseSeconds = map[string]float64{"rollout": ph["rollout"], "judge": ph["judge"], "teacher": ph["teacher"],
 		"train": ph["train"], "sync": ph["sync"], "eval": 0}
 	if ru.r.Hindsight.StudentLogprobs == recipes.StudentLogprobsRescored {
@@ -84,12 +86,12 @@ func (ru *run) plotCurves() {
 // keepTrajectories writes a bounded sample of the step's trajectories, with
 // their critiques and OPD terms, to trajectories/step-NNNN.jsonl: whole
 // groups in group order, failed-first groups preferred so critiques show.
-func (ru *run) keepTrajectories(step int, all []*Trajectory) error {
+func (ru *run) keepTrajectories(step int, all []*rollout.Trajectory) error {
 	n := ru.r.Output.Trajectories
 	if n <= 0 {
 		return nil
 	}
-	picked := append([]*Trajectory(nil), all...)
+	picked := append([]*rollout.Trajectory(nil), all...)
 	sort.SliceStable(picked, func(i, j int) bool {
 		ci, cj := picked[i].Critique != "", picked[j].Critique != ""
 		if ci != cj {
@@ -104,7 +106,7 @@ func (ru *run) keepTrajectories(step int, all []*Trajectory) error {
 		picked = picked[:n]
 	}
 	for _, t := range picked {
-		t.Pieces = tokenPieces(ru.roller.tok.Vocab, t)
+		t.Pieces = rollout.TokenPieces(ru.rollouts.Tokenizer().Vocab, t)
 	}
 	var b strings.Builder
 	for _, t := range picked {
@@ -149,7 +151,7 @@ func pruneTrajectories(dir string, step, keep, every int) error {
 
 // critiqueMeanChars is the mean length in characters of the critiques used
 // as hints (0 without any).
-func critiqueMeanChars(all []*Trajectory) float64 {
+func critiqueMeanChars(all []*rollout.Trajectory) float64 {
 	n, chars := 0, 0
 	for _, t := range all {
 		if t.Critique != "" && t.CritiqueError == "" {
@@ -167,7 +169,7 @@ func critiqueMeanChars(all []*Trajectory) float64 {
 // of failed trajectories (reward 0) with a non-zero term on at least one
 // token, and the mean term over the search tokens of the failed
 // trajectories that got a term (zeros included). Both are 0 without any.
-func hindsightDensity(all []*Trajectory) (share, searchMean float64) {
+func hindsightDensity(all []*rollout.Trajectory) (share, searchMean float64) {
 	failed, nonzero, searchTokens := 0, 0, 0
 	sum := 0.0
 	for _, t := range all {

@@ -8,6 +8,8 @@ import (
 
 	"github.com/hindsearch/hindsearch/clients/policy"
 	"github.com/hindsearch/hindsearch/clients/policy/format"
+	"github.com/hindsearch/hindsearch/orchestrator/metrics"
+	"github.com/hindsearch/hindsearch/orchestrator/rollout"
 	"github.com/hindsearch/hindsearch/orchestrator/setup"
 	"github.com/hindsearch/hindsearch/recipes"
 )
@@ -34,7 +36,7 @@ func TestPrefillNoiseBiasesSampledOPDAndRescoredRemovesIt(t *testing.T) {
 				}
 				defer emb.Close()
 				p, tok := deps.Policies[0], deps.Tokenizer
-				h := &hinter{loss: recipes.HindsightLossClamp, broadcast: recipes.BroadcastSearch, clamp: 1, phases: newPhaseClock()}
+				h := &hinter{loss: recipes.HindsightLossClamp, broadcast: recipes.BroadcastSearch, clamp: 1, phases: metrics.NewPhases()}
 				var sampledSum, rescoredSum float64
 				searchTokens := 0
 				for i, q := range []string{"Who directed the film that won the Palme d'Or in 1994?",
@@ -47,8 +49,8 @@ func TestPrefillNoiseBiasesSampledOPDAndRescoredRemovesIt(t *testing.T) {
 						if err != nil {
 							t.Fatal(err)
 						}
-						tr := &Trajectory{Model: r.Policy.Model, PromptIDs: prompt, Tokens: comp.TokenIDs, Logprobs: comp.Logprobs,
-							Policy: make([]bool, len(comp.TokenIDs)), Search: searchTokenMask(tok.Vocab, comp.TokenIDs)}
+						tr := &rollout.Trajectory{Model: r.Policy.Model, PromptIDs: prompt, Tokens: comp.TokenIDs, Logprobs: comp.Logprobs,
+							Policy: make([]bool, len(comp.TokenIDs)), Search: rollout.SearchTokenMask(tok.Vocab, comp.TokenIDs)}
 						for j := range tr.Policy {
 							tr.Policy[j] = true
 						}

@@ -1,8 +1,11 @@
 // Package orchestrator is the HindSearch training loop: it draws questions,
 // rolls out Search-R1 trajectories against the policy servers and the
-// retriever, scores them, asks the judge to critique failed ones, scores
-// their tokens under the hinted teacher context, streams weighted datums to
-// the trainer, syncs the new weights to the policy servers and evaluates.
+// retriever (orchestrator/rollout), rewards them, asks the judge to critique
+// failed ones, scores their tokens under the hinted teacher context, streams
+// weighted datums to the trainer, syncs the new weights to the policy
+// servers (orchestrator/fleet) and evaluates. Runner.Run in run.go reads
+// top-down in DESIGN §2's order, each phase a call into the file named for
+// it (docs/architecture.md lists them).
 package orchestrator
 
 import (
@@ -20,6 +23,7 @@ import (
 	"github.com/hindsearch/hindsearch/orchestrator/metrics"
 	"github.com/hindsearch/hindsearch/orchestrator/progress"
 	"github.com/hindsearch/hindsearch/orchestrator/roles"
+	"github.com/hindsearch/hindsearch/orchestrator/rollout"
 	"github.com/hindsearch/hindsearch/recipes"
 	"github.com/hindsearch/hindsearch/results"
 )
@@ -74,7 +78,7 @@ type run struct {
 	dir      *results.RunDir
 	trainSet []dataset.Question // the training questions (train.data)
 	evalSet  map[string][]dataset.Question
-	roller   *roller
+	rollouts *rollout.Engine
 	hinter   *hinter
 	ev       *evaluator
 	sync     fleet.Sync
@@ -109,7 +113,7 @@ type run struct {
 	lastStep  int
 	// lastTrajs and lastStart are the last finished step's trajectories and
 	// start time (for the benchmark).
-	lastTrajs []*Trajectory
+	lastTrajs []*rollout.Trajectory
 	lastStart time.Time
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/hindsearch/hindsearch/orchestrator/doctor"
 	"github.com/hindsearch/hindsearch/orchestrator/internal/testkit"
 	"github.com/hindsearch/hindsearch/orchestrator/roles"
+	"github.com/hindsearch/hindsearch/orchestrator/rollout"
 	"github.com/hindsearch/hindsearch/orchestrator/setup"
 	"github.com/hindsearch/hindsearch/recipes"
 	"github.com/hindsearch/hindsearch/results"
@@ -336,7 +337,7 @@ func TestOffPolicyStalenessAndSamplingLogprobs(t *testing.T) {
 	p3, _ := emb.Sim().Policies[0].Params("test-step0003")
 	checked := 0
 	for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
-		var tr Trajectory
+		var tr rollout.Trajectory
 		if err := json.Unmarshal([]byte(line), &tr); err != nil {
 			t.Fatal(err)
 		}
@@ -590,7 +591,7 @@ func TestReplicaKilledAndRestarted(t *testing.T) {
 			if restartErr = <-restarted; restartErr != nil {
 				return
 			}
-			for deadline := time.Now().Add(10 * time.Second); rn.last.roller.reps.Down(0) && time.Now().Before(deadline); {
+			for deadline := time.Now().Add(10 * time.Second); rn.last.rollouts.Replicas.Down(0) && time.Now().Before(deadline); {
 				time.Sleep(10 * time.Millisecond)
 			}
 		}

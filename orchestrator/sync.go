@@ -13,7 +13,7 @@ import (
 // the replicas serve the weights under.
 func (ru *run) syncWeights(ctx context.Context, c *collected) (string, error) {
 	name := reUnsafe.ReplaceAllString(ru.r.Name, "_") + fmt.Sprintf("-step%04d", c.step)
-	done := c.clock.start("sync")
+	done := c.clock.Start("sync")
 	if err := ru.ret.add(trainerCheckpoint{ModelID: ru.modelID, ID: "sampler_weights/" + name, Step: c.step}); err != nil {
 		done()
 		return "", err
@@ -41,11 +41,11 @@ func (ru *run) syncWeights(ctx context.Context, c *collected) (string, error) {
 }
 
 // ensure makes the replicas that are up hold model, under syncMu (see
-// weightSync.ensure). When they all do already it returns at once, without
+// fleet.Sync.Ensure). When they all do already it returns at once, without
 // waiting for a sync in progress (off-policy rollouts overlap the sync of
 // the step before).
 func (ru *run) ensure(ctx context.Context, model string) error {
-	if ru.roller.reps.AllHold(model) {
+	if ru.rollouts.Replicas.AllHold(model) {
 		return nil
 	}
 	ru.syncMu.Lock()

@@ -337,7 +337,7 @@ func TestSGLangDiskReplicaKilledAndRestarted(t *testing.T) {
 		case 2:
 			// Wait for replica 0's re-admission, so that steps 3 and 4
 			// show it back.
-			reps := rn.last.roller.reps
+			reps := rn.last.rollouts.Replicas
 			for deadline := time.Now().Add(time.Minute); reps.Down(0) && time.Now().Before(deadline); {
 				time.Sleep(10 * time.Millisecond)
 			}

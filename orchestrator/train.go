@@ -84,7 +84,7 @@ func (ru *run) train(ctx context.Context, c *collected) error {
 			}
 		}
 	}
-	done := c.clock.start("train")
+	done := c.clock.Start("train")
 	om, err := ru.trainer.OptimStep(ctx, ru.modelID, trainer.AdamParams{LearningRate: r.Trainer.LearningRate,
 		Beta1: r.Trainer.Beta1, Beta2: r.Trainer.Beta2, Eps: r.Trainer.Eps, WeightDecay: r.Trainer.WeightDecay})
 	done()
@@ -98,7 +98,7 @@ func (ru *run) train(ctx context.Context, c *collected) error {
 // forwardBackward sends one chunk of c's datums to forward_backward and
 // keeps its metrics.
 func (ru *run) forwardBackward(ctx context.Context, c *collected, chunk []trainer.Datum) error {
-	done := c.clock.start("train")
+	done := c.clock.Start("train")
 	res, err := ru.trainer.ForwardBackward(ctx, ru.modelID, chunk, ru.r.Trainer.Loss, lossConfig(ru.r))
 	done()
 	if err != nil {

@@ -32,6 +32,7 @@ import (
 	"github.com/hindsearch/hindsearch/orchestrator"
 	"github.com/hindsearch/hindsearch/orchestrator/dataset"
 	"github.com/hindsearch/hindsearch/orchestrator/roles"
+	"github.com/hindsearch/hindsearch/orchestrator/rollout"
 	"github.com/hindsearch/hindsearch/orchestrator/setup"
 	"github.com/hindsearch/hindsearch/recipes"
 )
@@ -318,21 +319,21 @@ func benchCPU(ctx context.Context, o Options, batch int, name string, extra ...s
 		}
 		train = append(train, qs...)
 	}
-	rl, err := orchestrator.NewRollouts(r, deps)
+	rl, err := rollout.NewEngine(r, deps, nil)
 	if err != nil {
 		return nil, err
 	}
 	const group = 5
-	trajs := make([]*orchestrator.Trajectory, 0, batch*group)
+	trajs := make([]*rollout.Trajectory, 0, batch*group)
 	for i := range batch {
 		q := train[i%len(train)]
 		for k := range group {
-			trajs = append(trajs, &orchestrator.Trajectory{ID: fmt.Sprintf("b%d-%d", i, k), Group: i, Sample: k, Question: q})
+			trajs = append(trajs, &rollout.Trajectory{ID: fmt.Sprintf("b%d-%d", i, k), Group: i, Sample: k, Question: q})
 		}
 	}
 	// Prompts first (one tokenization per question), outside the measure.
 	for i := 0; i < len(trajs); i += group {
-		ids, err := rl.Prompt(ctx, trajs[i].Question.Question)
+		ids, err := rl.PromptIDs(ctx, trajs[i].Question.Question, "")
 		if err != nil {
 			return nil, err
 		}

@@ -240,7 +240,7 @@ func (r *Replicas) missing(model string) error {
 }
 
 // SampledBy records which replica sampled with which weights during a
-// step's rollouts. A nil *sampledBy records nothing.
+// step's rollouts. A nil *SampledBy records nothing.
 type SampledBy struct {
 	mu sync.Mutex
 	m  map[string]string

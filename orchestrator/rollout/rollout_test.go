@@ -1,9 +1,8 @@
-package orchestrator
+package rollout
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"reflect"
 	"slices"
 	"strconv"
@@ -16,10 +15,8 @@ import (
 	"github.com/hindsearch/hindsearch/clients/policy/format"
 	"github.com/hindsearch/hindsearch/clients/retriever"
 	"github.com/hindsearch/hindsearch/orchestrator/dataset"
-	"github.com/hindsearch/hindsearch/orchestrator/doctor"
 	"github.com/hindsearch/hindsearch/orchestrator/fleet"
 	"github.com/hindsearch/hindsearch/orchestrator/roles"
-	"github.com/hindsearch/hindsearch/recipes"
 )
 
 // pieceVocab is a local tokenizer for tests: ids below 256 are the single
@@ -100,7 +97,7 @@ func (v *pieceVocab) completion(pieces ...string) *policy.Completion {
 
 func TestSearchTokenMask(t *testing.T) {
 	v := newPieceVocab()
-	mask := func(pieces ...string) []bool { return searchTokenMask(v, v.completion(pieces...).TokenIDs) }
+	mask := func(pieces ...string) []bool { return SearchTokenMask(v, v.completion(pieces...).TokenIDs) }
 	if got, want := mask("<think>", "x", "</think>", "<sea", "rch> q", " </search>", "\n"), []bool{false, false, false, true, true, true, false}; !slices.Equal(got, want) {
 		t.Errorf("mask %v, want %v", got, want)
 	}
@@ -129,53 +126,13 @@ func TestSearchTokenMask(t *testing.T) {
 			t.Errorf("%q: %v", ps, got)
 		}
 	}
-	if got := searchTokenMask(v, nil); len(got) != 0 {
+	if got := SearchTokenMask(v, nil); len(got) != 0 {
 		t.Errorf("empty turn: %v", got)
 	}
 	// An id the tokenizer lacks adds no bytes.
 	ids := v.completion("<search>", "q", "</search>").TokenIDs
-	if got := searchTokenMask(v, []int{ids[0], 999, ids[1], ids[2], 998}); !slices.Equal(got, []bool{true, true, true, true, false}) {
+	if got := SearchTokenMask(v, []int{ids[0], 999, ids[1], ids[2], 998}); !slices.Equal(got, []bool{true, true, true, true, false}) {
 		t.Errorf("unknown ids: %v", got)
-	}
-}
-
-func TestSeedFor(t *testing.T) {
-	// Golden values (FNV-64a over little-endian int64s, low 31 bits): a
-	// change would break resuming runs with the same seeds.
-	golden := []struct {
-		parts []int64
-		want  int64
-	}{
-		{[]int64{1, 2, 3, 4}, 1721125153},
-		{nil, 69346085},
-		{[]int64{-1}, 2091092029},
-		{[]int64{1, -1}, 1773830300},
-	}
-	for _, g := range golden {
-		if got := roles.Seed(g.parts...); got != g.want {
-			t.Errorf("seedFor(%v) = %d, want %d", g.parts, got, g.want)
-		}
-	}
-	seen := map[int64][]int64{}
-	for a := int64(0); a < 5; a++ {
-		for b := int64(0); b < 5; b++ {
-			for c := int64(0); c < 5; c++ {
-				s := roles.Seed(7, a, b, c)
-				if s != roles.Seed(7, a, b, c) {
-					t.Fatal("seedFor is not deterministic")
-				}
-				if s < 0 || s > 0x7fffffff {
-					t.Fatalf("seedFor = %d, want a non-negative 31-bit value", s)
-				}
-				if prev, ok := seen[s]; ok {
-					t.Errorf("seedFor(7,%d,%d,%d) = seedFor(7,%v)", a, b, c, prev)
-				}
-				seen[s] = []int64{a, b, c}
-			}
-		}
-	}
-	if roles.Seed(1, 2) == roles.Seed(2, 1) || roles.Seed(1, 2) == roles.Seed(1, 2, 0) {
-		t.Error("seedFor ignores order or trailing parts")
 	}
 }
 
@@ -281,11 +238,11 @@ func TestRolloutTokenInTokenOut(t *testing.T) {
 	p := &fakePolicy{url: "p", script: []*policy.Completion{search, invalid, invalid2, answer}}
 	hits := []retriever.Hit{{ID: "1", Contents: "\"Paris\"\nParis is the capital of France."}, {ID: "2", Contents: "\"France\"\nA country."}}
 	rt := &fakeRetriever{hits: hits}
-	r := &roller{reps: fleet.New([]policy.Policy{p}), retriever: rt, topk: 3, maxTurns: 4, maxTurn: 500, maxObs: 5,
+	r := &Engine{Replicas: fleet.New([]policy.Policy{p}), retriever: rt, topk: 3, maxTurns: 4, maxTurn: 500, maxObs: 5,
 		maxCtx: 4096, baseModel: "base", tok: v.tokenizer()}
 	ctx := context.Background()
 
-	prompt, err := r.promptIDs(ctx, "what is the capital of france", "")
+	prompt, err := r.PromptIDs(ctx, "what is the capital of france", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,7 +250,7 @@ func TestRolloutTokenInTokenOut(t *testing.T) {
 		t.Errorf("chat messages %+v", got)
 	}
 	tr := &Trajectory{ID: "t", PromptIDs: prompt, Question: dataset.Question{Question: "what is the capital of france", Golds: []string{"Paris"}}}
-	if err := r.rollout(ctx, tr, "adapter-1", policy.Neutral(), 42); err != nil {
+	if err := r.Rollout(ctx, tr, "adapter-1", policy.Neutral(), 42); err != nil {
 		t.Fatal(err)
 	}
 
@@ -371,9 +328,9 @@ func TestRolloutTokenInTokenOut(t *testing.T) {
 		ctxIDs = append(append(ctxIDs, turns[i].TokenIDs...), envs[i]...)
 	}
 	r.batch = newBatcher(rt, 3, 0, 1, false)
-	r.resetStep(ctx)
+	r.ResetStep(ctx)
 
-	tr.score()
+	tr.Score()
 	if tr.Answer != "Paris" || !tr.Answered || tr.Reward != 1 || tr.F1 != 1 {
 		t.Errorf("score: answer %q answered %v reward %v f1 %v", tr.Answer, tr.Answered, tr.Reward, tr.F1)
 	}
@@ -384,16 +341,16 @@ func TestRolloutLimits(t *testing.T) {
 	// The turn limit.
 	p := &fakePolicy{url: "p"}
 	v := newPieceVocab()
-	r := &roller{reps: fleet.New([]policy.Policy{p}), retriever: &fakeRetriever{}, topk: 3, maxTurns: 2, maxTurn: 500, maxObs: 500, maxCtx: 4096, baseModel: "base",
+	r := &Engine{Replicas: fleet.New([]policy.Policy{p}), retriever: &fakeRetriever{}, topk: 3, maxTurns: 2, maxTurn: 500, maxObs: 500, maxCtx: 4096, baseModel: "base",
 		tok: v.tokenizer()}
 	tr := &Trajectory{ID: "t", PromptIDs: []int{1, 2}}
-	if err := r.rollout(ctx, tr, "base", policy.Sampling{}, 1); err != nil {
+	if err := r.Rollout(ctx, tr, "base", policy.Sampling{}, 1); err != nil {
 		t.Fatal(err)
 	}
 	if tr.Finish != "max_turns" || len(p.reqs) != 2 || len(tr.Turns) != 2 {
 		t.Errorf("finish %q after %d requests, %d turns", tr.Finish, len(p.reqs), len(tr.Turns))
 	}
-	tr.score()
+	tr.Score()
 	// The invalid-action text's own "<answer> and </answer>" is not an answer.
 	if tr.Answered || tr.Answer != "" || tr.Reward != 0 {
 		t.Errorf("unanswered trajectory: answered %v, answer %q, reward %v", tr.Answered, tr.Answer, tr.Reward)
@@ -401,9 +358,9 @@ func TestRolloutLimits(t *testing.T) {
 
 	// The context budget: max_tokens shrinks to what is left, then stops.
 	p = &fakePolicy{url: "p"}
-	r.reps, r.maxTurns, r.maxCtx, r.maxTurn = fleet.New([]policy.Policy{p}), 10, 12, 500
+	r.Replicas, r.maxTurns, r.maxCtx, r.maxTurn = fleet.New([]policy.Policy{p}), 10, 12, 500
 	tr = &Trajectory{ID: "t", PromptIDs: []int{1, 2}}
-	if err := r.rollout(ctx, tr, "base", policy.Sampling{}, 1); err != nil {
+	if err := r.Rollout(ctx, tr, "base", policy.Sampling{}, 1); err != nil {
 		t.Fatal(err)
 	}
 	if tr.Finish != "context" {
@@ -419,15 +376,15 @@ func TestRolloutLimits(t *testing.T) {
 	bad := v.completion("a", "b")
 	bad.Logprobs = bad.Logprobs[:1]
 	p = &fakePolicy{url: "http://p", script: []*policy.Completion{bad}}
-	r.reps = fleet.New([]policy.Policy{p})
-	if err := r.rollout(ctx, &Trajectory{ID: "t9", PromptIDs: []int{1}}, "base", policy.Sampling{}, 1); err == nil ||
+	r.Replicas = fleet.New([]policy.Policy{p})
+	if err := r.Rollout(ctx, &Trajectory{ID: "t9", PromptIDs: []int{1}}, "base", policy.Sampling{}, 1); err == nil ||
 		!strings.Contains(err.Error(), "trajectory t9 turn 0") || !strings.Contains(err.Error(), "2 tokens and 1 logprobs") {
 		t.Errorf("mismatched logprobs: %v", err)
 	}
 	// A policy error names the trajectory and turn.
 	p = &fakePolicy{url: "p", err: errors.New("boom")}
-	r.reps = fleet.New([]policy.Policy{p})
-	if err := r.rollout(ctx, &Trajectory{ID: "t8", PromptIDs: []int{1}}, "base", policy.Sampling{}, 1); err == nil ||
+	r.Replicas = fleet.New([]policy.Policy{p})
+	if err := r.Rollout(ctx, &Trajectory{ID: "t8", PromptIDs: []int{1}}, "base", policy.Sampling{}, 1); err == nil ||
 		!strings.Contains(err.Error(), "trajectory t8 turn 0: boom") {
 		t.Errorf("policy error: %v", err)
 	}
@@ -449,10 +406,10 @@ func TestRolloutHugeOutput(t *testing.T) {
 		v.completion(many.String()),
 	}}
 	fr := &fakeRetriever{hits: []retriever.Hit{{ID: "1", Contents: "\"T\"\ntext"}}}
-	r := &roller{reps: fleet.New([]policy.Policy{p}), retriever: fr, topk: 3, maxTurns: 3, maxTurn: 500, maxObs: 500, maxCtx: 1 << 20, baseModel: "base",
+	r := &Engine{Replicas: fleet.New([]policy.Policy{p}), retriever: fr, topk: 3, maxTurns: 3, maxTurn: 500, maxObs: 500, maxCtx: 1 << 20, baseModel: "base",
 		tok: v.tokenizer()}
 	tr := &Trajectory{ID: "t", PromptIDs: []int{1, 2}}
-	if err := r.rollout(ctx, tr, "base", policy.Sampling{}, 1); err != nil {
+	if err := r.Rollout(ctx, tr, "base", policy.Sampling{}, 1); err != nil {
 		t.Fatal(err)
 	}
 	if len(tr.Turns) != 3 || tr.Finish != "max_turns" {
@@ -463,23 +420,5 @@ func TestRolloutHugeOutput(t *testing.T) {
 	}
 	if tr.Turns[0].Content != strings.TrimSpace(huge) {
 		t.Error("the turn lost its query text")
-	}
-}
-
-// noLoRA is a policy server started without runtime LoRA loading.
-type noLoRA struct{ *fakePolicy }
-
-func (noLoRA) Models(context.Context) ([]string, error) { return []string{"base"}, nil }
-func (noLoRA) UnloadLoRA(context.Context, string) error {
-	return fmt.Errorf("policy unload lora: %w", policy.ErrLoRADisabled)
-}
-
-func TestPreflightLoRADisabled(t *testing.T) {
-	r := recipes.Defaults()
-	r.Policy.Model = "base"
-	err := doctor.Preflight(context.Background(), &r, roles.Deps{Policies: []policy.Policy{noLoRA{&fakePolicy{url: "http://gpu1:8000"}}}})
-	if err == nil || !strings.Contains(err.Error(), "http://gpu1:8000") || !strings.Contains(err.Error(), "--enable-lora") ||
-		!strings.Contains(err.Error(), "VLLM_ALLOW_RUNTIME_LORA_UPDATING=True") {
-		t.Fatalf("err %v", err)
 	}
 }

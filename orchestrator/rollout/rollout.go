@@ -1,4 +1,4 @@
-package orchestrator
+package rollout
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 	"github.com/hindsearch/hindsearch/orchestrator/metrics"
 	"github.com/hindsearch/hindsearch/orchestrator/progress"
 	"github.com/hindsearch/hindsearch/orchestrator/roles"
+	"github.com/hindsearch/hindsearch/recipes"
 )
 
 // Turn records one policy turn of a trajectory, for inspection.
@@ -53,7 +54,7 @@ type Trajectory struct {
 	// Policy[i] is true for tokens the policy sampled (loss mask 1).
 	Policy []bool `json:"policy"`
 	// Search[i] is true for policy tokens whose bytes overlap their turn's
-	// first <search>...</search> (see searchTokenMask).
+	// first <search>...</search> (see SearchTokenMask).
 	Search []bool `json:"search"`
 	// Logprobs are the sampling logprobs (0 for environment tokens).
 	Logprobs []float64 `json:"logprobs"`
@@ -81,12 +82,15 @@ type Trajectory struct {
 	// Pieces are the tokens' texts, the exact bytes of each policy token's
 	// id under the local tokenizer ("" for environment tokens; a character
 	// split over tokens is on the token that completes it, see
-	// tokenPieces); filled only in the trajectories kept for inspection
+	// TokenPieces); filled only in the trajectories kept for inspection
 	// (orchestrate show).
 	Pieces []string `json:"pieces,omitempty"`
 	// done is when the rollout ended (for throughput measurements).
 	done time.Time
 }
+
+// Ended is when the trajectory's rollout ended (zero before).
+func (t *Trajectory) Ended() time.Time { return t.done }
 
 // Searches counts the trajectory's search turns.
 func (t *Trajectory) Searches() int {
@@ -99,9 +103,15 @@ func (t *Trajectory) Searches() int {
 	return n
 }
 
-// roller produces trajectories against the policy replicas and retriever.
-type roller struct {
-	reps      *fleet.Replicas
+// Engine rolls out trajectories against the policy replicas and the
+// retriever: Search-R1's turns (think, search or answer; the retrieved
+// passages as an <information> block), token ids in and out, each policy
+// token's sampling logprob and whether it is part of its turn's search.
+// The exported fields may be set between steps, never during one.
+type Engine struct {
+	// Replicas are the policy replicas sampled from (an evaluation's
+	// engine shares the training engine's, one view of their health).
+	Replicas  *fleet.Replicas
 	retriever retriever.Retriever
 	topk      int
 	maxTurns  int
@@ -109,7 +119,9 @@ type roller struct {
 	maxObs    int
 	maxCtx    int
 	baseModel string
-	phases    *phaseClock
+	// Phases, when set, times the engine's phases (rollout_policy: policy
+	// turns; rollout_retrieve: retriever calls).
+	Phases *metrics.Phases
 	// batch coalesces and caches the searches of the async schedule (nil:
 	// one call per search).
 	batch    *batcher
@@ -118,13 +130,13 @@ type roller struct {
 	mu       sync.Mutex
 	tokCache map[string][]int // environment texts tokenized this step
 
-	// metrics counts trajectories in flight (nil: none); progress, when
+	// Metrics, when set, counts the trajectories in flight; Progress, when
 	// set, is told of each finished trajectory.
-	metrics  *metrics.Metrics
-	progress *progress.Task
-	// sampled, when set, records which replica sampled with which weights
+	Metrics  *metrics.Metrics
+	Progress *progress.Task
+	// Sampled, when set, records which replica sampled with which weights
 	// (a training step's rollouts).
-	sampled *fleet.SampledBy
+	Sampled *fleet.SampledBy
 	// tok is the local tokenizer: the search span is located by the
 	// sampled ids' bytes under it; with local set, environment text and
 	// prompts are tokenized with it instead of the policy server's
@@ -133,18 +145,31 @@ type roller struct {
 	local bool
 }
 
+// SearchStats counts the searches asked for and the /retrieve calls made
+// for them since the engine was built, when searches are coalesced
+// (retriever.batch_window_ms under the async schedule); both 0 otherwise.
+func (r *Engine) SearchStats() (searches, calls int64) {
+	if r.batch == nil {
+		return 0, 0
+	}
+	return r.batch.queries.Load(), r.batch.calls.Load()
+}
+
+// Tokenizer is the local tokenizer the engine locates search spans with.
+func (r *Engine) Tokenizer() *roles.Tokenizer { return r.tok }
+
 // ended reports a finished (or abandoned) trajectory to the metrics and the
 // progress task.
-func (r *roller) ended(t *Trajectory) {
-	r.metrics.TrajectoryDone(t.Finish)
-	r.progress.Add(1)
+func (r *Engine) ended(t *Trajectory) {
+	r.Metrics.TrajectoryDone(t.Finish)
+	r.Progress.Add(1)
 }
 
 // tokenize tokenizes environment text on a policy server, or in this
 // process with policy.tokenize local. Identical texts (the same passages
 // retrieved for the same query) are tokenized once per step: the ids are
 // shared, read-only.
-func (r *roller) tokenize(ctx context.Context, text string) ([]int, error) {
+func (r *Engine) tokenize(ctx context.Context, text string) ([]int, error) {
 	r.mu.Lock()
 	ids, ok := r.tokCache[text]
 	r.mu.Unlock()
@@ -153,7 +178,7 @@ func (r *roller) tokenize(ctx context.Context, text string) ([]int, error) {
 	}
 	if r.local {
 		ids = r.tok.Vocab.AppendEncode(nil, text)
-	} else if err := r.reps.Call(ctx, func(p policy.Policy) (err error) {
+	} else if err := r.Replicas.Call(ctx, func(p policy.Policy) (err error) {
 		ids, err = p.Tokenize(ctx, r.baseModel, text, false)
 		return err
 	}); err != nil {
@@ -168,22 +193,22 @@ func (r *roller) tokenize(ctx context.Context, text string) ([]int, error) {
 	return ids, nil
 }
 
-// resetStep starts a new step: the retrieval and tokenization caches are
+// ResetStep starts a new step: the retrieval and tokenization caches are
 // emptied and retrieval calls are made under ctx.
-func (r *roller) resetStep(ctx context.Context) {
+func (r *Engine) ResetStep(ctx context.Context) {
 	r.batch.reset(ctx)
 	r.mu.Lock()
 	r.tokCache = nil
 	r.mu.Unlock()
 }
 
-func (r *roller) invalidTokens(ctx context.Context) ([]int, error) {
+func (r *Engine) invalidTokens(ctx context.Context) ([]int, error) {
 	return r.tokenize(ctx, format.InvalidActionText)
 }
 
-// promptIDs applies the chat template to the Search-R1 prompt (with an
+// PromptIDs applies the chat template to the Search-R1 prompt (with an
 // optional hint), see chatIDs.
-func (r *roller) promptIDs(ctx context.Context, question, hint string) ([]int, error) {
+func (r *Engine) PromptIDs(ctx context.Context, question, hint string) ([]int, error) {
 	return r.chatIDs(ctx, format.UserPrompt(question, hint))
 }
 
@@ -191,13 +216,13 @@ func (r *roller) promptIDs(ctx context.Context, question, hint string) ([]int, e
 // user message and tokenizes it: through the policy server, or in this
 // process with policy.tokenize local (the local tokenizer's template:
 // Qwen2.5's for a tokenizer file, the simulator's for its own).
-func (r *roller) chatIDs(ctx context.Context, user string) ([]int, error) {
+func (r *Engine) chatIDs(ctx context.Context, user string) ([]int, error) {
 	msgs := []policy.Message{{Role: "user", Content: user}}
 	if r.local {
 		return r.tok.Vocab.AppendEncode(nil, r.tok.Chat(msgs, true)), nil
 	}
 	var ids []int
-	err := r.reps.Call(ctx, func(p policy.Policy) (err error) {
+	err := r.Replicas.Call(ctx, func(p policy.Policy) (err error) {
 		ids, err = p.TokenizeChat(ctx, r.baseModel, msgs, true)
 		return err
 	})
@@ -207,9 +232,9 @@ func (r *roller) chatIDs(ctx context.Context, user string) ([]int, error) {
 	return ids, nil
 }
 
-// live is a trajectory being rolled out: its context so far and its
+// Live is a trajectory being rolled out: its context so far and its
 // response text.
-type live struct {
+type Live struct {
 	t      *Trajectory
 	model  string
 	sp     policy.Sampling
@@ -224,16 +249,18 @@ type live struct {
 	tr            Turn
 }
 
-func newLive(t *Trajectory, model string, sp policy.Sampling, seed int64) *live {
+// NewLive makes t ready for Lockstep: it will be rolled out on model with
+// sampling sp and seed.
+func NewLive(t *Trajectory, model string, sp policy.Sampling, seed int64) *Live {
 	t.Model = model
 	// Room for the response up front: the first turn's append would
 	// otherwise copy the prompt into a grown array at once.
 	ctx := append(make([]int, 0, 2*len(t.PromptIDs)), t.PromptIDs...)
-	return &live{t: t, model: model, sp: sp, seed: seed, ctxIDs: ctx}
+	return &Live{t: t, model: model, sp: sp, seed: seed, ctxIDs: ctx}
 }
 
 // finish closes the trajectory with a reason.
-func (l *live) finish(reason string) {
+func (l *Live) finish(reason string) {
 	if l.t.Finish == "" {
 		l.t.Finish = reason
 	}
@@ -244,7 +271,7 @@ func (l *live) finish(reason string) {
 
 // policyTurn samples the next turn of l and appends its tokens. It marks
 // l done when the turn answers, or when the turn or context budget is spent.
-func (r *roller) policyTurn(ctx context.Context, l *live) error {
+func (r *Engine) policyTurn(ctx context.Context, l *Live) error {
 	t := l.t
 	if l.turn >= r.maxTurns {
 		l.finish("max_turns")
@@ -255,13 +282,13 @@ func (r *roller) policyTurn(ctx context.Context, l *live) error {
 		l.finish("context")
 		return nil
 	}
-	req := policy.CompletionRequest{Model: r.reps.Wire(l.model), Prompt: l.ctxIDs, MaxTokens: min(r.maxTurn, budget),
+	req := policy.CompletionRequest{Model: r.Replicas.Wire(l.model), Prompt: l.ctxIDs, MaxTokens: min(r.maxTurn, budget),
 		Sampling: l.sp, Stop: format.StopStrings}
 	s := roles.Seed(l.seed, int64(l.turn))
 	req.Seed = &s
 	var c *policy.Completion
-	err := r.reps.CallFor(ctx, l.model, func(p policy.Policy) error {
-		done := r.phases.start("rollout_policy")
+	err := r.Replicas.CallFor(ctx, l.model, func(p policy.Policy) error {
+		done := r.Phases.Start("rollout_policy")
 		var err error
 		c, err = p.Complete(ctx, req)
 		done()
@@ -269,7 +296,7 @@ func (r *roller) policyTurn(ctx context.Context, l *live) error {
 			err = fmt.Errorf("%s returned %d tokens and %d logprobs", p.URL(), len(c.TokenIDs), len(c.Logprobs))
 		}
 		if err == nil {
-			r.sampled.Note(p.URL(), l.model)
+			r.Sampled.Note(p.URL(), l.model)
 		}
 		return err
 	})
@@ -283,7 +310,7 @@ func (r *roller) policyTurn(ctx context.Context, l *live) error {
 	if kind == format.ActionSearch {
 		// Located in the sampled ids' bytes: the server's text offsets
 		// are not character offsets (vLLM's count "token_id:N").
-		t.Search = append(t.Search, searchTokenMask(r.tok.Vocab, c.TokenIDs)...)
+		t.Search = append(t.Search, SearchTokenMask(r.tok.Vocab, c.TokenIDs)...)
 	} else {
 		t.Search = append(t.Search, make([]bool, len(c.TokenIDs))...)
 	}
@@ -308,7 +335,7 @@ func (r *roller) policyTurn(ctx context.Context, l *live) error {
 // envTurn appends the environment's answer to the last policy turn: the
 // <information> block of hits for a search, the invalid-action text
 // otherwise.
-func (r *roller) envTurn(ctx context.Context, l *live, hits []retriever.Hit) error {
+func (r *Engine) envTurn(ctx context.Context, l *Live, hits []retriever.Hit) error {
 	var block string
 	if l.kind == format.ActionSearch {
 		contents := make([]string, 0, len(hits))
@@ -346,11 +373,11 @@ func (r *roller) envTurn(ctx context.Context, l *live, hits []retriever.Hit) err
 	return nil
 }
 
-// rollout runs one trajectory to its end on its own (the async schedule).
+// Rollout runs one trajectory to its end on its own (the async schedule).
 // seed identifies the request stream; model is the policy model to sample.
-func (r *roller) rollout(ctx context.Context, t *Trajectory, model string, sp policy.Sampling, seed int64) error {
-	l := newLive(t, model, sp, seed)
-	r.metrics.TrajectoryStarted()
+func (r *Engine) Rollout(ctx context.Context, t *Trajectory, model string, sp policy.Sampling, seed int64) error {
+	l := NewLive(t, model, sp, seed)
+	r.Metrics.TrajectoryStarted()
 	defer r.ended(t)
 	for !l.done {
 		if err := r.policyTurn(ctx, l); err != nil {
@@ -361,7 +388,7 @@ func (r *roller) rollout(ctx context.Context, t *Trajectory, model string, sp po
 		}
 		var hits []retriever.Hit
 		if l.kind == format.ActionSearch {
-			done := r.phases.start("rollout_retrieve")
+			done := r.Phases.Start("rollout_retrieve")
 			var err error
 			hits, err = r.search(ctx, l.content)
 			done()
@@ -376,8 +403,53 @@ func (r *roller) rollout(ctx context.Context, t *Trajectory, model string, sp po
 	return nil
 }
 
+// Once answers t's question in one policy turn, stopped at </answer>:
+// with strategy direct the question alone, with rag the retriever's top-k
+// passages for it with it (format.DirectPrompt, format.RAGPrompt), on
+// model with sampling sp and seed. t is not scored.
+func (r *Engine) Once(ctx context.Context, t *Trajectory, strategy, model string, sp policy.Sampling, seed int64) error {
+	prompt := format.DirectPrompt(t.Question.Question)
+	if strategy == format.StrategyRAG {
+		done := r.Phases.Start("rollout_retrieve")
+		hits, err := r.retriever.Retrieve(ctx, []string{t.Question.Question}, r.topk)
+		done()
+		if err != nil {
+			return fmt.Errorf("question %s: retrieve: %w", t.Question.ID, err)
+		}
+		var contents []string
+		if len(hits) > 0 {
+			for _, h := range hits[0] {
+				contents = append(contents, h.Contents)
+			}
+		}
+		prompt = format.RAGPrompt(t.Question.Question, contents)
+	}
+	ids, err := r.chatIDs(ctx, prompt)
+	if err != nil {
+		return fmt.Errorf("question %s: %w", t.Question.ID, err)
+	}
+	t.PromptIDs = ids
+	err = r.Replicas.Call(ctx, func(p policy.Policy) error {
+		c, err := p.Complete(ctx, policy.CompletionRequest{Model: model, Prompt: ids, MaxTokens: r.maxTurn,
+			Sampling: sp, Seed: &seed, Stop: []string{"</answer>"}})
+		if err != nil {
+			return err
+		}
+		t.Model = model
+		t.Tokens, t.Logprobs = c.TokenIDs, c.Logprobs
+		kind, content := format.ParseAction(c.Text)
+		t.Turns = []Turn{{Text: c.Text, Action: kind, Content: content, Finish: c.FinishReason}}
+		t.Finish = c.FinishReason
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("question %s: %w", t.Question.ID, err)
+	}
+	return nil
+}
+
 // search retrieves one query through the batcher, or directly without one.
-func (r *roller) search(ctx context.Context, query string) ([]retriever.Hit, error) {
+func (r *Engine) search(ctx context.Context, query string) ([]retriever.Hit, error) {
 	query = boundQuery(query)
 	if r.batch != nil {
 		return r.batch.search(ctx, query)
@@ -392,12 +464,12 @@ func (r *roller) search(ctx context.Context, query string) ([]retriever.Hit, err
 	return hits[0], nil
 }
 
-// lockstep rolls out every trajectory with Search-R1's turn-level
+// Lockstep rolls out every trajectory with Search-R1's turn-level
 // batching: the next turn of every live trajectory together, then every
 // search of that turn in batched /retrieve calls, then the next turn.
-func (r *roller) lockstep(ctx context.Context, ls []*live, concurrency int) error {
+func (r *Engine) Lockstep(ctx context.Context, ls []*Live, concurrency int) error {
 	for range ls {
-		r.metrics.TrajectoryStarted()
+		r.Metrics.TrajectoryStarted()
 	}
 	ended := make([]bool, len(ls))
 	defer func() {
@@ -408,7 +480,7 @@ func (r *roller) lockstep(ctx context.Context, ls []*live, concurrency int) erro
 		}
 	}()
 	for {
-		var active []*live
+		var active []*Live
 		for i, l := range ls {
 			if !l.done {
 				active = append(active, l)
@@ -427,7 +499,7 @@ func (r *roller) lockstep(ctx context.Context, ls []*live, concurrency int) erro
 		if err := p.Wait(); err != nil {
 			return err
 		}
-		var searching []*live
+		var searching []*Live
 		var queries []string
 		for _, l := range active {
 			if !l.done && l.kind == format.ActionSearch {
@@ -439,7 +511,7 @@ func (r *roller) lockstep(ctx context.Context, ls []*live, concurrency int) erro
 		batch := max(r.maxBatch, 1)
 		for lo := 0; lo < len(queries); lo += batch {
 			hi := min(lo+batch, len(queries))
-			done := r.phases.start("rollout_retrieve")
+			done := r.Phases.Start("rollout_retrieve")
 			h, err := r.retriever.Retrieve(ctx, queries[lo:hi], r.topk)
 			done()
 			if err != nil {
@@ -450,7 +522,7 @@ func (r *roller) lockstep(ctx context.Context, ls []*live, concurrency int) erro
 			}
 			copy(hits[lo:hi], h)
 		}
-		byLive := map[*live][]retriever.Hit{}
+		byLive := map[*Live][]retriever.Hit{}
 		for i, l := range searching {
 			byLive[l] = hits[i]
 		}
@@ -467,10 +539,10 @@ func (r *roller) lockstep(ctx context.Context, ls []*live, concurrency int) erro
 	}
 }
 
-// score sets the trajectory's reward (exact match) and F1 from its last
+// Score sets the trajectory's reward (exact match) and F1 from its last
 // answer. Only the policy's own text is searched: the invalid-action text
 // the environment appends holds an "<answer> and </answer>" of its own.
-func (t *Trajectory) score() {
+func (t *Trajectory) Score() {
 	var own strings.Builder
 	for _, tr := range t.Turns {
 		own.WriteString(tr.Text)
@@ -499,4 +571,19 @@ func boundQuery(q string) string {
 		cut--
 	}
 	return q[:cut]
+}
+
+// NewEngine builds the rollout engine of a recipe over deps; it needs the
+// local tokenizer (Deps.Tokenizer).
+func NewEngine(r *recipes.Recipe, deps roles.Deps, clock *metrics.Phases) (*Engine, error) {
+	tok, err := deps.LocalTokenizer()
+	if err != nil {
+		return nil, err
+	}
+	window := time.Duration(r.Retriever.BatchWindowMS * float64(time.Millisecond))
+	return &Engine{Replicas: fleet.New(deps.Policies), retriever: deps.Retriever, topk: r.Retriever.TopK,
+		maxTurns: r.Rollout.MaxTurns, maxTurn: r.Rollout.MaxTurnTokens, maxObs: r.Rollout.MaxObsTokens,
+		maxCtx: r.Rollout.MaxContextTokens, baseModel: r.Policy.Model, Phases: clock,
+		batch:    newBatcher(deps.Retriever, r.Retriever.TopK, window, r.Retriever.MaxBatch, r.Retriever.Cache),
+		maxBatch: r.Retriever.MaxBatch, tok: tok, local: r.Policy.Tokenize == recipes.TokenizeLocal}, nil
 }

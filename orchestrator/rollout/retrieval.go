@@ -1,4 +1,4 @@
-package orchestrator
+package rollout
 
 import (
 	"context"

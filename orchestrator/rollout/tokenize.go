@@ -1,4 +1,4 @@
-package orchestrator
+package rollout
 
 import (
 	"strings"
@@ -8,7 +8,7 @@ import (
 	"github.com/hindsearch/hindsearch/orchestrator/roles"
 )
 
-// searchTokenMask marks the sampled tokens ids of one turn that belong to
+// SearchTokenMask marks the sampled tokens ids of one turn that belong to
 // its search span: the turn's first <search>...</search> action, tags
 // included, found as format.ActionSpan finds it, in the ids' exact bytes
 // under tb (never in the server's text offsets). A token belongs to the
@@ -16,7 +16,7 @@ import (
 // does a token that straddles an end of the span, such as Qwen's ">\n\n"
 // that ends "</search>" and runs past it. No token is marked when the
 // bytes hold no search action first.
-func searchTokenMask(tb roles.IDBytes, ids []int) []bool {
+func SearchTokenMask(tb roles.IDBytes, ids []int) []bool {
 	mask := make([]bool, len(ids))
 	buf := roles.TurnBytes(tb, ids, make([]byte, 0, 4*len(ids)))
 	kind, _, start, end := format.ActionSpan(string(buf))
@@ -36,7 +36,7 @@ func searchTokenMask(tb roles.IDBytes, ids []int) []bool {
 	return mask
 }
 
-// tokenPieces returns the text of each of t's tokens, for orchestrate
+// TokenPieces returns the text of each of t's tokens, for orchestrate
 // show: a policy token's is the exact bytes of its id under tb, an
 // environment token's "". Bytes are shown where they complete a UTF-8
 // character: a character split over several tokens is shown whole on the
@@ -45,7 +45,7 @@ func searchTokenMask(tb roles.IDBytes, ids []int) []bool {
 // of a turn concatenate to its text. A byte that can start no character,
 // and the bytes of a character a turn ends inside, are shown as U+FFFD,
 // one per byte (as the record's text is written).
-func tokenPieces(tb roles.IDBytes, t *Trajectory) []string {
+func TokenPieces(tb roles.IDBytes, t *Trajectory) []string {
 	pieces := make([]string, len(t.Tokens))
 	var pending []byte // bytes of an unfinished character
 	last := -1         // the policy token that added the last pending byte

@@ -1,15 +1,15 @@
-package orchestrator
+package metrics
 
 import (
 	"sync"
 	"time"
 )
 
-// phaseClock measures, for each phase, the wall time during which at least
+// Phases measures, for each phase, the wall time during which at least
 // one piece of that phase's work was in flight. Phases overlap (judging runs
 // while other groups still roll out), so the figures need not add up to the
 // step's wall time.
-type phaseClock struct {
+type Phases struct {
 	mu       sync.Mutex
 	now      func() time.Time
 	inflight map[string]int
@@ -17,12 +17,14 @@ type phaseClock struct {
 	total    map[string]time.Duration
 }
 
-func newPhaseClock() *phaseClock {
-	return &phaseClock{now: time.Now, inflight: map[string]int{}, since: map[string]time.Time{}, total: map[string]time.Duration{}}
+// NewPhases returns a clock with no phase seen. A nil *Phases measures
+// nothing (Start returns a no-op).
+func NewPhases() *Phases {
+	return &Phases{now: time.Now, inflight: map[string]int{}, since: map[string]time.Time{}, total: map[string]time.Duration{}}
 }
 
-// start marks one piece of work of phase as begun; the returned func ends it.
-func (c *phaseClock) start(phase string) func() {
+// Start marks one piece of work of phase as begun; the returned func ends it.
+func (c *Phases) Start(phase string) func() {
 	if c == nil {
 		return func() {}
 	}
@@ -45,8 +47,8 @@ func (c *phaseClock) start(phase string) func() {
 	}
 }
 
-// seconds returns the busy seconds of every phase seen so far.
-func (c *phaseClock) seconds() map[string]float64 {
+// Seconds returns the busy seconds of every phase seen so far.
+func (c *Phases) Seconds() map[string]float64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := map[string]float64{}

@@ -1,0 +1,8 @@
+// Package rollout rolls out Search-R1 trajectories: one question answered
+// by the policy in turns of think, search (the retriever's passages come
+// back as an <information> block) and answer, with token ids in and out,
+// the sampling logprobs, the search span of each turn located by the ids'
+// bytes under the local tokenizer, and the searches of concurrent
+// trajectories coalesced into batched /retrieve calls. The Trajectory is
+// what the training loop scores, critiques and trains on.
+package rollout
