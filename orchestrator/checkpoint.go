@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"time"
 )
 
@@ -67,3 +68,8 @@ func (ru *run) checkpoint(ctx context.Context, step int, adapter string) error {
 	ru.pruneTrainer(ctx)
 	return nil
 }
+
+// reUnsafe matches what may not stand in a trainer checkpoint's name
+// (SkyRL's ID_PATTERN allows letters, digits, '_' and '-'): the recipe's
+// name is cleaned with it before "-stepNNNN" or "-stateNNNN" is added.
+var reUnsafe = regexp.MustCompile(`[^A-Za-z0-9_-]+`)

@@ -184,7 +184,7 @@ func Evaluate(ctx context.Context, r *recipes.Recipe, deps roles.Deps, opt EvalO
 			}
 		}
 	}
-	model, err := checkpointModel(ctx, r, deps.Policies, opt.Checkpoint)
+	model, err := fleet.ServeCheckpoint(ctx, r, deps.Policies, opt.Checkpoint)
 	if err != nil {
 		return nil, err
 	}
@@ -220,78 +220,6 @@ func Evaluate(ctx context.Context, r *recipes.Recipe, deps roles.Deps, opt EvalO
 	}
 	fmt.Fprintln(opt.Out)
 	return recs, results.EvalTable(opt.Out, recs, caption)
-}
-
-// checkpointFullWeights loads full weights (a model directory, or an
-// archive unpacked under sync.dir) on every replica with
-// /update_weights_from_disk; the replicas keep serving the base model name.
-func checkpointFullWeights(ctx context.Context, r *recipes.Recipe, ps []policy.Policy, ckpt, name string, isDir bool) (string, error) {
-	path := ckpt
-	if !isDir {
-		var err error
-		if path, err = fleet.UnpackModel(ckpt, filepath.Join(r.Sync.Dir, name)); err != nil {
-			return "", fmt.Errorf("--checkpoint: %w", err)
-		}
-	}
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return "", err
-	}
-	for _, p := range ps {
-		if err := p.UpdateWeightsFromDisk(ctx, abs); err != nil {
-			return "", fmt.Errorf("--checkpoint: load %s on %s: %w", abs, p.URL(), err)
-		}
-	}
-	return r.Policy.Model, nil
-}
-
-// checkpointModel resolves --checkpoint to a model name the policy servers
-// serve, loading an adapter from a path first when given one.
-func checkpointModel(ctx context.Context, r *recipes.Recipe, ps []policy.Policy, ckpt string) (string, error) {
-	if ckpt == "" {
-		return r.Policy.Model, nil
-	}
-	info, err := os.Stat(ckpt)
-	if err != nil {
-		// A model name: every replica must serve it.
-		for _, p := range ps {
-			models, err := p.Models(ctx)
-			if err != nil {
-				return "", fmt.Errorf("--checkpoint: %w", err)
-			}
-			if !slices.Contains(models, ckpt) {
-				return "", fmt.Errorf("--checkpoint %q: not a file and not a model %s serves (it serves %s)", ckpt, p.URL(), strings.Join(models, ", "))
-			}
-		}
-		return ckpt, nil
-	}
-	name := reUnsafe.ReplaceAllString(strings.TrimSuffix(filepath.Base(ckpt), ".tar.gz"), "_")
-	path := ckpt
-	if r.Sync.Kind == recipes.SyncSGLangDisk {
-		return checkpointFullWeights(ctx, r, ps, ckpt, name, info.IsDir())
-	}
-	if !info.IsDir() {
-		if path, err = fleet.UnpackAdapter(ckpt, filepath.Join(r.Sync.Dir, name)); err != nil {
-			return "", fmt.Errorf("--checkpoint: %w", err)
-		}
-	}
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return "", err
-	}
-	for _, p := range ps {
-		models, err := p.Models(ctx)
-		if err != nil {
-			return "", fmt.Errorf("--checkpoint: %w", err)
-		}
-		if slices.Contains(models, name) {
-			continue
-		}
-		if err := p.LoadLoRA(ctx, name, abs); err != nil {
-			return "", fmt.Errorf("--checkpoint: load %s on %s: %w", name, p.URL(), err)
-		}
-	}
-	return name, nil
 }
 
 // evaluate runs one greedy evaluation of the current model and appends its

@@ -12,7 +12,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"regexp"
 	"sync"
 	"time"
 
@@ -116,8 +115,6 @@ type run struct {
 	lastTrajs []*rollout.Trajectory
 	lastStart time.Time
 }
-
-var reUnsafe = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
 
 // Run executes the recipe: an evaluation before training, the training
 // steps with evaluations every eval.every steps and after the last, and the
