@@ -390,6 +390,23 @@ func normText(s string) string {
 	return strings.ToLower(strings.Join(strings.Fields(strings.Trim(s, " \"'?.,")), " "))
 }
 
+// looseNorm lower-cases and turns everything but letters and digits into
+// single spaces.
+func looseNorm(s string) string {
+	var b strings.Builder
+	space := true
+	for _, r := range strings.ToLower(s) {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r > 0x7f {
+			b.WriteRune(r)
+			space = false
+		} else if !space {
+			b.WriteByte(' ')
+			space = true
+		}
+	}
+	return strings.TrimSpace(b.String())
+}
+
 var questionWords = map[string]bool{"which": true, "who": true, "what": true, "when": true, "where": true,
 	"how": true, "in": true, "is": true, "are": true, "was": true, "were": true, "did": true, "do": true,
 	"does": true, "the": true, "on": true, "for": true, "at": true, "whose": true, "whom": true, "why": true}

@@ -51,7 +51,7 @@ func TestAnswerDependsOnRetrieval(t *testing.T) {
 		n = 30
 	}
 	qs := evalQuestions(f, n)
-	judge := NewJudgeServer("judge", "", f.corpus)
+	judge := NewJudge(f.corpus)
 	var byQuestion, byTitle []string
 	for _, q := range qs {
 		byQuestion = append(byQuestion, q.Q)

@@ -28,7 +28,7 @@ func ExampleTokenizer_Encode() {
 // ChatTemplate renders Qwen2.5's chat template; without a system message
 // it inserts Qwen2.5's default system line.
 func ExampleChatTemplate() {
-	msgs := []chatMessage{{Role: "user", Content: format.UserPrompt("Who wrote Hamlet", "")[len(format.Instruction):]}}
+	msgs := []ChatMessage{{Role: "user", Content: format.UserPrompt("Who wrote Hamlet", "")[len(format.Instruction):]}}
 	fmt.Print(ChatTemplate(msgs, true))
 	// Output:
 	// <|im_start|>system

@@ -196,7 +196,7 @@ func search(t testing.TB, queries []string, k int) [][]string {
 // promptText is the chat-templated Search-R1 prompt of a question, with an
 // optional hint, ending with the assistant header.
 func promptText(question, hint string) string {
-	return ChatTemplate([]chatMessage{{Role: "user", Content: format.UserPrompt(question, hint)}}, true)
+	return ChatTemplate([]ChatMessage{{Role: "user", Content: format.UserPrompt(question, hint)}}, true)
 }
 
 // containsGold reports whether a passage holds one of the gold answers

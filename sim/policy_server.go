@@ -253,7 +253,7 @@ type completionRequest struct {
 	Model     string      `json:"model"`
 	Prompt    promptField `json:"prompt"`
 	MaxTokens *int        `json:"max_tokens"`
-	samplingFields
+	SamplingFields
 	Seed                   *int64    `json:"seed"`
 	N                      *int      `json:"n"`
 	Stop                   stopField `json:"stop"`
@@ -305,7 +305,7 @@ func (s *PolicyServer) completions(w http.ResponseWriter, r *http.Request) {
 	// Omitted sampling fields come from the model's generation config
 	// (then vLLM's defaults); an omitted max_tokens is 16 whatever the
 	// config says. The output is capped by the room left in the context.
-	sp, err := req.samplingFields.resolve(s.gen)
+	sp, err := req.SamplingFields.Resolve(s.gen)
 	if err != nil {
 		openAIError(w, http.StatusBadRequest, "BadRequestError", err.Error())
 		return
@@ -318,7 +318,7 @@ func (s *PolicyServer) completions(w http.ResponseWriter, r *http.Request) {
 	sp.Stop = req.Stop
 	sp.IncludeStopStr = req.IncludeStopStrInOutput
 	sp.KeepSpecialTokens = req.SkipSpecialTokens != nil && !*req.SkipSpecialTokens
-	sp.MaxTokens = completionsMaxTokens
+	sp.MaxTokens = CompletionsMaxTokens
 	if req.MaxTokens != nil {
 		sp.MaxTokens = *req.MaxTokens
 	}
@@ -339,7 +339,7 @@ func (s *PolicyServer) completions(w http.ResponseWriter, r *http.Request) {
 		openAIError(w, http.StatusBadRequest, "BadRequestError", "n must be in [1, 64]")
 		return
 	}
-	if n > 1 && sp.greedy() {
+	if n > 1 && sp.Greedy() {
 		openAIError(w, http.StatusBadRequest, "BadRequestError", fmt.Sprintf("n must be 1 when sampling greedily, got %d", n))
 		return
 	}
@@ -482,60 +482,16 @@ func (s *PolicyServer) schedule(w http.ResponseWriter, r *http.Request, scoring 
 	return true
 }
 
-type chatMessage struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
-}
-
 type tokenizeRequest struct {
 	Model               string        `json:"model"`
 	Prompt              *string       `json:"prompt"`
 	AddSpecialTokens    *bool         `json:"add_special_tokens"`
-	Messages            []chatMessage `json:"messages"`
+	Messages            []ChatMessage `json:"messages"`
 	AddGenerationPrompt *bool         `json:"add_generation_prompt"`
 	// ContinueFinalMessage leaves the last message open (vLLM refuses it
 	// together with add_generation_prompt true).
 	ContinueFinalMessage bool `json:"continue_final_message"`
 	ReturnTokenStrs      bool `json:"return_token_strs"`
-}
-
-// SystemPrompt is Qwen2.5's default system line: its chat template
-// inserts it when the first message is not a system message.
-const SystemPrompt = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
-
-// ChatTemplate renders messages with Qwen2.5's chat template (the one of
-// its tokenizer_config.json, without tools): a system message first, or
-// SystemPrompt's when there is none; then each user message, later system
-// message and assistant message as "<|im_start|>ROLE\nCONTENT<|im_end|>\n";
-// a run of tool messages as one user turn of
-// "\n<tool_response>\nCONTENT\n</tool_response>" parts; messages of any
-// other role are left out, as the template leaves them; then, with
-// addGenerationPrompt, the assistant header "<|im_start|>assistant\n".
-func ChatTemplate(msgs []chatMessage, addGenerationPrompt bool) string {
-	var b strings.Builder
-	if len(msgs) > 0 && msgs[0].Role == "system" {
-		b.WriteString(TokIMStart + "system\n" + msgs[0].Content + TokIMEnd + "\n")
-	} else {
-		b.WriteString(TokIMStart + "system\n" + SystemPrompt + TokIMEnd + "\n")
-	}
-	for i, m := range msgs {
-		switch {
-		case m.Role == "user" || m.Role == "assistant" || m.Role == "system" && i > 0:
-			b.WriteString(TokIMStart + m.Role + "\n" + m.Content + TokIMEnd + "\n")
-		case m.Role == "tool":
-			if i == 0 || msgs[i-1].Role != "tool" {
-				b.WriteString(TokIMStart + "user")
-			}
-			b.WriteString("\n<tool_response>\n" + m.Content + "\n</tool_response>")
-			if i == len(msgs)-1 || msgs[i+1].Role != "tool" {
-				b.WriteString(TokIMEnd + "\n")
-			}
-		}
-	}
-	if addGenerationPrompt {
-		b.WriteString(assistantHeader)
-	}
-	return b.String()
 }
 
 const maxModelLen = 32768

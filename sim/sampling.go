@@ -50,10 +50,10 @@ const (
 	// minTemperature is the least temperature vLLM samples with (it
 	// raises lower positive ones to it).
 	minTemperature = 0.01
-	// completionsMaxTokens is the max_tokens of a completions request
+	// CompletionsMaxTokens is the max_tokens of a completions request
 	// that sends none (CompletionRequest's default in vLLM, whatever the
 	// generation config says).
-	completionsMaxTokens = 16
+	CompletionsMaxTokens = 16
 )
 
 // GenerationConfig is the sampling part of a model's generation_config.json
@@ -91,8 +91,8 @@ func GenerationConfigFromRecipe(g recipes.SimGenerationConfig) GenerationConfig 
 	return gc
 }
 
-// samplingFields are the sampling fields of a request, nil when omitted.
-type samplingFields struct {
+// SamplingFields are the sampling fields of a request, nil when omitted.
+type SamplingFields struct {
 	Temperature       *float64 `json:"temperature"`
 	TopP              *float64 `json:"top_p"`
 	TopK              *int     `json:"top_k"`
@@ -102,11 +102,11 @@ type samplingFields struct {
 	FrequencyPenalty  *float64 `json:"frequency_penalty"`
 }
 
-// resolve fills the omitted fields from gc, then from vLLM's built-in
+// Resolve fills the omitted fields from gc, then from vLLM's built-in
 // defaults, and checks the result as vLLM's SamplingParams does. The
 // returned Sampling has vLLM's greedy normalisation applied (below
 // samplingEps, top_p, top_k and min_p are off) and the temperature floor.
-func (f samplingFields) resolve(gc GenerationConfig) (Sampling, error) {
+func (f SamplingFields) Resolve(gc GenerationConfig) (Sampling, error) {
 	num := func(req, gen *float64, def float64) float64 {
 		switch {
 		case req != nil:
@@ -159,8 +159,8 @@ func (f samplingFields) resolve(gc GenerationConfig) (Sampling, error) {
 	return sp, nil
 }
 
-// greedy reports whether sp samples greedily.
-func (sp Sampling) greedy() bool { return sp.Temperature < samplingEps }
+// Greedy reports whether sp samples greedily.
+func (sp Sampling) Greedy() bool { return sp.Temperature < samplingEps }
 
 // entry is one token, or a set of tokens sharing one probability, of a
 // next-token distribution being sampled from.
@@ -183,7 +183,7 @@ const (
 // caller draws one of its tokens uniformly. It draws nothing from rng when
 // sp is greedy.
 func pick(es []entry, sp Sampling, rng *rand.Rand) int {
-	if sp.greedy() {
+	if sp.Greedy() {
 		return 0
 	}
 	T := max(sp.Temperature, minTemperature)

@@ -441,7 +441,7 @@ func TestSimJudgeTokenCapIsMaxCompletionTokensThenMaxTokensThenMaxNewTokens(t *t
 	if st != 200 || ch["message"].(map[string]any)["content"] != full || ch["finish_reason"] != "stop" || usage["completion_tokens"] != float64(len(fullIDs)+1) {
 		t.Errorf("no cap at all: %d %v %v, want the whole %q and its end-of-turn token", st, ch, usage, full)
 	}
-	prompt := ChatTemplate([]chatMessage{{Role: "user", Content: judgeBody(f, 1, nil)["messages"].([]map[string]string)[0]["content"]}}, true)
+	prompt := ChatTemplate([]ChatMessage{{Role: "user", Content: judgeBody(f, 1, nil)["messages"].([]map[string]string)[0]["content"]}}, true)
 	if usage["prompt_tokens"] != float64(len(f.tk.Encode(prompt))) {
 		t.Errorf("prompt_tokens %v, the templated prompt has %d Qwen2.5 tokens", usage["prompt_tokens"], len(f.tk.Encode(prompt)))
 	}

@@ -53,10 +53,10 @@ import (
 type sglangSampling struct {
 	MaxNewTokens *int      `json:"max_new_tokens"`
 	Stop         stopField `json:"stop"`
-	// samplingFields are the seven fields vLLM's requests carry too, under
+	// SamplingFields are the seven fields vLLM's requests carry too, under
 	// the same names; SGLang defaults and checks them its own way
 	// (resolve below).
-	samplingFields
+	SamplingFields
 	SkipSpecialTokens *bool  `json:"skip_special_tokens"`
 	NoStopTrim        *bool  `json:"no_stop_trim"`
 	N                 *int   `json:"n"`

@@ -39,7 +39,7 @@ func TestSimTokenizerTokenBytesAreTheExactBytesOfEachID(t *testing.T) {
 		}
 	}
 	// ChatMessage builds the simulated chat template's messages.
-	if got := ChatTemplate([]ChatMessage{{Role: "user", Content: "Q?"}}, true); got != ChatTemplate([]chatMessage{{Role: "user", Content: "Q?"}}, true) {
+	if got := ChatTemplate([]ChatMessage{{Role: "user", Content: "Q?"}}, true); got != ChatTemplate([]ChatMessage{{Role: "user", Content: "Q?"}}, true) {
 		t.Errorf("ChatTemplate = %q", got)
 	}
 }
