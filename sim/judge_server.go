@@ -6,10 +6,12 @@ import (
 	"net/http"
 	"sync/atomic"
 	"time"
+
+	"github.com/hindsearch/hindsearch/sim/lm"
 )
 
 // JudgeServer is the simulated judge: an OpenAI-compatible chat endpoint
-// (PROTOCOLS.md §3) serving the judge model Judge, which reads the
+// (PROTOCOLS.md §3) serving the judge model lm.Judge, which reads the
 // orchestrator's critique prompt and writes a short, directive critique of
 // the search behaviour.
 type JudgeServer struct {
@@ -20,12 +22,12 @@ type JudgeServer struct {
 	model  string
 	apiKey string
 	// judge is the model that writes the critiques.
-	judge *Judge
+	judge *lm.Judge
 	calls atomic.Int64
-	gen   GenerationConfig
+	gen   lm.GenerationConfig
 	// tk is Qwen2.5's tokenizer (the judge model's), for token counts and
 	// the token cap; tkErr is why there is none.
-	tk    *Tokenizer
+	tk    *lm.Tokenizer
 	tkErr error
 	// ignored counts the request fields accepted and ignored (vLLM's chat
 	// request model ignores the fields it lacks).
@@ -35,12 +37,12 @@ type JudgeServer struct {
 // SetGenerationConfig sets the generation config the judge model ships: a
 // request's omitted sampling fields take its values, as vLLM's chat
 // completions do. Call it before the server takes requests.
-func (s *JudgeServer) SetGenerationConfig(gc GenerationConfig) { s.gen = gc }
+func (s *JudgeServer) SetGenerationConfig(gc lm.GenerationConfig) { s.gen = gc }
 
 // SetTokenizer makes the judge count and cap tokens with tk (Qwen2.5's, as
 // NewJudgeServer's own) instead of a tokenizer of its own. Call it before
 // the server takes requests.
-func (s *JudgeServer) SetTokenizer(tk *Tokenizer) { s.tk, s.tkErr = tk, nil }
+func (s *JudgeServer) SetTokenizer(tk *lm.Tokenizer) { s.tk, s.tkErr = tk, nil }
 
 // Calls returns the number of chat requests answered or being answered
 // (requests refused before the model check are not counted).
@@ -48,20 +50,20 @@ func (s *JudgeServer) Calls() int64 { return s.calls.Load() }
 
 // NewJudgeServer returns a simulated judge serving model over corpus (the
 // wiki-18 contents strings), whose generation config is
-// QwenInstructGenerationConfig's and whose tokens are Qwen2.5's. A
+// lm.QwenInstructGenerationConfig's and whose tokens are Qwen2.5's. A
 // non-empty apiKey is required as a bearer token.
 func NewJudgeServer(model, apiKey string, corpus []string) *JudgeServer {
-	s := &JudgeServer{model: model, apiKey: apiKey, judge: NewJudge(corpus), gen: QwenInstructGenerationConfig()}
-	s.tk, s.tkErr = NewTokenizer()
+	s := &JudgeServer{model: model, apiKey: apiKey, judge: lm.NewJudge(corpus), gen: lm.QwenInstructGenerationConfig()}
+	s.tk, s.tkErr = lm.NewTokenizer()
 	return s
 }
 
 // Critique is the judge model's greedy critique for one prompt
-// (Judge.Critique): what the server answers at temperature 0.
+// (lm.Judge.Critique): what the server answers at temperature 0.
 func (s *JudgeServer) Critique(prompt string) string { return s.judge.Critique(prompt) }
 
 // Critiques lists the judge model's candidate critiques for one prompt,
-// best first (Judge.Critiques).
+// best first (lm.Judge.Critiques).
 func (s *JudgeServer) Critiques(prompt string) []string { return s.judge.Critiques(prompt) }
 
 // IgnoredFields returns, for every "ROUTE FIELD" that requests carried and
@@ -86,11 +88,11 @@ func (s *JudgeServer) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req struct {
-		Model               string        `json:"model"`
-		Messages            []ChatMessage `json:"messages"`
-		MaxTokens           *int          `json:"max_tokens"`
-		MaxCompletionTokens *int          `json:"max_completion_tokens"`
-		SamplingFields
+		Model               string           `json:"model"`
+		Messages            []lm.ChatMessage `json:"messages"`
+		MaxTokens           *int             `json:"max_tokens"`
+		MaxCompletionTokens *int             `json:"max_completion_tokens"`
+		lm.SamplingFields
 		Seed *int64 `json:"seed"`
 	}
 	err := s.ignored.decode(w, r, "POST /v1/chat/completions", &req)
@@ -112,7 +114,7 @@ func (s *JudgeServer) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// The prompt is the chat template's, in Qwen2.5's tokens.
-	promptTokens := len(s.tk.Encode(ChatTemplate(req.Messages, true)))
+	promptTokens := len(s.tk.Encode(lm.ChatTemplate(req.Messages, true)))
 	maxTokens := maxModelLen - promptTokens
 	switch {
 	case req.MaxCompletionTokens != nil:
@@ -150,7 +152,7 @@ func (s *JudgeServer) chat(w http.ResponseWriter, r *http.Request) {
 	ids := s.tk.Encode(content)
 	finish, completionTokens := "stop", len(ids)+1
 	if len(ids) > maxTokens {
-		content, finish, completionTokens = StreamText(s.tk, ids[:maxTokens]), "length", maxTokens
+		content, finish, completionTokens = lm.StreamText(s.tk, ids[:maxTokens]), "length", maxTokens
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
 		"id": fmt.Sprintf("chatcmpl-sim-%d", n), "object": "chat.completion", "created": time.Now().Unix(),

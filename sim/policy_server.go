@@ -16,19 +16,21 @@ import (
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
+
+	"github.com/hindsearch/hindsearch/sim/lm"
 )
 
 // PolicyServer is the simulated policy: a vLLM-compatible HTTP server
-// (PROTOCOLS.md §2) over Model. The base model serves InitialParams; LoRA
-// adapters saved by the simulated trainer are loaded at run time through
-// /v1/load_lora_adapter and served under their names, and SGLang's
-// /update_weights_from_disk replaces the base model's parameters in place
-// (see policy_weights.go).
+// (PROTOCOLS.md §2) over lm.Model. The base model serves
+// lm.InitialParams; LoRA adapters saved by the simulated trainer are loaded
+// at run time through /v1/load_lora_adapter and served under their names,
+// and SGLang's /update_weights_from_disk replaces the base model's
+// parameters in place (see policy_weights.go).
 type PolicyServer struct {
-	model     *Model
+	model     *lm.Model
 	baseModel string
 	mu        sync.RWMutex
-	adapters  map[string]Params
+	adapters  map[string]lm.Params
 	paths     map[string]string // adapter name -> the lora_path it was loaded from
 	order     []string
 	// weightsPath is the model_path of the last full-weight reload.
@@ -39,7 +41,7 @@ type PolicyServer struct {
 	lat         Latency
 	eng         *engine      // nil: no policy latency, requests bypass the engine
 	cache       *prefixCache // nil: no prefix caching
-	gen         GenerationConfig
+	gen         lm.GenerationConfig
 	// ignored counts the request fields accepted and ignored, as vLLM
 	// and SGLang ignore fields their request models lack.
 	ignored ignoredFields
@@ -59,17 +61,17 @@ type PolicyServer struct {
 }
 
 // NewPolicyServer returns a simulated policy serving baseModel, whose
-// generation config is QwenInstructGenerationConfig's.
-func NewPolicyServer(model *Model, baseModel string) *PolicyServer {
-	return &PolicyServer{model: model, baseModel: baseModel, adapters: map[string]Params{baseModel: InitialParams()}, paths: map[string]string{},
-		gen: QwenInstructGenerationConfig()}
+// generation config is lm.QwenInstructGenerationConfig's.
+func NewPolicyServer(model *lm.Model, baseModel string) *PolicyServer {
+	return &PolicyServer{model: model, baseModel: baseModel, adapters: map[string]lm.Params{baseModel: lm.InitialParams()}, paths: map[string]string{},
+		gen: lm.QwenInstructGenerationConfig()}
 }
 
 // SetGenerationConfig sets the generation config the served model ships
 // (its adapters share it, as in vLLM): a completion request's omitted
 // sampling fields take its values. Call it before the server takes
 // requests.
-func (s *PolicyServer) SetGenerationConfig(gc GenerationConfig) { s.gen = gc }
+func (s *PolicyServer) SetGenerationConfig(gc lm.GenerationConfig) { s.gen = gc }
 
 // SetLatency sets the replica's simulated GPU timing (see Latency); with
 // any policy timing set, completion requests go through a continuous-batching
@@ -130,11 +132,11 @@ func (s *PolicyServer) Handler() http.Handler {
 }
 
 // Params returns a copy of the parameters served under name.
-func (s *PolicyServer) Params(name string) (Params, bool) {
+func (s *PolicyServer) Params(name string) (lm.Params, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	p, ok := s.adapters[name]
-	return append(Params(nil), p...), ok
+	return append(lm.Params(nil), p...), ok
 }
 
 // IgnoredFields returns, for every "ROUTE FIELD" that requests carried and
@@ -143,7 +145,7 @@ func (s *PolicyServer) Params(name string) (Params, bool) {
 // servers read leaves it empty.
 func (s *PolicyServer) IgnoredFields() map[string]int { return s.ignored.snapshot() }
 
-func (s *PolicyServer) params(name string) (Params, bool) {
+func (s *PolicyServer) params(name string) (lm.Params, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	p, ok := s.adapters[name]
@@ -253,7 +255,7 @@ type completionRequest struct {
 	Model     string      `json:"model"`
 	Prompt    promptField `json:"prompt"`
 	MaxTokens *int        `json:"max_tokens"`
-	SamplingFields
+	lm.SamplingFields
 	Seed                   *int64    `json:"seed"`
 	N                      *int      `json:"n"`
 	Stop                   stopField `json:"stop"`
@@ -318,7 +320,7 @@ func (s *PolicyServer) completions(w http.ResponseWriter, r *http.Request) {
 	sp.Stop = req.Stop
 	sp.IncludeStopStr = req.IncludeStopStrInOutput
 	sp.KeepSpecialTokens = req.SkipSpecialTokens != nil && !*req.SkipSpecialTokens
-	sp.MaxTokens = CompletionsMaxTokens
+	sp.MaxTokens = lm.CompletionsMaxTokens
 	if req.MaxTokens != nil {
 		sp.MaxTokens = *req.MaxTokens
 	}
@@ -483,11 +485,11 @@ func (s *PolicyServer) schedule(w http.ResponseWriter, r *http.Request, scoring 
 }
 
 type tokenizeRequest struct {
-	Model               string        `json:"model"`
-	Prompt              *string       `json:"prompt"`
-	AddSpecialTokens    *bool         `json:"add_special_tokens"`
-	Messages            []ChatMessage `json:"messages"`
-	AddGenerationPrompt *bool         `json:"add_generation_prompt"`
+	Model               string           `json:"model"`
+	Prompt              *string          `json:"prompt"`
+	AddSpecialTokens    *bool            `json:"add_special_tokens"`
+	Messages            []lm.ChatMessage `json:"messages"`
+	AddGenerationPrompt *bool            `json:"add_generation_prompt"`
 	// ContinueFinalMessage leaves the last message open (vLLM refuses it
 	// together with add_generation_prompt true).
 	ContinueFinalMessage bool `json:"continue_final_message"`
@@ -520,9 +522,9 @@ func (s *PolicyServer) tokenize(w http.ResponseWriter, r *http.Request) {
 			openAIError(w, http.StatusBadRequest, "BadRequestError", "Cannot set both `continue_final_message` and `add_generation_prompt` to True.")
 			return
 		}
-		text = ChatTemplate(req.Messages, gen)
+		text = lm.ChatTemplate(req.Messages, gen)
 		if req.ContinueFinalMessage && len(req.Messages) > 0 {
-			text = strings.TrimSuffix(text, TokIMEnd+"\n")
+			text = strings.TrimSuffix(text, lm.TokIMEnd+"\n")
 		}
 	default:
 		openAIError(w, http.StatusBadRequest, "BadRequestError", "exactly one of prompt and messages is required")

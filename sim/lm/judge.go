@@ -1,4 +1,4 @@
-package sim
+package lm
 
 import (
 	"fmt"
@@ -29,7 +29,8 @@ type judgePassage struct {
 }
 
 // NewJudge returns the simulated judge model over corpus (the wiki-18
-// contents strings), with each passage's words indexed for goldPassage.
+// contents strings, each a quoted title line then the text), the passages
+// in which it looks for one holding a gold answer.
 func NewJudge(corpus []string) *Judge {
 	jg := &Judge{words: map[string][]int32{}}
 	for i, c := range corpus {
@@ -91,8 +92,8 @@ func parseJudgePrompt(p string) judgeInput {
 	return in
 }
 
-// Critique writes the simulated judge's greedy critique for one prompt:
-// the most likely of Critiques.
+// Critique returns the simulated judge's greedy critique for one prompt:
+// the most likely of Critiques, what Sample draws with greedy settings.
 func (j *Judge) Critique(prompt string) string {
 	return j.Critiques(prompt)[0]
 }
@@ -103,12 +104,13 @@ func (j *Judge) Critique(prompt string) string {
 // the time).
 var judgeLogits = []float64{1, 0.5, 0}
 
-// Sample draws one of prompt's critiques with sp, as vLLM would
-// sample a judge model whose candidate completions have judgeLogits:
-// greedy takes the first; the repetition penalty applies to every
-// candidate (each is made of words of the prompt, which holds the
-// question, the titles and the instructions it quotes); the presence and
-// frequency penalties have nothing to act on in a one-step choice.
+// Sample draws one of prompt's Critiques with sp and rng, as vLLM would
+// sample a judge model whose candidate completions have the logits 1, 0.5
+// then 0 (judgeLogits): greedy sp takes the first and draws nothing from
+// rng; the repetition penalty applies to every candidate (each is made of
+// words of the prompt, which holds the question, the titles and the
+// instructions it quotes); the presence and frequency penalties have
+// nothing to act on in a one-step choice.
 func (j *Judge) Sample(prompt string, sp Sampling, rng *rand.Rand) string {
 	cs := j.Critiques(prompt)
 	rep := sp.RepetitionPenalty

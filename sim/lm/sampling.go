@@ -1,4 +1,4 @@
-package sim
+package lm
 
 import (
 	"fmt"
@@ -50,11 +50,12 @@ const (
 	// minTemperature is the least temperature vLLM samples with (it
 	// raises lower positive ones to it).
 	minTemperature = 0.01
-	// CompletionsMaxTokens is the max_tokens of a completions request
-	// that sends none (CompletionRequest's default in vLLM, whatever the
-	// generation config says).
-	CompletionsMaxTokens = 16
 )
+
+// CompletionsMaxTokens is the max_tokens of a completions request that
+// sends none (CompletionRequest's default in vLLM, whatever the generation
+// config says).
+const CompletionsMaxTokens = 16
 
 // GenerationConfig is the sampling part of a model's generation_config.json
 // as vLLM reads it with --generation-config auto (its default): each nil
@@ -91,7 +92,9 @@ func GenerationConfigFromRecipe(g recipes.SimGenerationConfig) GenerationConfig 
 	return gc
 }
 
-// SamplingFields are the sampling fields of a request, nil when omitted.
+// SamplingFields are the sampling fields of a vLLM completions or chat
+// request as its JSON carries them, each nil when omitted or null. The
+// servers embed it in their request types and call Resolve.
 type SamplingFields struct {
 	Temperature       *float64 `json:"temperature"`
 	TopP              *float64 `json:"top_p"`
@@ -103,9 +106,12 @@ type SamplingFields struct {
 }
 
 // Resolve fills the omitted fields from gc, then from vLLM's built-in
-// defaults, and checks the result as vLLM's SamplingParams does. The
+// defaults, and checks the result as vLLM's SamplingParams does: an error
+// names the field out of range and its range (a server answers 400). The
 // returned Sampling has vLLM's greedy normalisation applied (below
-// samplingEps, top_p, top_k and min_p are off) and the temperature floor.
+// temperature 1e-5, top_p, top_k and min_p are off) and the temperature
+// floor; its MaxTokens, Stop and the other request-level settings are left
+// for the caller.
 func (f SamplingFields) Resolve(gc GenerationConfig) (Sampling, error) {
 	num := func(req, gen *float64, def float64) float64 {
 		switch {
@@ -159,7 +165,9 @@ func (f SamplingFields) Resolve(gc GenerationConfig) (Sampling, error) {
 	return sp, nil
 }
 
-// Greedy reports whether sp samples greedily.
+// Greedy reports whether sp samples greedily: its temperature is below
+// vLLM's threshold 1e-5, so the most likely token is taken and nothing is
+// drawn from the rng.
 func (sp Sampling) Greedy() bool { return sp.Temperature < samplingEps }
 
 // entry is one token, or a set of tokens sharing one probability, of a

@@ -1,4 +1,9 @@
-package sim
+// Package lm is the simulator's language models: the simulated policy, a
+// small stochastic search agent over Qwen2.5's tokenizer whose sampling,
+// token logprobs and gradients all come from one definition (Model, with
+// its learnable Params), and the simulated judge that critiques its
+// trajectories (Judge). Package sim serves them over HTTP.
+package lm
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package sim
+package lm
 
 import (
 	"fmt"
@@ -236,7 +236,9 @@ func maximalSubpart(b []byte) int {
 // has TokenBytes and AppendEncode, and ChatTemplate is the template the
 // simulated policy's /tokenize applies.
 
-// ChatMessage is one message of the simulated chat template (ChatTemplate).
+// ChatMessage is one message of a chat, as ChatTemplate renders it and the
+// simulated servers' chat and tokenize requests carry it (JSON "role" and
+// "content").
 type ChatMessage struct {
 	Role    string `json:"role"`
 	Content string `json:"content"`
