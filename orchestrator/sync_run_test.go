@@ -19,6 +19,7 @@ import (
 	"github.com/hindsearch/hindsearch/orchestrator/setup"
 	"github.com/hindsearch/hindsearch/results"
 	"github.com/hindsearch/hindsearch/sim"
+	"github.com/hindsearch/hindsearch/sim/lm"
 )
 
 // sglangSets run the embedded default with full-weight syncs on two
@@ -81,7 +82,7 @@ func TestSGLangDiskEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if reflect.DeepEqual(trained, sim.InitialParams()) {
+	if reflect.DeepEqual(trained, lm.InitialParams()) {
 		t.Fatal("training did not change the weights")
 	}
 	// trainer.lora_rank 0 trains full weights: the trainer saved a model

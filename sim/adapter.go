@@ -8,6 +8,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+
+	"github.com/hindsearch/hindsearch/sim/lm"
 )
 
 // The simulated trainer saves its parameters as a PEFT-shaped adapter, the
@@ -20,7 +22,7 @@ import (
 const paramsTensor = "hindsearch_sim.params"
 
 // EncodeSafetensors encodes params as a safetensors file.
-func EncodeSafetensors(params Params) ([]byte, error) {
+func EncodeSafetensors(params lm.Params) ([]byte, error) {
 	header := map[string]any{
 		"__metadata__": map[string]string{"format": "pt", "hindsearch_simulator": "true",
 			"note": "simulated policy parameters, not a real LoRA"},
@@ -43,7 +45,7 @@ func EncodeSafetensors(params Params) ([]byte, error) {
 }
 
 // DecodeSafetensors reads the parameter tensor from a safetensors file.
-func DecodeSafetensors(b []byte) (Params, error) {
+func DecodeSafetensors(b []byte) (lm.Params, error) {
 	if len(b) < 8 {
 		return nil, fmt.Errorf("safetensors: file too short")
 	}
@@ -72,10 +74,10 @@ func DecodeSafetensors(b []byte) (Params, error) {
 		t.DataOffsets[1]-t.DataOffsets[0] != 4*t.Shape[0] {
 		return nil, fmt.Errorf("safetensors: bad tensor %s %v %v", t.Dtype, t.Shape, t.DataOffsets)
 	}
-	if t.Shape[0] != int(NumParams) {
-		return nil, fmt.Errorf("safetensors: %d parameters, want %d", t.Shape[0], NumParams)
+	if t.Shape[0] != int(lm.NumParams) {
+		return nil, fmt.Errorf("safetensors: %d parameters, want %d", t.Shape[0], lm.NumParams)
 	}
-	p := make(Params, t.Shape[0])
+	p := make(lm.Params, t.Shape[0])
 	for i := range p {
 		off := t.DataOffsets[0] + 4*i
 		p[i] = float64(math.Float32frombits(binary.LittleEndian.Uint32(data[off : off+4])))
@@ -85,14 +87,14 @@ func DecodeSafetensors(b []byte) (Params, error) {
 
 // AdapterArchive returns a PEFT-shaped adapter holding params, packed in
 // SkyRL's JAX layout (PackAdapter with ArchiveJAX).
-func AdapterArchive(params Params, baseModel string, rank int) ([]byte, error) {
+func AdapterArchive(params lm.Params, baseModel string, rank int) ([]byte, error) {
 	return PackAdapter(ArchiveJAX, params, baseModel, rank)
 }
 
 // PackAdapter returns an archive in layout (see PackArchive) of a
 // PEFT-shaped adapter holding params: adapter_config.json and
 // adapter_model.safetensors, at the archive's top level.
-func PackAdapter(layout ArchiveLayout, params Params, baseModel string, rank int) ([]byte, error) {
+func PackAdapter(layout ArchiveLayout, params lm.Params, baseModel string, rank int) ([]byte, error) {
 	st, err := EncodeSafetensors(params)
 	if err != nil {
 		return nil, err
@@ -106,7 +108,7 @@ func PackAdapter(layout ArchiveLayout, params Params, baseModel string, rank int
 }
 
 // ReadAdapter loads the parameters of an unpacked adapter directory.
-func ReadAdapter(dir string) (Params, error) {
+func ReadAdapter(dir string) (lm.Params, error) {
 	if _, err := os.Stat(filepath.Join(dir, "adapter_config.json")); err != nil {
 		return nil, fmt.Errorf("adapter_config.json: %w", err)
 	}

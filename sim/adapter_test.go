@@ -12,17 +12,19 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/hindsearch/hindsearch/sim/lm"
 )
 
 func TestSafetensorsRoundTrip(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 1))
 	for k := 0; k < 20; k++ {
-		p := make(Params, NumParams)
+		p := make(lm.Params, lm.NumParams)
 		for i := range p {
 			p[i] = rng.NormFloat64() * math.Pow(10, float64(rng.IntN(8)-4))
 		}
 		if k == 0 {
-			p = InitialParams()
+			p = lm.InitialParams()
 		}
 		b, err := EncodeSafetensors(p)
 		if err != nil {
@@ -67,14 +69,14 @@ func safetensorsFile(header any, data []byte) []byte {
 }
 
 func badSafetensors() map[string][]byte {
-	good, _ := EncodeSafetensors(InitialParams())
-	data := make([]byte, 4*NumParams)
+	good, _ := EncodeSafetensors(lm.InitialParams())
+	data := make([]byte, 4*lm.NumParams)
 	tensor := func(dtype string, shape, offsets []int) []byte {
 		return safetensorsFile(map[string]any{paramsTensor: map[string]any{"dtype": dtype, "shape": shape, "data_offsets": offsets}}, data)
 	}
 	huge := append([]byte(nil), good...)
 	binary.LittleEndian.PutUint64(huge[:8], math.MaxUint64)
-	N := int(NumParams)
+	N := int(lm.NumParams)
 	return map[string][]byte{
 		"empty":                 nil,
 		"short":                 good[:7],
@@ -119,7 +121,7 @@ func TestDecodeSafetensorsBadFiles(t *testing.T) {
 // FuzzDecodeSafetensors checks that no input makes DecodeSafetensors panic
 // and that what it accepts re-encodes to the same parameters.
 func FuzzDecodeSafetensors(f *testing.F) {
-	good, _ := EncodeSafetensors(InitialParams())
+	good, _ := EncodeSafetensors(lm.InitialParams())
 	f.Add(good)
 	for _, b := range badSafetensors() {
 		f.Add(b)
@@ -129,7 +131,7 @@ func FuzzDecodeSafetensors(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if len(p) != int(NumParams) {
+		if len(p) != int(lm.NumParams) {
 			t.Fatalf("accepted %d parameters", len(p))
 		}
 		again, err := EncodeSafetensors(p)
@@ -151,8 +153,8 @@ func FuzzDecodeSafetensors(f *testing.F) {
 // TestAdapterArchive checks the archive's layout and that ReadAdapter reads
 // what it holds and refuses incomplete directories.
 func TestAdapterArchive(t *testing.T) {
-	p := InitialParams()
-	p[PAnswerTypeMatch] = 1.25
+	p := lm.InitialParams()
+	p[lm.PAnswerTypeMatch] = 1.25
 	arc, err := AdapterArchive(p, testBase, 16)
 	if err != nil {
 		t.Fatal(err)
@@ -191,7 +193,7 @@ func TestAdapterArchive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got[PAnswerTypeMatch] != 1.25 || got[PSearchBias] != -1 {
+	if got[lm.PAnswerTypeMatch] != 1.25 || got[lm.PSearchBias] != -1 {
 		t.Errorf("ReadAdapter: %v", got)
 	}
 	if _, err := ReadAdapter(t.TempDir()); err == nil {

@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/hindsearch/hindsearch/sim/lm"
 )
 
 // archiveEntries lists an archive's entries as "name type", and whether it
@@ -142,7 +144,7 @@ func TestSimTrainerSaveWeightsWritesWhereSkyRLDoes(t *testing.T) {
 			dst := createModel(c, session, 1)
 			c.call("/api/v1/load_weights", map[string]any{"model_id": dst, "path": path, "optimizer": true, "seq_id": 1, "type": "load_weights"})
 			want, _ := ts.ModelParams(src)
-			if got, _ := ts.ModelParams(dst); !reflect.DeepEqual(got, want) || reflect.DeepEqual(got, InitialParams()) {
+			if got, _ := ts.ModelParams(dst); !reflect.DeepEqual(got, want) || reflect.DeepEqual(got, lm.InitialParams()) {
 				t.Errorf("loaded params %v, want the trained %v", got, want)
 			}
 		})

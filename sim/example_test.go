@@ -3,50 +3,17 @@ package sim
 import (
 	"fmt"
 
-	"github.com/hindsearch/hindsearch/clients/policy/format"
+	"github.com/hindsearch/hindsearch/sim/lm"
 )
-
-// The simulator's tokenizer is Qwen2.5's: a search turn ends in the token
-// ">\n\n", which runs past the stop string </search>.
-func ExampleTokenizer_Encode() {
-	tk, _ := NewTokenizer()
-	for _, id := range tk.Encode("<search> Lavatera </search>\n\n") {
-		fmt.Printf("%d %q\n", id, tk.Piece(id))
-	}
-	// Output:
-	// 27 "<"
-	// 1836 "search"
-	// 29 ">"
-	// 42850 " Lav"
-	// 962 "ater"
-	// 64 "a"
-	// 690 " </"
-	// 1836 "search"
-	// 1339 ">\n\n"
-}
-
-// ChatTemplate renders Qwen2.5's chat template; without a system message
-// it inserts Qwen2.5's default system line.
-func ExampleChatTemplate() {
-	msgs := []chatMessage{{Role: "user", Content: format.UserPrompt("Who wrote Hamlet", "")[len(format.Instruction):]}}
-	fmt.Print(ChatTemplate(msgs, true))
-	// Output:
-	// <|im_start|>system
-	// You are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>
-	// <|im_start|>user
-	// Question: Who wrote Hamlet?
-	// <|im_end|>
-	// <|im_start|>assistant
-}
 
 // A safetensors file written by the simulated trainer holds its parameters
 // at float32 precision.
 func ExampleEncodeSafetensors() {
-	p := InitialParams()
-	p[PAnswerTypeMatch] = 0.1
+	p := lm.InitialParams()
+	p[lm.PAnswerTypeMatch] = 0.1
 	b, _ := EncodeSafetensors(p)
 	q, err := DecodeSafetensors(b)
-	fmt.Println(err, q[PSearchBias], q[PAnswerTypeMatch] == float64(float32(0.1)))
+	fmt.Println(err, q[lm.PSearchBias], q[lm.PAnswerTypeMatch] == float64(float32(0.1)))
 	// Output:
 	// <nil> -1 true
 }

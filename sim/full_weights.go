@@ -2,6 +2,8 @@ package sim
 
 import (
 	"encoding/json"
+
+	"github.com/hindsearch/hindsearch/sim/lm"
 )
 
 // PackFullWeights returns an archive in layout (see PackArchive) of a
@@ -13,7 +15,7 @@ import (
 // the simulated policy's /update_weights_from_disk reads first
 // (WeightFiles). SIMULATED: a real export also holds the tokenizer files
 // and the weights of every layer.
-func PackFullWeights(layout ArchiveLayout, params Params, baseModel string) ([]byte, error) {
+func PackFullWeights(layout ArchiveLayout, params lm.Params, baseModel string) ([]byte, error) {
 	st, err := EncodeSafetensors(params)
 	if err != nil {
 		return nil, err

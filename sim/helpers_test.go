@@ -1,19 +1,21 @@
 package sim
 
 import (
-	"math"
 	"math/rand/v2"
-	"slices"
-	"strings"
 	"testing"
 
 	"github.com/hindsearch/hindsearch/clients/policy/format"
+	"github.com/hindsearch/hindsearch/sim/lm"
 )
+
+// trainSampling, trajectory, rollout and bm25Docs are a copy of lm's
+// (lm/helpers_test.go), over lm's exported API: lm's own tests cannot
+// import a package that imports lm. Keep the two alike.
 
 // trainSampling is Search-R1's training sampling: temperature 1, no top-p
 // or top-k, a turn ending at </search> or </answer>.
-func trainSampling() Sampling {
-	return Sampling{Temperature: 1, TopP: 1, TopK: -1, MaxTokens: 500, Stop: format.StopStrings, IncludeStopStr: true}
+func trainSampling() lm.Sampling {
+	return lm.Sampling{Temperature: 1, TopP: 1, TopK: -1, MaxTokens: 500, Stop: format.StopStrings, IncludeStopStr: true}
 }
 
 // trajectory is one multi-turn rollout of the policy against a retriever.
@@ -42,7 +44,7 @@ func (tr trajectory) policyPositions() []int {
 // rollout runs the agent loop of Search-R1 with m under params: sample a
 // turn, append the information block for a search (docs of the query) or
 // the invalid-action text, until an answer or maxTurns turns.
-func rollout(m *Model, params Params, question, hint string, sp Sampling, rng *rand.Rand, maxTurns int, docs func(string) []string) trajectory {
+func rollout(m *lm.Model, params lm.Params, question, hint string, sp lm.Sampling, rng *rand.Rand, maxTurns int, docs func(string) []string) trajectory {
 	tk := m.Tokenizer()
 	var tr trajectory
 	tr.ids = tk.Encode(promptText(question, hint))
@@ -76,7 +78,7 @@ func rollout(m *Model, params Params, question, hint string, sp Sampling, rng *r
 			}
 		default:
 			if turn+1 < maxTurns {
-				env(InvalidActionText)
+				env(lm.InvalidActionText)
 			}
 		}
 	}
@@ -86,114 +88,4 @@ func rollout(m *Model, params Params, question, hint string, sp Sampling, rng *r
 // bm25Docs retrieves the top 3 passages of a query with the real index.
 func bm25Docs(t testing.TB) func(string) []string {
 	return func(q string) []string { return search(t, []string{q}, 3)[0] }
-}
-
-// turnModelFor builds the turn model Generate samples from after ctx (a
-// context ending inside, or at the start of, a policy turn), and the turn's
-// partial tokens.
-func turnModelFor(t testing.TB, m *Model, params Params, ctx []int) (*turnModel, []int) {
-	t.Helper()
-	starts, prefixes := m.segment(ctx)
-	if len(starts) == 0 {
-		t.Fatal("context has no turn start")
-	}
-	k := len(starts) - 1
-	parts := buildTurn(m.state(prefixes[k]), params, m.tk)
-	return newTurnModel(parts, m.eps, m.tk.VocabSize(), m.eos), ctx[starts[k]:]
-}
-
-// concat joins token slices into a new slice.
-func concat(parts ...[]int) []int {
-	var out []int
-	for _, p := range parts {
-		out = append(out, p...)
-	}
-	return out
-}
-
-func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
-
-// quoted returns the first double-quoted phrase of s ("" without one).
-func quoted(s string) string {
-	i := strings.IndexByte(s, '"')
-	if i < 0 {
-		return ""
-	}
-	j := strings.IndexByte(s[i+1:], '"')
-	if j < 0 {
-		return ""
-	}
-	return s[i+1 : i+1+j]
-}
-
-func mean(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := 0.0
-	for _, x := range xs {
-		s += x
-	}
-	return s / float64(len(xs))
-}
-
-// sampleTurn continues partial with the structured distribution of tm
-// (no floor) until the turn ends, and returns the whole turn without its
-// end-of-turn token.
-func sampleTurn(tm *turnModel, partial []int, rng *rand.Rand) []int {
-	turn := slices.Clone(partial)
-	for len(turn) < 400 {
-		d := tm.nextDist(turn)
-		u, x := rng.Float64(), -1
-		for _, id := range sortedKeys(d) {
-			if u -= d[id]; u < 0 {
-				x = id
-				break
-			}
-		}
-		if x < 0 {
-			ks := sortedKeys(d)
-			x = ks[len(ks)-1]
-		}
-		if x == tm.eos {
-			break
-		}
-		turn = append(turn, x)
-	}
-	return turn
-}
-
-// searchTurn samples a whole search turn of tm (its header forced).
-func searchTurn(t testing.TB, tm *turnModel, rng *rand.Rand) []int {
-	t.Helper()
-	if tm.search == nil {
-		t.Fatal("the turn has no search branch")
-	}
-	return sampleTurn(tm, tm.search.header, rng)
-}
-
-// searchIDs are the ids of the search turn for query, as the policy
-// writes it.
-func searchIDs(tk *Tokenizer, query string) []int {
-	return tk.Encode(thoughtSearch + "<search> " + query + " </search>" + searchTurnEnd)
-}
-
-// turnProb is the structured probability (no floor) of the whole turn ids
-// under tm: the product of the next-token conditionals, and of the end of
-// turn after an answer.
-func turnProb(tm *turnModel, ids []int) float64 {
-	p := 1.0
-	for i := range ids {
-		p *= tm.nextDist(ids[:i])[ids[i]]
-	}
-	return p
-}
-
-// queryOf is the query text of a search turn's ids ("" if none).
-func queryOf(tk *Tokenizer, ids []int) string {
-	s, _ := tk.Decode(ids)
-	if m := reSearch.FindStringSubmatch(s); m != nil {
-		return strings.TrimSpace(m[1])
-	}
-	return ""
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/hindsearch/hindsearch/clients/policy/format"
 	"github.com/hindsearch/hindsearch/recipes"
+	"github.com/hindsearch/hindsearch/sim/lm"
 )
 
 // newTimedPolicy starts a simulated policy with latency l over httptest.
@@ -523,7 +524,7 @@ func TestTrainerDelay(t *testing.T) {
 	var data []map[string]any
 	for i := range 2 {
 		prompt := f.tk.Encode(promptText(f.hotpot[i].Q, ""))
-		g := f.model.Generate(InitialParams(), prompt, trainSampling(), rand.New(rand.NewPCG(uint64(i), 1)))
+		g := f.model.Generate(lm.InitialParams(), prompt, trainSampling(), rand.New(rand.NewPCG(uint64(i), 1)))
 		tr := trajectory{ids: concat(prompt, g.IDs), policy: make([]bool, len(prompt)), lps: make([]float64, len(prompt))}
 		for _, lp := range g.Logprobs {
 			tr.policy = append(tr.policy, true)

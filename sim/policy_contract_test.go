@@ -15,6 +15,7 @@ import (
 	"github.com/hindsearch/hindsearch/clients/policy/sglang"
 	"github.com/hindsearch/hindsearch/clients/transport"
 	"github.com/hindsearch/hindsearch/sim"
+	"github.com/hindsearch/hindsearch/sim/lm"
 )
 
 // The contract suites of the policy role, run against each client and the
@@ -24,21 +25,21 @@ const contractBase = "Qwen/Qwen2.5-3B-Instruct"
 
 var (
 	contractOnce  sync.Once
-	contractModel *sim.Model
+	contractModel *lm.Model
 	contractErr   error
 )
 
 // sharedModel is the simulated policy model every contract server serves
 // (built once per test binary: the tokenizer is large).
-func sharedModel(t *testing.T) *sim.Model {
+func sharedModel(t *testing.T) *lm.Model {
 	t.Helper()
 	contractOnce.Do(func() {
-		tk, err := sim.NewTokenizer()
+		tk, err := lm.NewTokenizer()
 		if err != nil {
 			contractErr = err
 			return
 		}
-		contractModel = sim.NewModel(tk, 1e-6)
+		contractModel = lm.NewModel(tk, 1e-6)
 	})
 	if contractErr != nil {
 		t.Fatal(contractErr)
@@ -128,7 +129,7 @@ func contractOptions(url string) transport.Options {
 // contractPrompt is a Search-R1 rollout prompt in Qwen2.5's chat template:
 // the simulated model answers it with a search or an answer turn.
 func contractPrompt(t *testing.T) []int {
-	text := "<|im_start|>system\n" + sim.SystemPrompt + "<|im_end|>\n<|im_start|>user\n" +
+	text := "<|im_start|>system\n" + lm.SystemPrompt + "<|im_end|>\n<|im_start|>user\n" +
 		format.UserPrompt("Who wrote the novel The Old Man and the Sea?", "") + "<|im_end|>\n<|im_start|>assistant\n"
 	return sharedModel(t).Tokenizer().Encode(text)
 }
@@ -137,7 +138,7 @@ func contractPrompt(t *testing.T) []int {
 // a new directory, with extra files, and returns the directory.
 func writeParams(t *testing.T, file string, extra map[string]string) string {
 	t.Helper()
-	p := sim.InitialParams()
+	p := lm.InitialParams()
 	for i := range p {
 		p[i] += 0.2 * float64(i%5-2)
 	}

@@ -16,19 +16,21 @@ import (
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
+
+	"github.com/hindsearch/hindsearch/sim/lm"
 )
 
 // PolicyServer is the simulated policy: a vLLM-compatible HTTP server
-// (PROTOCOLS.md §2) over Model. The base model serves InitialParams; LoRA
-// adapters saved by the simulated trainer are loaded at run time through
-// /v1/load_lora_adapter and served under their names, and SGLang's
-// /update_weights_from_disk replaces the base model's parameters in place
-// (see policy_weights.go).
+// (PROTOCOLS.md §2) over lm.Model. The base model serves
+// lm.InitialParams; LoRA adapters saved by the simulated trainer are loaded
+// at run time through /v1/load_lora_adapter and served under their names,
+// and SGLang's /update_weights_from_disk replaces the base model's
+// parameters in place (see policy_weights.go).
 type PolicyServer struct {
-	model     *Model
+	model     *lm.Model
 	baseModel string
 	mu        sync.RWMutex
-	adapters  map[string]Params
+	adapters  map[string]lm.Params
 	paths     map[string]string // adapter name -> the lora_path it was loaded from
 	order     []string
 	// weightsPath is the model_path of the last full-weight reload.
@@ -39,7 +41,7 @@ type PolicyServer struct {
 	lat         Latency
 	eng         *engine      // nil: no policy latency, requests bypass the engine
 	cache       *prefixCache // nil: no prefix caching
-	gen         GenerationConfig
+	gen         lm.GenerationConfig
 	// ignored counts the request fields accepted and ignored, as vLLM
 	// and SGLang ignore fields their request models lack.
 	ignored ignoredFields
@@ -59,17 +61,17 @@ type PolicyServer struct {
 }
 
 // NewPolicyServer returns a simulated policy serving baseModel, whose
-// generation config is QwenInstructGenerationConfig's.
-func NewPolicyServer(model *Model, baseModel string) *PolicyServer {
-	return &PolicyServer{model: model, baseModel: baseModel, adapters: map[string]Params{baseModel: InitialParams()}, paths: map[string]string{},
-		gen: QwenInstructGenerationConfig()}
+// generation config is lm.QwenInstructGenerationConfig's.
+func NewPolicyServer(model *lm.Model, baseModel string) *PolicyServer {
+	return &PolicyServer{model: model, baseModel: baseModel, adapters: map[string]lm.Params{baseModel: lm.InitialParams()}, paths: map[string]string{},
+		gen: lm.QwenInstructGenerationConfig()}
 }
 
 // SetGenerationConfig sets the generation config the served model ships
 // (its adapters share it, as in vLLM): a completion request's omitted
 // sampling fields take its values. Call it before the server takes
 // requests.
-func (s *PolicyServer) SetGenerationConfig(gc GenerationConfig) { s.gen = gc }
+func (s *PolicyServer) SetGenerationConfig(gc lm.GenerationConfig) { s.gen = gc }
 
 // SetLatency sets the replica's simulated GPU timing (see Latency); with
 // any policy timing set, completion requests go through a continuous-batching
@@ -130,11 +132,11 @@ func (s *PolicyServer) Handler() http.Handler {
 }
 
 // Params returns a copy of the parameters served under name.
-func (s *PolicyServer) Params(name string) (Params, bool) {
+func (s *PolicyServer) Params(name string) (lm.Params, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	p, ok := s.adapters[name]
-	return append(Params(nil), p...), ok
+	return append(lm.Params(nil), p...), ok
 }
 
 // IgnoredFields returns, for every "ROUTE FIELD" that requests carried and
@@ -143,7 +145,7 @@ func (s *PolicyServer) Params(name string) (Params, bool) {
 // servers read leaves it empty.
 func (s *PolicyServer) IgnoredFields() map[string]int { return s.ignored.snapshot() }
 
-func (s *PolicyServer) params(name string) (Params, bool) {
+func (s *PolicyServer) params(name string) (lm.Params, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	p, ok := s.adapters[name]
@@ -253,7 +255,7 @@ type completionRequest struct {
 	Model     string      `json:"model"`
 	Prompt    promptField `json:"prompt"`
 	MaxTokens *int        `json:"max_tokens"`
-	samplingFields
+	lm.SamplingFields
 	Seed                   *int64    `json:"seed"`
 	N                      *int      `json:"n"`
 	Stop                   stopField `json:"stop"`
@@ -305,7 +307,7 @@ func (s *PolicyServer) completions(w http.ResponseWriter, r *http.Request) {
 	// Omitted sampling fields come from the model's generation config
 	// (then vLLM's defaults); an omitted max_tokens is 16 whatever the
 	// config says. The output is capped by the room left in the context.
-	sp, err := req.samplingFields.resolve(s.gen)
+	sp, err := req.SamplingFields.Resolve(s.gen)
 	if err != nil {
 		openAIError(w, http.StatusBadRequest, "BadRequestError", err.Error())
 		return
@@ -318,7 +320,7 @@ func (s *PolicyServer) completions(w http.ResponseWriter, r *http.Request) {
 	sp.Stop = req.Stop
 	sp.IncludeStopStr = req.IncludeStopStrInOutput
 	sp.KeepSpecialTokens = req.SkipSpecialTokens != nil && !*req.SkipSpecialTokens
-	sp.MaxTokens = completionsMaxTokens
+	sp.MaxTokens = lm.CompletionsMaxTokens
 	if req.MaxTokens != nil {
 		sp.MaxTokens = *req.MaxTokens
 	}
@@ -339,7 +341,7 @@ func (s *PolicyServer) completions(w http.ResponseWriter, r *http.Request) {
 		openAIError(w, http.StatusBadRequest, "BadRequestError", "n must be in [1, 64]")
 		return
 	}
-	if n > 1 && sp.greedy() {
+	if n > 1 && sp.Greedy() {
 		openAIError(w, http.StatusBadRequest, "BadRequestError", fmt.Sprintf("n must be 1 when sampling greedily, got %d", n))
 		return
 	}
@@ -482,60 +484,16 @@ func (s *PolicyServer) schedule(w http.ResponseWriter, r *http.Request, scoring 
 	return true
 }
 
-type chatMessage struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
-}
-
 type tokenizeRequest struct {
-	Model               string        `json:"model"`
-	Prompt              *string       `json:"prompt"`
-	AddSpecialTokens    *bool         `json:"add_special_tokens"`
-	Messages            []chatMessage `json:"messages"`
-	AddGenerationPrompt *bool         `json:"add_generation_prompt"`
+	Model               string           `json:"model"`
+	Prompt              *string          `json:"prompt"`
+	AddSpecialTokens    *bool            `json:"add_special_tokens"`
+	Messages            []lm.ChatMessage `json:"messages"`
+	AddGenerationPrompt *bool            `json:"add_generation_prompt"`
 	// ContinueFinalMessage leaves the last message open (vLLM refuses it
 	// together with add_generation_prompt true).
 	ContinueFinalMessage bool `json:"continue_final_message"`
 	ReturnTokenStrs      bool `json:"return_token_strs"`
-}
-
-// SystemPrompt is Qwen2.5's default system line: its chat template
-// inserts it when the first message is not a system message.
-const SystemPrompt = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
-
-// ChatTemplate renders messages with Qwen2.5's chat template (the one of
-// its tokenizer_config.json, without tools): a system message first, or
-// SystemPrompt's when there is none; then each user message, later system
-// message and assistant message as "<|im_start|>ROLE\nCONTENT<|im_end|>\n";
-// a run of tool messages as one user turn of
-// "\n<tool_response>\nCONTENT\n</tool_response>" parts; messages of any
-// other role are left out, as the template leaves them; then, with
-// addGenerationPrompt, the assistant header "<|im_start|>assistant\n".
-func ChatTemplate(msgs []chatMessage, addGenerationPrompt bool) string {
-	var b strings.Builder
-	if len(msgs) > 0 && msgs[0].Role == "system" {
-		b.WriteString(TokIMStart + "system\n" + msgs[0].Content + TokIMEnd + "\n")
-	} else {
-		b.WriteString(TokIMStart + "system\n" + SystemPrompt + TokIMEnd + "\n")
-	}
-	for i, m := range msgs {
-		switch {
-		case m.Role == "user" || m.Role == "assistant" || m.Role == "system" && i > 0:
-			b.WriteString(TokIMStart + m.Role + "\n" + m.Content + TokIMEnd + "\n")
-		case m.Role == "tool":
-			if i == 0 || msgs[i-1].Role != "tool" {
-				b.WriteString(TokIMStart + "user")
-			}
-			b.WriteString("\n<tool_response>\n" + m.Content + "\n</tool_response>")
-			if i == len(msgs)-1 || msgs[i+1].Role != "tool" {
-				b.WriteString(TokIMEnd + "\n")
-			}
-		}
-	}
-	if addGenerationPrompt {
-		b.WriteString(assistantHeader)
-	}
-	return b.String()
 }
 
 const maxModelLen = 32768
@@ -564,9 +522,9 @@ func (s *PolicyServer) tokenize(w http.ResponseWriter, r *http.Request) {
 			openAIError(w, http.StatusBadRequest, "BadRequestError", "Cannot set both `continue_final_message` and `add_generation_prompt` to True.")
 			return
 		}
-		text = ChatTemplate(req.Messages, gen)
+		text = lm.ChatTemplate(req.Messages, gen)
 		if req.ContinueFinalMessage && len(req.Messages) > 0 {
-			text = strings.TrimSuffix(text, TokIMEnd+"\n")
+			text = strings.TrimSuffix(text, lm.TokIMEnd+"\n")
 		}
 	default:
 		openAIError(w, http.StatusBadRequest, "BadRequestError", "exactly one of prompt and messages is required")

@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/hindsearch/hindsearch/clients/policy/format"
+	"github.com/hindsearch/hindsearch/sim/lm"
 )
 
 // newPolicy starts a simulated policy server over httptest.
@@ -164,7 +165,7 @@ func TestPolicyCompletionsFields(t *testing.T) {
 			t.Errorf("finish %q stop %v text %q", ch.FinishReason, ch.StopReason, ch.Text)
 		}
 		// The reported logprobs are the model's, token by token.
-		score := f.model.Score(InitialParams(), concat(ids, ch.TokenIDs))
+		score := f.model.Score(lm.InitialParams(), concat(ids, ch.TokenIDs))
 		for j := range ch.TokenIDs {
 			if math.Abs(score[len(ids)+j]-lp.TokenLogprobs[j]) > 1e-9 {
 				t.Errorf("token %d: reported %v, Score %v", j, lp.TokenLogprobs[j], score[len(ids)+j])
@@ -202,7 +203,7 @@ func TestPolicyCompletionsFields(t *testing.T) {
 
 	// Prompt logprobs: first entry null, then the model's scores.
 	_, pl := promptLogprobs(t, c, testBase, ids)
-	score := f.model.Score(InitialParams(), ids)
+	score := f.model.Score(lm.InitialParams(), ids)
 	for i := 1; i < len(ids); i++ {
 		if pl[i] != score[i] {
 			t.Fatalf("prompt logprob %d: %v, Score %v", i, pl[i], score[i])
@@ -274,7 +275,7 @@ func TestPolicyTokenizeDetokenize(t *testing.T) {
 	}
 	msgs := []map[string]string{{"role": "user", "content": user}}
 	chat := tokens(map[string]any{"model": testBase, "messages": msgs, "add_generation_prompt": true})
-	want := "<|im_start|>system\n" + SystemPrompt + "<|im_end|>\n<|im_start|>user\n" + user + "<|im_end|>\n<|im_start|>assistant\n"
+	want := "<|im_start|>system\n" + lm.SystemPrompt + "<|im_end|>\n<|im_start|>user\n" + user + "<|im_end|>\n<|im_start|>assistant\n"
 	if got, _ := f.tk.Decode(chat); got != want {
 		t.Errorf("chat tokenize decodes to %q, want %q", got, want)
 	}
@@ -288,7 +289,7 @@ func TestPolicyTokenizeDetokenize(t *testing.T) {
 	if !slices.Equal(plain, f.tk.Encode(user)) {
 		t.Error("plain prompt tokens differ from Encode")
 	}
-	if s, _ := f.tk.Decode(plain); strings.Contains(s, TokIMStart) {
+	if s, _ := f.tk.Decode(plain); strings.Contains(s, lm.TokIMStart) {
 		t.Error("plain prompt got a chat template")
 	}
 	if st, _ := c.post("/tokenize", map[string]any{"model": testBase, "prompt": "x", "messages": msgs}); st != 400 {
@@ -461,7 +462,7 @@ func TestSimPolicyLoadLoRAFailsLikeVLLM(t *testing.T) {
 		}
 		return dir
 	}
-	st, err := EncodeSafetensors(InitialParams())
+	st, err := EncodeSafetensors(lm.InitialParams())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+
+	"github.com/hindsearch/hindsearch/sim/lm"
 )
 
 // The simulated policy's full-weight reload, SGLang's
@@ -86,7 +88,7 @@ func (s *PolicyServer) updateWeightsFromDisk(w http.ResponseWriter, r *http.Requ
 		// its loader finds in the local cache (model_loader/weight_utils.py):
 		// the initial weights, served under their own name again.
 		s.mu.Lock()
-		s.adapters[s.baseModel] = InitialParams()
+		s.adapters[s.baseModel] = lm.InitialParams()
 		s.weightsPath = ""
 		s.mu.Unlock()
 		weightsFromDiskAnswer(w, true, "Succeeded to update model weights.")
@@ -117,8 +119,8 @@ func (s *PolicyServer) updateWeightsFromDisk(w http.ResponseWriter, r *http.Requ
 // way and its rollback read file again (see above): the first half of the
 // parameters from file's raw float32 data, where it has them, else zero;
 // the rest from old.
-func mixedWeights(old Params, file string) Params {
-	out := append(Params(nil), old...)
+func mixedWeights(old lm.Params, file string) lm.Params {
+	out := append(lm.Params(nil), old...)
 	b, _ := os.ReadFile(file)
 	var data []byte
 	if len(b) >= 8 {
@@ -156,7 +158,7 @@ func weightsFile(dir string) (string, error) {
 }
 
 // readWeightsFile decodes the parameters of one weights file.
-func readWeightsFile(file string) (Params, error) {
+func readWeightsFile(file string) (lm.Params, error) {
 	b, err := os.ReadFile(file)
 	if err != nil {
 		return nil, err
@@ -170,7 +172,7 @@ func readWeightsFile(file string) (Params, error) {
 
 // ReadWeights loads the simulator parameters of a full-weights directory:
 // the first of WeightFiles it holds.
-func ReadWeights(dir string) (Params, error) {
+func ReadWeights(dir string) (lm.Params, error) {
 	file, err := weightsFile(dir)
 	if err != nil {
 		return nil, err

@@ -8,12 +8,14 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/hindsearch/hindsearch/sim/lm"
 )
 
 // distinctParams are recognisable parameters, different from the initial
 // ones.
-func distinctParams(scale float64) Params {
-	p := make(Params, NumParams)
+func distinctParams(scale float64) lm.Params {
+	p := make(lm.Params, lm.NumParams)
 	for i := range p {
 		p[i] = scale * float64(i%7-3)
 	}
@@ -68,7 +70,7 @@ func TestPolicyUpdateWeightsFromDisk(t *testing.T) {
 	prompt := f.tk.Encode(promptText(f.hotpot[0].Q, "") + thoughtSearch + "<search> " + f.hotpot[0].Q + " </search>")
 	last := -1
 	for i, lp := range f.model.Score(got, prompt) {
-		if lp != f.model.Score(InitialParams(), prompt)[i] {
+		if lp != f.model.Score(lm.InitialParams(), prompt)[i] {
 			last = i
 		}
 	}
@@ -81,7 +83,7 @@ func TestPolicyUpdateWeightsFromDisk(t *testing.T) {
 	}
 	plp := out["choices"].([]any)[0].(map[string]any)["prompt_logprobs"].([]any)
 	served := plp[last].(map[string]any)[strconv.Itoa(prompt[last])].(map[string]any)["logprob"].(float64)
-	if exp, initial := f.model.Score(got, prompt)[last], f.model.Score(InitialParams(), prompt)[last]; served != exp || served == initial {
+	if exp, initial := f.model.Score(got, prompt)[last], f.model.Score(lm.InitialParams(), prompt)[last]; served != exp || served == initial {
 		t.Errorf("prompt logprob %v: new weights give %v, initial %v", served, exp, initial)
 	}
 	// SGLang renames the served model after a successful load

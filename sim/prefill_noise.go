@@ -1,6 +1,10 @@
 package sim
 
-import "math"
+import (
+	"math"
+
+	"github.com/hindsearch/hindsearch/sim/lm"
+)
 
 // SetPrefillNoise sets the standard deviation, in nats, of the numerical
 // noise the replica's prefill route adds to the logits of the tokens it
@@ -13,7 +17,7 @@ import "math"
 // makes them agree exactly. Call it before the server takes requests.
 func (s *PolicyServer) SetPrefillNoise(sd float64) { s.prefillNoise = sd }
 
-// prefillScore is Model.Score as the prefill route reports it: the logit
+// prefillScore is lm.Model.Score as the prefill route reports it: the logit
 // of each token i > 0 is moved by delta ~ N(0, prefillNoise^2) against the
 // rest of the vocabulary and its log-softmax recomputed, log(p e^delta /
 // (1 - p + p e^delta)): never above 0, and to first order lp + (1 - p)
@@ -23,7 +27,7 @@ func (s *PolicyServer) SetPrefillNoise(sd float64) { s.prefillNoise = sd }
 // prefills that compute the same logprob for the same token report the
 // same noisy one, as a deterministic kernel does, and every run
 // reproduces it.
-func (s *PolicyServer) prefillScore(params Params, ids []int) []float64 {
+func (s *PolicyServer) prefillScore(params lm.Params, ids []int) []float64 {
 	lps := s.model.Score(params, ids)
 	if s.prefillNoise <= 0 {
 		return lps

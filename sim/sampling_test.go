@@ -2,16 +2,15 @@ package sim
 
 import (
 	"math"
-	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/hindsearch/hindsearch/clients/policy/format"
+	"github.com/hindsearch/hindsearch/sim/lm"
 )
 
 // neutralFields are every sampling field a request can send, at the values
@@ -64,7 +63,7 @@ func TestSimPolicyOmittedSamplingFieldTakesTheGenerationConfig(t *testing.T) {
 	f := getFixture(t)
 	ps, c := newPolicy(t, f)
 	temp, topP, topK, minP, rep := 0.7, 0.8, 2, 0.2, 1.3
-	ps.SetGenerationConfig(GenerationConfig{Temperature: &temp, TopP: &topP, TopK: &topK, MinP: &minP, RepetitionPenalty: &rep})
+	ps.SetGenerationConfig(lm.GenerationConfig{Temperature: &temp, TopP: &topP, TopK: &topK, MinP: &minP, RepetitionPenalty: &rep})
 	prompts := [][]int{f.tk.Encode(promptText(f.hotpot[2].Q, "")), f.tk.Encode(promptText(f.hotpot[5].Q, ""))}
 	configured := map[string]any{"temperature": temp, "top_p": topP, "top_k": topK, "min_p": minP, "repetition_penalty": rep,
 		"presence_penalty": 0.0, "frequency_penalty": 0.0}
@@ -88,7 +87,7 @@ func TestSimPolicyOmittedSamplingFieldTakesTheGenerationConfig(t *testing.T) {
 		}
 	}
 	// A model whose file sets nothing: an omitted field is vLLM's default.
-	ps.SetGenerationConfig(GenerationConfig{})
+	ps.SetGenerationConfig(lm.GenerationConfig{})
 	for field := range configured {
 		for seed := 1; seed <= 4; seed++ {
 			omitted := tokenIDs(t, complete(t, c, turnRequest(prompts[0], seed, map[string]any{field: nil})))
@@ -107,7 +106,7 @@ func TestSimPolicyOmittedMaxTokensIs16WhateverTheGenerationConfig(t *testing.T) 
 	f := getFixture(t)
 	ps, c := newPolicy(t, f)
 	five := 5
-	gc := QwenInstructGenerationConfig()
+	gc := lm.QwenInstructGenerationConfig()
 	gc.MaxNewTokens = &five
 	ps.SetGenerationConfig(gc)
 	prompt := promptText(f.hotpot[2].Q, "")
@@ -134,168 +133,12 @@ func TestSimPolicyProcessedSamplingReportsRawLogprobs(t *testing.T) {
 	for seed := 1; seed <= 8; seed++ {
 		out := complete(t, c, turnRequest(prompt, seed, set))
 		ids := tokenIDs(t, out)
-		raw := f.model.Score(InitialParams(), concat(prompt, ids))
+		raw := f.model.Score(lm.InitialParams(), concat(prompt, ids))
 		for j, lp := range out.Choices[0].Logprobs.TokenLogprobs {
 			if want := raw[len(prompt)+j]; math.Abs(lp-want) > 1e-12 {
 				t.Fatalf("seed %d token %d: reported %v, raw logprob %v", seed, j, lp, want)
 			}
 		}
-	}
-}
-
-// The repetition penalty divides a positive logit and multiplies a
-// negative one; then the frequency penalty comes off once per output
-// occurrence and the presence penalty once (vLLM's apply_penalties). The
-// simulated logit of a probability p over V tokens is log(p V).
-func TestSimRepetitionPenaltyDividesPositiveAndMultipliesNegativeLogits(t *testing.T) {
-	const V = 100
-	pen := &penalties{rep: 1.25, pres: 0.5, freq: 0.25}
-	logit := func(p float64) float64 { return math.Log(p * V) }
-	for _, tc := range []struct {
-		p     float64
-		count int
-		want  float64 // the penalised logit
-	}{
-		{0.5, 0, logit(0.5) / 1.25},                  // likely, prompt only
-		{0.001, 0, logit(0.001) * 1.25},              // unlikely, prompt only
-		{0.5, 2, logit(0.5)/1.25 - 2*0.25 - 0.5},     // twice in the output
-		{0.001, 1, logit(0.001)*1.25 - 1*0.25 - 0.5}, // once in the output
-	} {
-		got := logit(pen.applyCount(tc.count, tc.p, V))
-		if math.Abs(got-tc.want) > 1e-9 {
-			t.Errorf("p %v count %d: logit %v, want %v", tc.p, tc.count, got, tc.want)
-		}
-	}
-	// A token neither in the prompt nor the output keeps its probability.
-	pen.count, pen.hist = map[int]int{7: 0}, map[int]int{0: 1}
-	if got := pen.apply(8, 0.5, V); got != 0.5 {
-		t.Errorf("unseen token: %v, want 0.5", got)
-	}
-	if got := pen.apply(7, 0.5, V); got == 0.5 {
-		t.Error("a prompt token was not penalised")
-	}
-	if newPenalties(Sampling{RepetitionPenalty: 1}, []int{1, 2}) != nil || newPenalties(Sampling{}, []int{1}) != nil {
-		t.Error("penalties that are all off are not nil")
-	}
-}
-
-// vllmReference is vLLM's sampler written out over explicit logits, one a
-// token (sampler.py and topk_topp_sampler.py, after the penalties): divide
-// by the temperature, mask min_p, mask below the k-th largest, then sort
-// ascending and mask while the cumulative probability stays within 1 -
-// top_p, the largest always kept. It returns each token's probability.
-func vllmReference(logits []float64, temp float64, topK int, topP, minP float64) []float64 {
-	n := len(logits)
-	l := make([]float64, n)
-	for i, x := range logits {
-		l[i] = x / temp
-	}
-	softmax := func(xs []float64) []float64 {
-		m := math.Inf(-1)
-		for _, x := range xs {
-			m = math.Max(m, x)
-		}
-		out := make([]float64, len(xs))
-		z := 0.0
-		for i, x := range xs {
-			out[i] = math.Exp(x - m)
-			z += out[i]
-		}
-		for i := range out {
-			out[i] /= z
-		}
-		return out
-	}
-	if minP > 0 {
-		p := softmax(l)
-		top := slices.Max(p)
-		for i := range l {
-			if p[i] < minP*top {
-				l[i] = math.Inf(-1)
-			}
-		}
-	}
-	order := make([]int, n) // ascending
-	for i := range order {
-		order[i] = i
-	}
-	sort.SliceStable(order, func(a, b int) bool { return l[order[a]] < l[order[b]] })
-	if topK > 0 && topK < n {
-		kth := l[order[n-topK]]
-		for i := range l {
-			if l[i] < kth {
-				l[i] = math.Inf(-1)
-			}
-		}
-	}
-	if topP > 0 && topP < 1 {
-		p := softmax(l)
-		cum := 0.0
-		for j, i := range order {
-			cum += p[i]
-			if cum <= 1-topP && j < n-1 {
-				l[i] = math.Inf(-1)
-			}
-		}
-	}
-	return softmax(l)
-}
-
-// The sampler keeps and draws tokens as vLLM's does, for each processing
-// step alone and together: ties at the k-th are kept, top_p cuts through a
-// set of equally likely tokens token by token and always keeps the most
-// likely one. Checked statistically against vllmReference over the tokens
-// spelled out one by one.
-func TestSimSamplerFollowsVLLMsPipeline(t *testing.T) {
-	// Five tokens, two of them tied, and 100 equally likely others.
-	structured := []float64{0.3, 0.2, 0.2, 0.1, 0.05}
-	const bulk, bulkP = 100, 0.0015
-	es := make([]entry, 0, len(structured)+1)
-	var logits []float64
-	for i, p := range structured {
-		es = append(es, entry{id: i, n: 1, p: p})
-		logits = append(logits, math.Log(p))
-	}
-	es = append(es, entry{id: bulkUnseen, n: bulk, p: bulkP})
-	for range bulk {
-		logits = append(logits, math.Log(bulkP))
-	}
-	n := draws()
-	for _, sp := range []Sampling{
-		{Temperature: 1},
-		{Temperature: 0.7, TopP: 0.8},
-		{Temperature: 1, TopP: 0.9},  // cuts through the 100
-		{Temperature: 1, TopP: 1e-6}, // the most likely only
-		{Temperature: 1.3, TopK: 2},  // keeps both ties at the 2nd
-		{Temperature: 1, TopK: 7},    // a k-th inside the 100: all of them kept
-		{Temperature: 1, MinP: 0.3},
-		{Temperature: 0.5, TopK: 4, TopP: 0.9, MinP: 0.05},
-		{Temperature: 0.005, TopP: 0.95}, // raised to 0.01
-	} {
-		ref := vllmReference(logits, max(sp.Temperature, minTemperature), sp.TopK, sp.TopP, sp.MinP)
-		want := append([]float64(nil), ref[:len(structured)]...)
-		rest := 0.0
-		for _, p := range ref[len(structured):] {
-			rest += p
-		}
-		want = append(want, rest)
-		counts := make([]int, len(es))
-		for i := 0; i < n; i++ {
-			counts[pick(es, sp, rand.New(rand.NewPCG(uint64(i), 99)))]++
-		}
-		for b, p := range want {
-			e := float64(n) * p
-			sd := math.Sqrt(float64(n) * p * (1 - p))
-			if math.Abs(float64(counts[b])-e) > 5*sd+1 {
-				t.Errorf("%+v: bin %d drawn %d of %d times, vLLM's probability %.4g (expected %.1f)", sp, b, counts[b], n, p, e)
-			}
-		}
-	}
-	// Greedy takes the first entry and draws nothing.
-	rng := rand.New(rand.NewPCG(1, 2))
-	before := *rng
-	if i := pick(es, Sampling{Temperature: 0, TopK: 3}, rng); i != 0 || *rng != before {
-		t.Errorf("greedy picked %d or used the rng", i)
 	}
 }
 
@@ -326,7 +169,7 @@ func TestSimPolicyRejectsSamplingOutsideVLLMsRanges(t *testing.T) {
 	// A generation config out of range fails the requests that omit the
 	// field, as in vLLM.
 	big := 3.0
-	ps.SetGenerationConfig(GenerationConfig{Temperature: &big})
+	ps.SetGenerationConfig(lm.GenerationConfig{Temperature: &big})
 	if st, _ := c.post("/v1/completions", map[string]any{"model": testBase, "prompt": "x", "max_tokens": 2}); st != http.StatusBadRequest {
 		t.Errorf("temperature 3 from the generation config: %d", st)
 	}
@@ -406,7 +249,7 @@ func TestSimJudgeTokenCapIsMaxCompletionTokensThenMaxTokensThenMaxNewTokens(t *t
 	f := getFixture(t)
 	js := NewJudgeServer("judge", "", f.corpus)
 	three := 3
-	gc := QwenInstructGenerationConfig()
+	gc := lm.QwenInstructGenerationConfig()
 	gc.MaxNewTokens = &three
 	js.SetGenerationConfig(gc)
 	srv := httptest.NewServer(js.Handler())
@@ -434,14 +277,14 @@ func TestSimJudgeTokenCapIsMaxCompletionTokensThenMaxTokensThenMaxNewTokens(t *t
 			t.Errorf("%v: %q, finish %v, usage %v; want %q cut by length", tc.set, got, ch["finish_reason"], usage, want)
 		}
 	}
-	js.SetGenerationConfig(QwenInstructGenerationConfig())
+	js.SetGenerationConfig(lm.QwenInstructGenerationConfig())
 	st, out, _ := judgeRequest(t, srv.URL, "", judgeBody(f, 1, map[string]any{"temperature": 0.0, "max_tokens": nil}))
 	ch := out["choices"].([]any)[0].(map[string]any)
 	usage := out["usage"].(map[string]any)
 	if st != 200 || ch["message"].(map[string]any)["content"] != full || ch["finish_reason"] != "stop" || usage["completion_tokens"] != float64(len(fullIDs)+1) {
 		t.Errorf("no cap at all: %d %v %v, want the whole %q and its end-of-turn token", st, ch, usage, full)
 	}
-	prompt := ChatTemplate([]chatMessage{{Role: "user", Content: judgeBody(f, 1, nil)["messages"].([]map[string]string)[0]["content"]}}, true)
+	prompt := lm.ChatTemplate([]lm.ChatMessage{{Role: "user", Content: judgeBody(f, 1, nil)["messages"].([]map[string]string)[0]["content"]}}, true)
 	if usage["prompt_tokens"] != float64(len(f.tk.Encode(prompt))) {
 		t.Errorf("prompt_tokens %v, the templated prompt has %d Qwen2.5 tokens", usage["prompt_tokens"], len(f.tk.Encode(prompt)))
 	}

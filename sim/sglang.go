@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/hindsearch/hindsearch/clients/policy/sglang"
+	"github.com/hindsearch/hindsearch/sim/lm"
 )
 
 // SGLang's native routes on the simulated policy, beside its vLLM ones (read
@@ -53,10 +54,10 @@ import (
 type sglangSampling struct {
 	MaxNewTokens *int      `json:"max_new_tokens"`
 	Stop         stopField `json:"stop"`
-	// samplingFields are the seven fields vLLM's requests carry too, under
+	// SamplingFields are the seven fields vLLM's requests carry too, under
 	// the same names; SGLang defaults and checks them its own way
 	// (resolve below).
-	samplingFields
+	lm.SamplingFields
 	SkipSpecialTokens *bool  `json:"skip_special_tokens"`
 	NoStopTrim        *bool  `json:"no_stop_trim"`
 	N                 *int   `json:"n"`
@@ -192,14 +193,14 @@ func parseSGLangSampling(raw json.RawMessage, hasSeed bool) (sglangSampling, int
 // resolve applies SamplingParams' defaults and __post_init__ (a null
 // takes the default; below 1e-6 greedy; top_k -1 all) and verify's checks,
 // and returns the simulator's Sampling (greedy as temperature 0).
-func (f sglangSampling) resolve() (Sampling, error) {
+func (f sglangSampling) resolve() (lm.Sampling, error) {
 	num := func(v *float64, def float64) float64 {
 		if v != nil {
 			return *v
 		}
 		return def
 	}
-	sp := Sampling{
+	sp := lm.Sampling{
 		Temperature:       num(f.Temperature, 1),
 		TopP:              num(f.TopP, 1),
 		MinP:              num(f.MinP, 0),
@@ -388,7 +389,7 @@ func (s *PolicyServer) generate(w http.ResponseWriter, r *http.Request) {
 	} else {
 		rng = rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(s.requests.Load())))
 	}
-	var g Generation
+	var g lm.Generation
 	if sp.MaxTokens > 0 {
 		g = s.model.Generate(params, prompt, sp, rng)
 	} else {
@@ -622,7 +623,7 @@ func (s *PolicyServer) rememberLoRA(name, path string) {
 // reloadEvicted is SGLang's implicit reload of an adapter a /generate
 // request names that is not loaded: one loaded before is read again from
 // its path; a name never loaded is refused with SGLang's text.
-func (s *PolicyServer) reloadEvicted(name string) (Params, error) {
+func (s *PolicyServer) reloadEvicted(name string) (lm.Params, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if p, ok := s.adapters[name]; ok {

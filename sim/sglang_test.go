@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/hindsearch/hindsearch/clients/policy/format"
+	"github.com/hindsearch/hindsearch/sim/lm"
 )
 
 // generated is the decoded part of a /generate answer the tests read.
@@ -189,7 +190,7 @@ func TestSimGenerateTrimsStopUnlessNoStopTrim(t *testing.T) {
 func TestSimGenerateStopTokenMatchedIsItsID(t *testing.T) {
 	f := getFixture(t)
 	_, c := newPolicy(t, f)
-	eos, _ := f.tk.ID(TokIMEnd)
+	eos, _ := f.tk.ID(lm.TokIMEnd)
 	ids := f.tk.Encode(promptText(f.hotpot[2].Q, ""))
 	for seed := 1; seed <= 60; seed++ {
 		_, sb := rolloutBodies(ids, seed, 1, 1, -1)
@@ -198,11 +199,11 @@ func TestSimGenerateStopTokenMatchedIsItsID(t *testing.T) {
 		if string(g.Meta.FinishReason.Matched) != strings.TrimSpace(jsonInt(eos)) {
 			continue
 		}
-		if g.OutputIDs[len(g.OutputIDs)-1] != eos || !strings.HasSuffix(g.Text, TokIMEnd) {
+		if g.OutputIDs[len(g.OutputIDs)-1] != eos || !strings.HasSuffix(g.Text, lm.TokIMEnd) {
 			t.Fatalf("no_stop_trim: %q %v", g.Text, g.OutputIDs)
 		}
 		sb["sampling_params"].(map[string]any)["no_stop_trim"] = false
-		if trimmed := generate(t, c, sb); trimmed.Text != strings.TrimSuffix(g.Text, TokIMEnd) {
+		if trimmed := generate(t, c, sb); trimmed.Text != strings.TrimSuffix(g.Text, lm.TokIMEnd) {
 			t.Errorf("trimmed %q, kept %q", trimmed.Text, g.Text)
 		}
 		return
@@ -235,7 +236,7 @@ func TestSimGenerateInputLogprobsFirstIsNull(t *testing.T) {
 	if !slices.Equal(inIDs, ids) || l[0] != nil {
 		t.Fatalf("input_token_logprobs ids %v (want the prompt), first %v (want null)", inIDs, l[0])
 	}
-	want := f.model.Score(InitialParams(), ids)
+	want := f.model.Score(lm.InitialParams(), ids)
 	for i := 1; i < len(ids); i++ {
 		if math.Abs(l[i].(float64)-want[i]) > 1e-12 {
 			t.Fatalf("position %d: %v, want %v", i, l[i], want[i])
@@ -394,7 +395,7 @@ func TestSimGenerateErrorsLikeSGLang(t *testing.T) {
 func TestSimGenerateLoRAPathPicksLoadedAdapter(t *testing.T) {
 	f := getFixture(t)
 	ps, c := newPolicy(t, f)
-	p := InitialParams()
+	p := lm.InitialParams()
 	for i := range p {
 		p[i] += 0.3 * float64(i%7)
 	}

@@ -4,7 +4,8 @@
 // the whole HindSearch loop on a laptop with no GPU. The simulated policy is
 // a small stochastic search agent over real questions and real retrieval,
 // with a learnable parameter vector that the simulated trainer updates by
-// real gradient steps. Nothing it produces is a language model's output:
+// real gradient steps; it and the simulated judge's model are package
+// sim/lm, which sim serves. Nothing it produces is a language model's output:
 // every response carries the X-Hindsearch-Simulator header and the
 // "hindsearch-simulator" fingerprint.
 package sim
@@ -19,6 +20,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/hindsearch/hindsearch/sim/lm"
 )
 
 // Config selects and configures the simulated servers.
@@ -44,7 +47,7 @@ type Config struct {
 	Corpus []string
 	// Answers are the gold answers of the questions the policy may be
 	// asked (question text -> gold answers), for its reading skill
-	// (Model.SetAnswers); nil: it recognises no answer.
+	// (lm.Model.SetAnswers); nil: it recognises no answer.
 	Answers map[string][]string
 	// Epsilon is the policy's uniform floor (default 1e-6).
 	Epsilon float64
@@ -58,8 +61,8 @@ type Config struct {
 	// Faults injects faults into each role (zero: none).
 	Faults RoleFaults
 	// GenerationConfig is the generation config the simulated policy and
-	// judge models ship (nil: QwenInstructGenerationConfig).
-	GenerationConfig *GenerationConfig
+	// judge models ship (nil: lm.QwenInstructGenerationConfig).
+	GenerationConfig *lm.GenerationConfig
 }
 
 // Servers are running simulated servers on loopback.
@@ -70,7 +73,7 @@ type Servers struct {
 	JudgeURL   string
 	TrainerURL string
 	// Model is the shared simulated policy model.
-	Model *Model
+	Model *lm.Model
 	// Policies, Judge and Trainer are the server objects, for inspection.
 	Policies []*PolicyServer
 	JudgeSrv *JudgeServer
@@ -101,11 +104,11 @@ func Start(cfg Config) (*Servers, error) {
 	if cfg.TrainerBackend != "" && !slices.Contains(TrainerBackends, cfg.TrainerBackend) {
 		return nil, fmt.Errorf("sim: trainer backend %q: want %s or %s", cfg.TrainerBackend, BackendJAX, BackendFSDP)
 	}
-	tk, err := NewTokenizer()
+	tk, err := lm.NewTokenizer()
 	if err != nil {
 		return nil, err
 	}
-	s := &Servers{Model: NewModel(tk, cfg.Epsilon)}
+	s := &Servers{Model: lm.NewModel(tk, cfg.Epsilon)}
 	s.Model.SetAnswers(cfg.Answers)
 	serve := func(h http.Handler) (string, error) {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -118,7 +121,7 @@ func Start(cfg Config) (*Servers, error) {
 		return "http://" + l.Addr().String(), nil
 	}
 	s.cfg = cfg
-	gen := QwenInstructGenerationConfig()
+	gen := lm.QwenInstructGenerationConfig()
 	if cfg.GenerationConfig != nil {
 		gen = *cfg.GenerationConfig
 	}

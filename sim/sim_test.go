@@ -30,8 +30,8 @@ func TestStartClose(t *testing.T) {
 	if len(s.PolicyURLs) != 2 || len(s.Policies) != 2 || s.JudgeURL == "" || s.TrainerURL == "" || s.Model == nil || s.Trainer == nil || s.JudgeSrv == nil {
 		t.Fatalf("servers %+v", s)
 	}
-	if s.Model.eps != 1e-6 {
-		t.Errorf("default epsilon %v, want 1e-6", s.Model.eps)
+	if s.Model.Epsilon() != 1e-6 {
+		t.Errorf("default epsilon %v, want 1e-6", s.Model.Epsilon())
 	}
 	urls := []string{s.PolicyURLs[0] + "/health", s.PolicyURLs[1] + "/v1/models", s.JudgeURL + "/health", s.TrainerURL + "/api/v1/healthz"}
 	for _, u := range urls {
@@ -84,7 +84,7 @@ func TestStartPolicyOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Close)
-	if len(s.PolicyURLs) != 1 || s.JudgeURL != "" || s.TrainerURL != "" || s.Model.eps != 0.01 {
+	if len(s.PolicyURLs) != 1 || s.JudgeURL != "" || s.TrainerURL != "" || s.Model.Epsilon() != 0.01 {
 		t.Errorf("servers %+v", s)
 	}
 }

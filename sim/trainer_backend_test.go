@@ -3,6 +3,8 @@ package sim
 import (
 	"math"
 	"testing"
+
+	"github.com/hindsearch/hindsearch/sim/lm"
 )
 
 // adamBody is an optim_step body whose first Adam step is
@@ -20,13 +22,13 @@ func adamBody(model string, seq int, lr, eps float64) map[string]any {
 // its number of weighted tokens.
 func ascent(f *fixture, tr trajectory, adv float64) ([]float64, int) {
 	pos := tr.policyPositions()
-	lps := f.model.Score(InitialParams(), tr.ids)
+	lps := f.model.Score(lm.InitialParams(), tr.ids)
 	coef := make([]float64, len(pos))
 	for j, p := range pos {
 		coef[j] = math.Exp(lps[p]-float64(float32(tr.lps[p]))) * adv
 	}
-	g := make([]float64, NumParams)
-	f.model.LogProbGrad(InitialParams(), tr.ids, pos, coef, g)
+	g := make([]float64, lm.NumParams)
+	f.model.LogProbGrad(lm.InitialParams(), tr.ids, pos, coef, g)
 	return g, len(pos)
 }
 
@@ -62,7 +64,7 @@ func TestSimTrainerLossNormalisationFollowsBackend(t *testing.T) {
 		const lr, eps = 1e-3, 10.0
 		res := c.call("/api/v1/optim_step", adamBody(mid, 3, lr, eps))
 		norm := 0.0
-		for j := 0; j < NumParams; j++ {
+		for j := 0; j < lm.NumParams; j++ {
 			norm += tc.want(j) * tc.want(j)
 		}
 		norm = math.Sqrt(norm)
@@ -73,8 +75,8 @@ func TestSimTrainerLossNormalisationFollowsBackend(t *testing.T) {
 			t.Errorf("%s: grad_norm %v, hand-computed %v", tc.backend, got, norm)
 		}
 		p, _ := ts.ModelParams(mid)
-		init := InitialParams()
-		for j := 0; j < NumParams; j++ {
+		init := lm.InitialParams()
+		for j := 0; j < lm.NumParams; j++ {
 			g := tc.want(j)
 			want := init[j] - lr*g/(math.Abs(g)+eps)
 			if math.Abs(p[j]-want) > 1e-12+1e-9*math.Abs(want-init[j]) {
@@ -94,7 +96,7 @@ func TestSimTrainerFSDPClipsGradientNorm(t *testing.T) {
 	const adv = 5.0
 	g, n := ascent(f, tr, adv)
 	for _, backend := range []TrainerBackend{BackendFSDP, BackendJAX} {
-		want := make([]float64, NumParams) // the loss gradient before any clip
+		want := make([]float64, lm.NumParams) // the loss gradient before any clip
 		norm := 0.0
 		for j := range want {
 			want[j] = -g[j]
@@ -121,7 +123,7 @@ func TestSimTrainerFSDPClipsGradientNorm(t *testing.T) {
 			t.Errorf("%s: grad_norm %v, want the unclipped %v", backend, got, norm)
 		}
 		p, _ := ts.ModelParams(mid)
-		init := InitialParams()
+		init := lm.InitialParams()
 		for j := range want {
 			gj := want[j] * scale
 			w := init[j] - lr*gj/(math.Abs(gj)+eps)

@@ -17,12 +17,14 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/hindsearch/hindsearch/sim/lm"
 )
 
 // TrainerServer is the simulated trainer: a server of the Tinker training
 // API in JSON (PROTOCOLS.md §5). It trains the simulated policy's parameter
 // vector by real gradient steps (Adam) on the exact datums it is sent, using
-// the same Model that the simulated policy samples from, and saves sampler
+// the same lm.Model that the simulated policy samples from, and saves sampler
 // weights where SkyRL writes them,
 // <checkpoints>/<model_id>/sampler_weights/<name>.tar.gz, answering SkyRL's
 // path tinker://<model_id>/<name> (no sampler_weights/ segment), packed in
@@ -38,7 +40,7 @@ import (
 // training_runs/{id}/checkpoints a model's completed checkpoints, in
 // SkyRL's shapes.
 type TrainerServer struct {
-	model     *Model
+	model     *lm.Model
 	baseModel string
 	ckptDir   string
 	// PollWait is how long retrieve_future holds a poll before answering
@@ -159,7 +161,7 @@ type trainedModel struct {
 	id      string
 	base    string
 	created time.Time
-	params  Params
+	params  lm.Params
 	m, v    []float64
 	t       int
 	rank    int
@@ -235,7 +237,7 @@ type future struct {
 
 // NewTrainerServer returns a simulated trainer for baseModel that writes
 // checkpoints under ckptDir. Close stops its worker.
-func NewTrainerServer(model *Model, baseModel, ckptDir string) *TrainerServer {
+func NewTrainerServer(model *lm.Model, baseModel, ckptDir string) *TrainerServer {
 	s := &TrainerServer{model: model, baseModel: baseModel, ckptDir: ckptDir, PollWait: 2 * time.Second,
 		SessionTimeout: 300 * time.Second, CleanupInterval: 60 * time.Second, expired: map[string]bool{},
 		sessions: map[string]time.Time{}, models: map[string]*trainedModel{}, futures: map[string]*future{}, live: map[string]*trainedModel{},
@@ -435,8 +437,8 @@ func (s *TrainerServer) createModel(w http.ResponseWriter, r *http.Request) {
 	// A new model for every call, as SkyRL (api.py create_model mints a
 	// model id per request; nothing de-duplicates it).
 	mid := s.newID("sim-model")
-	tm := &trainedModel{id: mid, base: req.BaseModel, created: time.Now().UTC(), params: InitialParams(),
-		m: make([]float64, NumParams), v: make([]float64, NumParams), rank: req.LoRAConfig.Rank,
+	tm := &trainedModel{id: mid, base: req.BaseModel, created: time.Now().UTC(), params: lm.InitialParams(),
+		m: make([]float64, lm.NumParams), v: make([]float64, lm.NumParams), rank: req.LoRAConfig.Rank,
 		seqs: map[int]seqRecord{}, ckpts: map[string]*checkpoint{}, session: req.SessionID}
 	s.models[mid] = tm
 	s.order = append(s.order, mid)
@@ -1048,7 +1050,7 @@ func (s *TrainerServer) runForwardBackward(m *trainedModel, data []wireDatum, lo
 		}
 		tokens += len(positions)
 		// Ascent direction of the objective: sum coef * grad log p.
-		grad := make([]float64, NumParams)
+		grad := make([]float64, lm.NumParams)
 		s.model.LogProbGrad(m.params, seq, positions, coef, grad)
 		raw, _ := json.Marshal(d)
 		sum := sha256.Sum256(raw)
@@ -1100,7 +1102,7 @@ func (s *TrainerServer) optimStep(w http.ResponseWriter, r *http.Request) {
 		// Sum the datums' gradients in a canonical order, so the update does
 		// not depend on the order the chunks arrived in.
 		sort.Slice(m.pending, func(i, j int) bool { return m.pending[i].key < m.pending[j].key })
-		g := make([]float64, NumParams)
+		g := make([]float64, lm.NumParams)
 		for _, d := range m.pending {
 			for j, v := range d.grad {
 				g[j] -= v // loss gradient = minus the ascent direction
@@ -1317,7 +1319,7 @@ func (s *TrainerServer) checkpointReady(source, name string) (int, string) {
 }
 
 // ModelParams returns a copy of a trained model's current parameters.
-func (s *TrainerServer) ModelParams(modelID string) (Params, bool) {
+func (s *TrainerServer) ModelParams(modelID string) (lm.Params, bool) {
 	s.mu.Lock()
 	m, ok := s.models[modelID]
 	s.mu.Unlock()
@@ -1326,7 +1328,7 @@ func (s *TrainerServer) ModelParams(modelID string) (Params, bool) {
 	}
 	s.trainMu.Lock()
 	defer s.trainMu.Unlock()
-	return append(Params(nil), m.params...), true
+	return append(lm.Params(nil), m.params...), true
 }
 
 // trainState is a saved training state: parameters and Adam moments.
@@ -1401,7 +1403,7 @@ func (s *TrainerServer) loadState(w http.ResponseWriter, r *http.Request) {
 			return http.StatusBadRequest, map[string]any{"detail": fmt.Sprintf("load weights %s: %v", req.Path, err)}
 		}
 		var st trainState
-		if err := json.Unmarshal(b, &st); err != nil || len(st.Params) != int(NumParams) || len(st.M) != int(NumParams) || len(st.V) != int(NumParams) {
+		if err := json.Unmarshal(b, &st); err != nil || len(st.Params) != int(lm.NumParams) || len(st.M) != int(lm.NumParams) || len(st.V) != int(lm.NumParams) {
 			return http.StatusBadRequest, map[string]any{"detail": fmt.Sprintf("load weights %s: not a simulator training state", req.Path)}
 		}
 		copy(m.params, st.Params)
@@ -1420,8 +1422,8 @@ func (s *TrainerServer) loadState(w http.ResponseWriter, r *http.Request) {
 // layout: what its checkpoint directory needs per saved state and per
 // sampler export (doctor sizes the disk with them).
 func CheckpointSizes(layout ArchiveLayout, baseModel string, rank int) (state, sampler int64, err error) {
-	p := InitialParams()
-	z := make([]float64, NumParams)
+	p := lm.InitialParams()
+	z := make([]float64, lm.NumParams)
 	b, _ := json.Marshal(trainState{Simulated: true, Params: p, M: z, V: z})
 	st, err := PackArchive(layout, map[string][]byte{stateFile: b})
 	if err != nil {

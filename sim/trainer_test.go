@@ -17,6 +17,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hindsearch/hindsearch/sim/lm"
 )
 
 const testBase = "sim-base"
@@ -181,7 +183,7 @@ func trainTrajectory(t *testing.T, f *fixture, qi int) trajectory {
 	t.Helper()
 	docs := bm25Docs(t)
 	for seed := uint64(0); seed < 200; seed++ {
-		tr := rollout(f.model, InitialParams(), f.hotpot[qi].Q, "", trainSampling(), rand.New(rand.NewPCG(seed, 5)), 4, docs)
+		tr := rollout(f.model, lm.InitialParams(), f.hotpot[qi].Q, "", trainSampling(), rand.New(rand.NewPCG(seed, 5)), 4, docs)
 		if len(tr.queries) >= 1 && tr.answered {
 			return tr
 		}
@@ -191,7 +193,7 @@ func trainTrajectory(t *testing.T, f *fixture, qi int) trajectory {
 }
 
 // policyLogLik is the trajectory's log-likelihood over its policy tokens.
-func policyLogLik(m *Model, params Params, tr trajectory) float64 {
+func policyLogLik(m *lm.Model, params lm.Params, tr trajectory) float64 {
 	lps := m.Score(params, tr.ids)
 	s := 0.0
 	for _, p := range tr.policyPositions() {
@@ -223,7 +225,7 @@ func TestTrainerGradientStepsChangeLikelihood(t *testing.T) {
 	ts, c, _ := newTrainer(t, f)
 	session := createSession(c)
 	tr := trainTrajectory(t, f, 7)
-	before := policyLogLik(f.model, InitialParams(), tr)
+	before := policyLogLik(f.model, lm.InitialParams(), tr)
 	npol := len(tr.policyPositions())
 	for k, tc := range []struct {
 		loss string
@@ -240,7 +242,7 @@ func TestTrainerGradientStepsChangeLikelihood(t *testing.T) {
 		// The returned logprobs are the model's, at the weighted positions.
 		outs := res["loss_fn_outputs"].([]any)
 		lpOut := outs[0].(map[string]any)["logprobs"].(map[string]any)["data"].([]any)
-		score := f.model.Score(InitialParams(), tr.ids)
+		score := f.model.Score(lm.InitialParams(), tr.ids)
 		for _, p := range tr.policyPositions() {
 			if got := lpOut[p-1].(float64); math.Abs(got-score[p]) > 1e-5*(1+math.Abs(score[p])) {
 				t.Errorf("%s: returned logprob at %d = %v, Score %v", name, p-1, got, score[p])
@@ -258,7 +260,7 @@ func TestTrainerGradientStepsChangeLikelihood(t *testing.T) {
 				t.Errorf("%s: loss:sum %v, want %v", name, got, -tc.adv)
 			}
 		}
-		if p, _ := ts.ModelParams(mid); !slices.Equal(p, InitialParams()) {
+		if p, _ := ts.ModelParams(mid); !slices.Equal(p, lm.InitialParams()) {
 			t.Errorf("%s: forward_backward changed the parameters", name)
 		}
 		res = c.call("/api/v1/optim_step", optimBody(mid, 2, 0.02))
@@ -310,7 +312,7 @@ func TestTrainerPPOClips(t *testing.T) {
 		}
 		c.call("/api/v1/optim_step", optimBody(mid, 2, 0.02))
 		p, _ := ts.ModelParams(mid)
-		if changed := !slices.Equal(p, InitialParams()); changed != (tc.clipped == 0) {
+		if changed := !slices.Equal(p, lm.InitialParams()); changed != (tc.clipped == 0) {
 			t.Errorf("%s: parameters changed = %v, want %v", name, changed, tc.clipped == 0)
 		}
 	}
@@ -328,7 +330,7 @@ func TestTrainerImportanceRatio(t *testing.T) {
 	ts, c, _ := newTrainer(t, f)
 	session := createSession(c)
 	tr := trainTrajectory(t, f, 7)
-	before := policyLogLik(f.model, InitialParams(), tr)
+	before := policyLogLik(f.model, lm.InitialParams(), tr)
 	for k, tc := range []struct {
 		loss string
 		up   bool
@@ -389,7 +391,7 @@ func TestTrainerSeqIDs(t *testing.T) {
 	if p2, _ := ts.ModelParams(mid); !slices.Equal(p1, p2) {
 		t.Errorf("a retried optim_step was applied twice: %v -> %v", p1, p2)
 	}
-	if slices.Equal(p1, InitialParams()) {
+	if slices.Equal(p1, lm.InitialParams()) {
 		t.Errorf("optim_step did not change the parameters")
 	}
 	// An optim_step with no forward_backward since the last one has no
@@ -595,7 +597,7 @@ func TestSaveWeightsLoadIntoPolicy(t *testing.T) {
 	}
 	for i := range trained {
 		if loaded[i] != float64(float32(trained[i])) {
-			t.Errorf("adapter param %s = %v, trained %v", ParamNames[i], loaded[i], trained[i])
+			t.Errorf("adapter param %s = %v, trained %v", lm.ParamNames[i], loaded[i], trained[i])
 		}
 	}
 
@@ -627,7 +629,7 @@ func TestSaveWeightsLoadIntoPolicy(t *testing.T) {
 
 	_, base := promptLogprobs(t, pc, testBase, tr.ids)
 	_, lora := promptLogprobs(t, pc, "step_1", tr.ids)
-	wantBase, wantLoRA, wantTrained := f.model.Score(InitialParams(), tr.ids), f.model.Score(loaded, tr.ids), f.model.Score(trained, tr.ids)
+	wantBase, wantLoRA, wantTrained := f.model.Score(lm.InitialParams(), tr.ids), f.model.Score(loaded, tr.ids), f.model.Score(trained, tr.ids)
 	differs := false
 	for i := 1; i < len(tr.ids); i++ {
 		if base[i] != wantBase[i] || lora[i] != wantLoRA[i] {
@@ -695,7 +697,7 @@ func TestSimTrainerRefusesLossFnConfigKeysLikeSkyRL(t *testing.T) {
 	_, c, _ := newTrainer(t, f)
 	model := createModel(c, createSession(c), 1)
 	prompt := f.tk.Encode(promptText(f.hotpot[0].Q, ""))
-	g := f.model.Generate(InitialParams(), prompt, trainSampling(), rand.New(rand.NewPCG(1, 1)))
+	g := f.model.Generate(lm.InitialParams(), prompt, trainSampling(), rand.New(rand.NewPCG(1, 1)))
 	tr := trajectory{ids: concat(prompt, g.IDs), policy: make([]bool, len(prompt)), lps: make([]float64, len(prompt))}
 	for _, lp := range g.Logprobs {
 		tr.policy = append(tr.policy, true)

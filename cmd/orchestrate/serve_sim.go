@@ -19,6 +19,7 @@ import (
 	"github.com/hindsearch/hindsearch/orchestrator/dataset"
 	"github.com/hindsearch/hindsearch/recipes"
 	"github.com/hindsearch/hindsearch/sim"
+	"github.com/hindsearch/hindsearch/sim/lm"
 )
 
 // simAddrs is the line serve sim prints: the base URL of every server it
@@ -111,7 +112,7 @@ func serveSim(ctx context.Context, e *env, r *recipes.Recipe, stdin io.Reader, j
 		if err != nil {
 			return err
 		}
-		gen := sim.GenerationConfigFromRecipe(r.Sim.GenerationConfig)
+		gen := lm.GenerationConfigFromRecipe(r.Sim.GenerationConfig)
 		servers, err = sim.Start(sim.Config{BaseModel: r.Policy.Model, JudgeModel: r.Judge.Model,
 			JudgeAPIKey: envValue(e.environ, r.Judge.APIKeyEnv), CheckpointsDir: ckpt, TrainerArchive: sim.ArchiveLayout(r.Sim.Trainer.Archive), TrainerBackend: sim.TrainerBackend(r.Sim.Trainer.Backend), PrefillNoise: r.Sim.Policy.PrefillNoise, Corpus: corpus, Answers: answers,
 			Epsilon: r.Sim.Epsilon, PolicyReplicas: replicas, Judge: judge, Trainer: trainer,

@@ -22,6 +22,7 @@ import (
 	"github.com/hindsearch/hindsearch/clients/transport"
 	"github.com/hindsearch/hindsearch/recipes"
 	"github.com/hindsearch/hindsearch/sim"
+	"github.com/hindsearch/hindsearch/sim/lm"
 )
 
 // tarEntry is one entry of a test archive.
@@ -72,8 +73,8 @@ func writeTarGz(t *testing.T, path string, entries []tarEntry) {
 }
 
 // simParams are recognisable simulator parameters.
-func simParams() sim.Params {
-	p := make(sim.Params, sim.NumParams)
+func simParams() lm.Params {
+	p := make(lm.Params, lm.NumParams)
 	for i := range p {
 		p[i] = float64(i) / 4
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/hindsearch/hindsearch/orchestrator/roles"
 	"github.com/hindsearch/hindsearch/recipes"
 	"github.com/hindsearch/hindsearch/sim"
+	"github.com/hindsearch/hindsearch/sim/lm"
 )
 
 // ApplyRunDefaults fills the recipe's directory defaults that depend on
@@ -215,7 +216,7 @@ func Connect(ctx context.Context, r *recipes.Recipe, environ []string, log io.Wr
 		if err != nil {
 			return fail(err)
 		}
-		gen := sim.GenerationConfigFromRecipe(r.Sim.GenerationConfig)
+		gen := lm.GenerationConfigFromRecipe(r.Sim.GenerationConfig)
 		s, err := sim.Start(sim.Config{BaseModel: r.Policy.Model, JudgeModel: r.Judge.Model, JudgeAPIKey: key(r.Judge.APIKeyEnv),
 			CheckpointsDir: r.Trainer.CheckpointsDir, TrainerArchive: sim.ArchiveLayout(r.Sim.Trainer.Archive), TrainerBackend: sim.TrainerBackend(r.Sim.Trainer.Backend), PrefillNoise: r.Sim.Policy.PrefillNoise, Corpus: corpus, Answers: answers, Epsilon: r.Sim.Epsilon,
 			PolicyReplicas: nEmbedded, Judge: r.Judge.URL == recipes.Embedded, Trainer: r.Trainer.URL == recipes.Embedded,

@@ -12,6 +12,7 @@ import (
 	"github.com/hindsearch/hindsearch/orchestrator/roles"
 	"github.com/hindsearch/hindsearch/recipes"
 	"github.com/hindsearch/hindsearch/sim"
+	"github.com/hindsearch/hindsearch/sim/lm"
 )
 
 // TokenizerLoader loads a Hugging Face tokenizer.json file, or a gzip of
@@ -29,17 +30,17 @@ func loadTokenizerFile(path string) (roles.Vocab, error) {
 	return tk, nil
 }
 
-// simChat is the simulated policy's chat template (sim.ChatTemplate).
+// simChat is the simulated policy's chat template (lm.ChatTemplate).
 func simChat(msgs []policy.Message, addGenerationPrompt bool) string {
-	ms := make([]sim.ChatMessage, len(msgs))
+	ms := make([]lm.ChatMessage, len(msgs))
 	for i, m := range msgs {
-		ms[i] = sim.ChatMessage{Role: m.Role, Content: m.Content}
+		ms[i] = lm.ChatMessage{Role: m.Role, Content: m.Content}
 	}
-	return sim.ChatTemplate(ms, addGenerationPrompt)
+	return lm.ChatTemplate(ms, addGenerationPrompt)
 }
 
 // simTokenizer wraps the simulator's tokenizer.
-func simTokenizer(tk *sim.Tokenizer) *roles.Tokenizer {
+func simTokenizer(tk *lm.Tokenizer) *roles.Tokenizer {
 	return &roles.Tokenizer{Vocab: tk, Chat: simChat, Source: roles.SimTokenizerSource}
 }
 
@@ -62,7 +63,7 @@ func connectTokenizer(r *recipes.Recipe, env map[string]string, emb *sim.Servers
 		if emb != nil {
 			return simTokenizer(emb.Model.Tokenizer()), nil
 		}
-		tk, err := sim.NewTokenizer()
+		tk, err := lm.NewTokenizer()
 		if err != nil {
 			return nil, fmt.Errorf("policy.tokenizer %s: the simulator's tokenizer: %w", name, err)
 		}

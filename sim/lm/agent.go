@@ -1,4 +1,4 @@
-package sim
+package lm
 
 import (
 	"math"
@@ -388,6 +388,23 @@ func sanitize(s string) string {
 // normText lower-cases and collapses a phrase for comparisons.
 func normText(s string) string {
 	return strings.ToLower(strings.Join(strings.Fields(strings.Trim(s, " \"'?.,")), " "))
+}
+
+// looseNorm lower-cases and turns everything but letters and digits into
+// single spaces.
+func looseNorm(s string) string {
+	var b strings.Builder
+	space := true
+	for _, r := range strings.ToLower(s) {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r > 0x7f {
+			b.WriteRune(r)
+			space = false
+		} else if !space {
+			b.WriteByte(' ')
+			space = true
+		}
+	}
+	return strings.TrimSpace(b.String())
 }
 
 var questionWords = map[string]bool{"which": true, "who": true, "what": true, "when": true, "where": true,

@@ -1,4 +1,4 @@
-package sim
+package lm
 
 import (
 	"slices"
@@ -173,7 +173,7 @@ func TestSimEncodeCacheIsBounded(t *testing.T) {
 // system message of the caller's, later system messages, tool messages
 // grouped in one user turn, roles it leaves out.
 func TestChatTemplate(t *testing.T) {
-	user := []chatMessage{{Role: "user", Content: "Q?"}}
+	user := []ChatMessage{{Role: "user", Content: "Q?"}}
 	want := "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n" +
 		"<|im_start|>user\nQ?<|im_end|>\n<|im_start|>assistant\n"
 	if got := ChatTemplate(user, true); got != want {
@@ -182,7 +182,7 @@ func TestChatTemplate(t *testing.T) {
 	if got := ChatTemplate(user, false); got != strings.TrimSuffix(want, "<|im_start|>assistant\n") {
 		t.Errorf("without generation prompt: %q", got)
 	}
-	msgs := []chatMessage{{Role: "system", Content: "S"}, {Role: "user", Content: "Q?"}, {Role: "assistant", Content: "A"},
+	msgs := []ChatMessage{{Role: "system", Content: "S"}, {Role: "user", Content: "Q?"}, {Role: "assistant", Content: "A"},
 		{Role: "tool", Content: "r1"}, {Role: "tool", Content: "r2"}, {Role: "developer", Content: "D"}, {Role: "system", Content: "S2"}}
 	want = "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nQ?<|im_end|>\n<|im_start|>assistant\nA<|im_end|>\n" +
 		"<|im_start|>user\n<tool_response>\nr1\n</tool_response>\n<tool_response>\nr2\n</tool_response><|im_end|>\n" +

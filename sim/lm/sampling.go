@@ -1,4 +1,4 @@
-package sim
+package lm
 
 import (
 	"fmt"
@@ -50,11 +50,12 @@ const (
 	// minTemperature is the least temperature vLLM samples with (it
 	// raises lower positive ones to it).
 	minTemperature = 0.01
-	// completionsMaxTokens is the max_tokens of a completions request
-	// that sends none (CompletionRequest's default in vLLM, whatever the
-	// generation config says).
-	completionsMaxTokens = 16
 )
+
+// CompletionsMaxTokens is the max_tokens of a completions request that
+// sends none (CompletionRequest's default in vLLM, whatever the generation
+// config says).
+const CompletionsMaxTokens = 16
 
 // GenerationConfig is the sampling part of a model's generation_config.json
 // as vLLM reads it with --generation-config auto (its default): each nil
@@ -91,8 +92,10 @@ func GenerationConfigFromRecipe(g recipes.SimGenerationConfig) GenerationConfig 
 	return gc
 }
 
-// samplingFields are the sampling fields of a request, nil when omitted.
-type samplingFields struct {
+// SamplingFields are the sampling fields of a vLLM completions or chat
+// request as its JSON carries them, each nil when omitted or null. The
+// servers embed it in their request types and call Resolve.
+type SamplingFields struct {
 	Temperature       *float64 `json:"temperature"`
 	TopP              *float64 `json:"top_p"`
 	TopK              *int     `json:"top_k"`
@@ -102,11 +105,14 @@ type samplingFields struct {
 	FrequencyPenalty  *float64 `json:"frequency_penalty"`
 }
 
-// resolve fills the omitted fields from gc, then from vLLM's built-in
-// defaults, and checks the result as vLLM's SamplingParams does. The
+// Resolve fills the omitted fields from gc, then from vLLM's built-in
+// defaults, and checks the result as vLLM's SamplingParams does: an error
+// names the field out of range and its range (a server answers 400). The
 // returned Sampling has vLLM's greedy normalisation applied (below
-// samplingEps, top_p, top_k and min_p are off) and the temperature floor.
-func (f samplingFields) resolve(gc GenerationConfig) (Sampling, error) {
+// temperature 1e-5, top_p, top_k and min_p are off) and the temperature
+// floor; its MaxTokens, Stop and the other request-level settings are left
+// for the caller.
+func (f SamplingFields) Resolve(gc GenerationConfig) (Sampling, error) {
 	num := func(req, gen *float64, def float64) float64 {
 		switch {
 		case req != nil:
@@ -159,8 +165,10 @@ func (f samplingFields) resolve(gc GenerationConfig) (Sampling, error) {
 	return sp, nil
 }
 
-// greedy reports whether sp samples greedily.
-func (sp Sampling) greedy() bool { return sp.Temperature < samplingEps }
+// Greedy reports whether sp samples greedily: its temperature is below
+// vLLM's threshold 1e-5, so the most likely token is taken and nothing is
+// drawn from the rng.
+func (sp Sampling) Greedy() bool { return sp.Temperature < samplingEps }
 
 // entry is one token, or a set of tokens sharing one probability, of a
 // next-token distribution being sampled from.
@@ -183,7 +191,7 @@ const (
 // caller draws one of its tokens uniformly. It draws nothing from rng when
 // sp is greedy.
 func pick(es []entry, sp Sampling, rng *rand.Rand) int {
-	if sp.greedy() {
+	if sp.Greedy() {
 		return 0
 	}
 	T := max(sp.Temperature, minTemperature)

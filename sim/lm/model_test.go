@@ -1,4 +1,4 @@
-package sim
+package lm
 
 import (
 	"math"
@@ -299,7 +299,7 @@ func TestScoreAnySequence(t *testing.T) {
 		"specials only":         {0, 1, 2, 1, 2, 0, 0},
 		"one token":             {5},
 		"empty":                 {},
-		"hint without question": tk.Encode(ChatTemplate([]chatMessage{{Role: "user", Content: "Hint: \"x\""}}, true) + "<search> x </search>"),
+		"hint without question": tk.Encode(ChatTemplate([]ChatMessage{{Role: "user", Content: "Hint: \"x\""}}, true) + "<search> x </search>"),
 		"truncated information": tk.Encode(promptText(q, "") + thoughtSearch + "<search> x </search>\n\n<information>Doc 1(Title: \"A) b" + "</information>\n\n<answer> b </answer>"),
 	}
 	// Random ids after a real prompt: every turn start, mid-turn divergence

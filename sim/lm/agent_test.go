@@ -1,12 +1,8 @@
-package sim
+package lm
 
 import (
-	"bytes"
-	"encoding/json"
 	"math"
 	"math/rand/v2"
-	"net/http"
-	"net/http/httptest"
 	"regexp"
 	"slices"
 	"strings"
@@ -51,7 +47,7 @@ func TestAnswerDependsOnRetrieval(t *testing.T) {
 		n = 30
 	}
 	qs := evalQuestions(f, n)
-	judge := NewJudgeServer("judge", "", f.corpus)
+	judge := NewJudge(f.corpus)
 	var byQuestion, byTitle []string
 	for _, q := range qs {
 		byQuestion = append(byQuestion, q.Q)
@@ -144,43 +140,6 @@ func TestAnswerDependsOnRetrieval(t *testing.T) {
 	}
 }
 
-// judgePrompt renders the orchestrator's default judge prompt
-// (orchestrator.DefaultJudgePrompt; sim cannot import orchestrator).
-func judgePrompt(question string, golds []string, response string) string {
-	var b strings.Builder
-	b.WriteString("You review the work of a search agent that answers questions by issuing search queries to a Wikipedia search engine. Its final answer was wrong.\n\n")
-	b.WriteString("Question: " + format.NormalizeQuestion(question) + "\n")
-	if len(golds) > 0 {
-		b.WriteString("Gold answer(s): " + strings.Join(golds, " | ") + "\n")
-	}
-	b.WriteString("Trajectory:\n" + strings.TrimSpace(response) + "\n\n")
-	b.WriteString("Write a short, directive critique of the agent's search behaviour, in at most three sentences: say what it should have searched for instead, quoting the exact search query in double quotes. Do not state the answer itself.")
-	return b.String()
-}
-
-// askJudge sends one critique request to the simulated judge over HTTP.
-func askJudge(t *testing.T, url, prompt string) string {
-	t.Helper()
-	body, _ := json.Marshal(map[string]any{"model": "judge", "max_tokens": 256, "temperature": 0,
-		"messages": []map[string]string{{"role": "system", "content": "You are a concise reviewer."}, {"role": "user", "content": prompt}}})
-	resp, err := http.Post(url+"/v1/chat/completions", "application/json", bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var out struct {
-		Choices []struct {
-			Message struct {
-				Content string `json:"content"`
-			} `json:"message"`
-		} `json:"choices"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != 200 || len(out.Choices) != 1 {
-		t.Fatalf("judge: status %d, %v", resp.StatusCode, err)
-	}
-	return out.Choices[0].Message.Content
-}
-
 // TestJudgeCritiqueHelps checks that the simulated judge's critique is
 // more useful with the gold answer than without (its quoted query retrieves
 // a passage holding the answer more often), and that the critique as a hint
@@ -188,9 +147,7 @@ func askJudge(t *testing.T, url, prompt string) string {
 // searches that retrieve the answer.
 func TestJudgeCritiqueHelps(t *testing.T) {
 	f := getFixture(t)
-	judge := NewJudgeServer("judge", "", f.corpus)
-	srv := httptest.NewServer(judge.Handler())
-	t.Cleanup(srv.Close)
+	judge := NewJudge(f.corpus)
 	qs := evalQuestions(f, 40)
 	docs := bm25Docs(t)
 	retrievesGold := func(query string, golds []string) bool {
@@ -218,8 +175,11 @@ func TestJudgeCritiqueHelps(t *testing.T) {
 			kw := strings.Join(contentWords(q.Q), " ")
 			response = thoughtSearch + "<search> " + kw + " </search>" + format.InfoBlock(docs(kw)) + response
 		}
-		critGold := askJudge(t, srv.URL, judgePrompt(q.Q, q.Answers, response))
-		critNo := askJudge(t, srv.URL, judgePrompt(q.Q, nil, response))
+		// The judge's greedy critiques: what the simulated judge server
+		// answers a request at temperature 0 (sim's
+		// TestSimJudgeOmittedSamplingFieldTakesTheGenerationConfig).
+		critGold := judge.Critique(judgePrompt(q.Q, q.Answers, response))
+		critNo := judge.Critique(judgePrompt(q.Q, nil, response))
 		qGold, qNo := quoted(critGold), quoted(critNo)
 		if retrievesGold(qGold, q.Answers) {
 			hitGold++

@@ -1,4 +1,4 @@
-package sim
+package lm
 
 import (
 	"math"
@@ -25,7 +25,7 @@ func TestHindsightTermCarriesSignal(t *testing.T) {
 		t.Skip("trains twice")
 	}
 	f := getFixture(t)
-	judge := NewJudgeServer("judge", "", f.corpus)
+	judge := NewJudge(f.corpus)
 	docs := bm25Docs(t)
 	qs := evalQuestions(f, 160)
 	train, held := qs[:80], qs[80:]

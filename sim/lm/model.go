@@ -1,4 +1,9 @@
-package sim
+// Package lm is the simulator's language models: the simulated policy, a
+// small stochastic search agent over Qwen2.5's tokenizer whose sampling,
+// token logprobs and gradients all come from one definition (Model, with
+// its learnable Params), and the simulated judge that critiques its
+// trajectories (Judge). Package sim serves them over HTTP.
+package lm
 
 import (
 	"bytes"
@@ -64,6 +69,9 @@ func (m *Model) state(text string) turnState {
 
 // Tokenizer returns the model's tokenizer.
 func (m *Model) Tokenizer() *Tokenizer { return m.tk }
+
+// Epsilon returns the model's uniform floor (NewModel's eps).
+func (m *Model) Epsilon() float64 { return m.eps }
 
 // segment returns the token indices where a policy turn starts (the text
 // before them ends with the assistant header or an environment block), with
@@ -284,6 +292,18 @@ func (s *textStream) add(tk *Tokenizer, id int, keepSpecial bool) int {
 	return len(out)
 }
 
+// StreamText returns the text vLLM's incremental detokenizer writes for
+// ids with special tokens skipped (its default; see textStream): the text
+// of a completion cut after those tokens, a character still incomplete at
+// the end held back.
+func StreamText(tk *Tokenizer, ids []int) string {
+	var ts textStream
+	for _, id := range ids {
+		ts.add(tk, id, false)
+	}
+	return string(ts.text)
+}
+
 // matchStop is vLLM's check_stop_strings: the first stop string of the
 // list found in text that ends within its last added bytes (added > 0;
 // earlier text was checked before). cut is the length the text is cut to:
@@ -376,7 +396,7 @@ func (m *Model) sampleNext(tm *turnModel, partial []int, sp Sampling, pen *penal
 // log-softmax of the penalised logits.
 func sampledLogprob(es []entry, e entry, sp Sampling) float64 {
 	T := 1.0
-	if !sp.greedy() {
+	if !sp.Greedy() {
 		T = max(sp.Temperature, minTemperature)
 	}
 	z := 0.0

@@ -1,4 +1,4 @@
-package sim
+package lm
 
 import (
 	"bytes"
@@ -39,7 +39,8 @@ func TestSimTokenizerTokenBytesAreTheExactBytesOfEachID(t *testing.T) {
 		}
 	}
 	// ChatMessage builds the simulated chat template's messages.
-	if got := ChatTemplate([]ChatMessage{{Role: "user", Content: "Q?"}}, true); got != ChatTemplate([]chatMessage{{Role: "user", Content: "Q?"}}, true) {
-		t.Errorf("ChatTemplate = %q", got)
+	want := TokIMStart + "system\n" + SystemPrompt + TokIMEnd + "\n" + TokIMStart + "user\nQ?" + TokIMEnd + "\n" + TokIMStart + "assistant\n"
+	if got := ChatTemplate([]ChatMessage{{Role: "user", Content: "Q?"}}, true); got != want {
+		t.Errorf("ChatTemplate = %q, want %q", got, want)
 	}
 }

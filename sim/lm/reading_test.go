@@ -1,4 +1,4 @@
-package sim
+package lm
 
 import (
 	"math"
@@ -35,7 +35,7 @@ func TestReadingSkillNeedsThePassage(t *testing.T) {
 		n = 30 // the BM25 index holds the first questions' passages only
 	}
 	qs := evalQuestions(f, n)
-	judge := NewJudgeServer("judge", "", f.corpus)
+	judge := NewJudge(f.corpus)
 	var titles, far []string
 	for i, q := range qs {
 		title := judge.goldPassage(judgeInput{question: q.Q, golds: q.Answers})

@@ -1,4 +1,4 @@
-package sim
+package lm
 
 import (
 	"fmt"
@@ -229,4 +229,56 @@ func maximalSubpart(b []byte) int {
 		lo, hi = 0x80, 0xBF
 	}
 	return n
+}
+
+// The simulator's tokenizer also serves as a process's local tokenizer
+// (the orchestrator's policy.tokenizer for embedded policies): Tokenizer
+// has TokenBytes and AppendEncode, and ChatTemplate is the template the
+// simulated policy's /tokenize applies.
+
+// ChatMessage is one message of a chat, as ChatTemplate renders it and the
+// simulated servers' chat and tokenize requests carry it (JSON "role" and
+// "content").
+type ChatMessage struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// SystemPrompt is Qwen2.5's default system line: its chat template
+// inserts it when the first message is not a system message.
+const SystemPrompt = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
+
+// ChatTemplate renders messages with Qwen2.5's chat template (the one of
+// its tokenizer_config.json, without tools): a system message first, or
+// SystemPrompt's when there is none; then each user message, later system
+// message and assistant message as "<|im_start|>ROLE\nCONTENT<|im_end|>\n";
+// a run of tool messages as one user turn of
+// "\n<tool_response>\nCONTENT\n</tool_response>" parts; messages of any
+// other role are left out, as the template leaves them; then, with
+// addGenerationPrompt, the assistant header "<|im_start|>assistant\n".
+func ChatTemplate(msgs []ChatMessage, addGenerationPrompt bool) string {
+	var b strings.Builder
+	if len(msgs) > 0 && msgs[0].Role == "system" {
+		b.WriteString(TokIMStart + "system\n" + msgs[0].Content + TokIMEnd + "\n")
+	} else {
+		b.WriteString(TokIMStart + "system\n" + SystemPrompt + TokIMEnd + "\n")
+	}
+	for i, m := range msgs {
+		switch {
+		case m.Role == "user" || m.Role == "assistant" || m.Role == "system" && i > 0:
+			b.WriteString(TokIMStart + m.Role + "\n" + m.Content + TokIMEnd + "\n")
+		case m.Role == "tool":
+			if i == 0 || msgs[i-1].Role != "tool" {
+				b.WriteString(TokIMStart + "user")
+			}
+			b.WriteString("\n<tool_response>\n" + m.Content + "\n</tool_response>")
+			if i == len(msgs)-1 || msgs[i+1].Role != "tool" {
+				b.WriteString(TokIMEnd + "\n")
+			}
+		}
+	}
+	if addGenerationPrompt {
+		b.WriteString(assistantHeader)
+	}
+	return b.String()
 }
