@@ -11,7 +11,7 @@ import (
 
 	"github.com/hindsearch/hindsearch/orchestrator/setup"
 	"github.com/hindsearch/hindsearch/recipes"
-	"github.com/hindsearch/hindsearch/sim"
+	"github.com/hindsearch/hindsearch/sim/weights"
 )
 
 // A run on the simulator syncs the trainer's weights with either of
@@ -67,7 +67,7 @@ func TestRunSyncsBothArchiveLayouts(t *testing.T) {
 					}
 				}
 				// The unpacked weights are the trained model's (float32).
-				synced, err := sim.ReadWeights(dir)
+				synced, err := weights.ReadWeights(dir)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -13,7 +13,7 @@ import (
 	"github.com/hindsearch/hindsearch/clients/trainer"
 	"github.com/hindsearch/hindsearch/orchestrator/setup"
 	"github.com/hindsearch/hindsearch/results"
-	"github.com/hindsearch/hindsearch/sim"
+	simtrainer "github.com/hindsearch/hindsearch/sim/trainer"
 )
 
 // fullWeightSets is a full-weight run as on SkyRL's FSDP backend: rank 0,
@@ -34,7 +34,7 @@ func TestTrainerDiskStaysBounded(t *testing.T) {
 	}
 	defer emb.Close()
 	ts := emb.Sim().Trainer
-	var worst sim.CheckpointUsage
+	var worst simtrainer.CheckpointUsage
 	var out bytes.Buffer
 	rn := &Runner{Recipe: r, Deps: deps, Out: &out, afterStep: func(step int) {
 		u := ts.CheckpointUsage()

@@ -18,8 +18,8 @@ import (
 	"github.com/hindsearch/hindsearch/orchestrator/roles"
 	"github.com/hindsearch/hindsearch/orchestrator/setup"
 	"github.com/hindsearch/hindsearch/results"
-	"github.com/hindsearch/hindsearch/sim"
 	"github.com/hindsearch/hindsearch/sim/lm"
+	"github.com/hindsearch/hindsearch/sim/weights"
 )
 
 // sglangSets run the embedded default with full-weight syncs on two
@@ -78,7 +78,7 @@ func TestSGLangDiskEndToEnd(t *testing.T) {
 	// Each replica serves step 2's weights under the base name, loaded from
 	// the directory the orchestrator unpacked; no adapter was loaded.
 	wantDir, _ := filepath.Abs(filepath.Join(r.Sync.Dir, "test-step0002"))
-	trained, err := sim.ReadWeights(wantDir)
+	trained, err := weights.ReadWeights(wantDir)
 	if err != nil {
 		t.Fatal(err)
 	}

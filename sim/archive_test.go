@@ -1,164 +1,23 @@
 package sim
 
 import (
-	"archive/tar"
 	"bytes"
-	"compress/gzip"
-	"io"
 	"net/http"
-	"os"
 	"path/filepath"
-	"reflect"
-	"slices"
 	"strings"
 	"testing"
 
-	"github.com/hindsearch/hindsearch/sim/lm"
+	"github.com/hindsearch/hindsearch/sim/weights"
 )
-
-// archiveEntries lists an archive's entries as "name type", and whether it
-// is a gzip stream; compressedLen and plainLen are the gzip stream's size
-// and the tar's inside it.
-func archiveEntries(t *testing.T, b []byte) (entries []string, gzipped bool, compressedLen, plainLen int) {
-	t.Helper()
-	plain := b
-	if bytes.HasPrefix(b, []byte{0x1f, 0x8b}) {
-		zr, err := gzip.NewReader(bytes.NewReader(b))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if plain, err = io.ReadAll(zr); err != nil {
-			t.Fatal(err)
-		}
-		gzipped = true
-	}
-	tr := tar.NewReader(bytes.NewReader(plain))
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		entries = append(entries, h.Name+" "+string(h.Typeflag))
-	}
-	return entries, gzipped, len(b), len(plain)
-}
-
-// skyrlEntries are the entries Python's tarfile writes for each SkyRL
-// backend over a directory holding the simulator's adapter files: the JAX
-// backend's tar.add(dir, arcname="") makes the root "/", the FSDP
-// backend's tar.add(dir, arcname=".") makes it "./".
-var skyrlEntries = map[ArchiveLayout][]string{
-	ArchiveJAX:  {"/ 5", "adapter_config.json 0", "adapter_model.safetensors 0"},
-	ArchiveFSDP: {"./ 5", "./adapter_config.json 0", "./adapter_model.safetensors 0"},
-}
-
-// The simulated trainer answers save_weights_for_sampler with SkyRL's
-// path, tinker://<model_id>/<name>, and writes the archive where SkyRL
-// does, under sampler_weights/, packed like the backend Archive names: the
-// JAX layout a gzip stream stored at level 0 with the root entry "/", the
-// FSDP layout an uncompressed tar of ./ entries under the same name.
-func TestSimTrainerSaveWeightsForSamplerIsSkyRLs(t *testing.T) {
-	f := getFixture(t)
-	for _, layout := range []ArchiveLayout{"", ArchiveJAX, ArchiveFSDP} {
-		t.Run("layout "+string(layout), func(t *testing.T) {
-			ts, c, ckpt := newTrainer(t, f)
-			ts.Archive = layout
-			mid := createModel(c, createSession(c), 0)
-			res := c.call("/api/v1/save_weights_for_sampler", map[string]any{"model_id": mid, "path": "hs-step0001", "seq_id": 1, "type": "save_weights_for_sampler"})
-			if want := "tinker://" + mid + "/hs-step0001"; res["path"] != want || res["type"] != "save_weights_for_sampler" {
-				t.Errorf("answer %v, want path %s", res, want)
-			}
-			if _, err := os.Stat(filepath.Join(ckpt, mid, "hs-step0001.tar.gz")); !os.IsNotExist(err) {
-				t.Errorf("an archive where the answer's path would put it without sampler_weights/ (stat: %v)", err)
-			}
-			archive := filepath.Join(ckpt, mid, "sampler_weights", "hs-step0001.tar.gz")
-			b, err := os.ReadFile(archive)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want := ArchiveJAX
-			if layout == ArchiveFSDP {
-				want = ArchiveFSDP
-			}
-			entries, gzipped, zlen, plen := archiveEntries(t, b)
-			if !slices.Equal(entries, skyrlEntries[want]) || gzipped != (want == ArchiveJAX) {
-				t.Errorf("archive: gzip %v, entries %q; want gzip %v, %q", gzipped, entries, want == ArchiveJAX, skyrlEntries[want])
-			}
-			if gzipped && zlen <= plen {
-				t.Errorf("gzip stream of %d bytes for a %d-byte tar: compressed, want level 0 (stored)", zlen, plen)
-			}
-			dir := t.TempDir()
-			unpackArchive(t, archive, dir)
-			got, err := ReadAdapter(dir)
-			// The adapter stores float32 (as PEFT's does).
-			trained, _ := ts.ModelParams(mid)
-			for i := range trained {
-				trained[i] = float64(float32(trained[i]))
-			}
-			if err != nil || !reflect.DeepEqual(got, trained) {
-				t.Errorf("adapter %v (%v), want the model's %v", got, err, trained)
-			}
-		})
-	}
-}
-
-// save_weights answers tinker://<model_id>/weights/<name> and writes the
-// training state where SkyRL's engine.py process_save_weights does,
-// <checkpoints>/<model_id>/<name>.tar.gz (no weights/ directory), in the
-// layout Archive names; load_weights of that path into a fresh model
-// restores it.
-func TestSimTrainerSaveWeightsWritesWhereSkyRLDoes(t *testing.T) {
-	f := getFixture(t)
-	tr := trainTrajectory(t, f, 7)
-	for _, layout := range []ArchiveLayout{ArchiveJAX, ArchiveFSDP} {
-		t.Run(string(layout), func(t *testing.T) {
-			ts, c, ckpt := newTrainer(t, f)
-			ts.Archive = layout
-			session := createSession(c)
-			src := createModel(c, session, 0)
-			c.call("/api/v1/forward_backward", fbBody(src, 1, "importance_sampling", nil, datum(tr, 1, 0)))
-			c.call("/api/v1/optim_step", optimBody(src, 2, 0.05))
-			res := c.call("/api/v1/save_weights", map[string]any{"model_id": src, "path": "state-0001", "seq_id": 3, "type": "save_weights"})
-			path := "tinker://" + src + "/weights/state-0001"
-			if res["path"] != path {
-				t.Errorf("answer %v, want path %s", res, path)
-			}
-			b, err := os.ReadFile(filepath.Join(ckpt, src, "state-0001.tar.gz"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := os.Stat(filepath.Join(ckpt, src, "weights")); !os.IsNotExist(err) {
-				t.Errorf("a weights/ directory under the model (stat: %v)", err)
-			}
-			entries, gzipped, _, _ := archiveEntries(t, b)
-			root, prefix := "/", ""
-			if layout == ArchiveFSDP {
-				root, prefix = "./", "./"
-			}
-			if want := []string{root + " 5", prefix + stateFile + " 0"}; !slices.Equal(entries, want) || gzipped != (layout == ArchiveJAX) {
-				t.Errorf("state archive: gzip %v, entries %q, want %q", gzipped, entries, want)
-			}
-			dst := createModel(c, session, 1)
-			c.call("/api/v1/load_weights", map[string]any{"model_id": dst, "path": path, "optimizer": true, "seq_id": 1, "type": "load_weights"})
-			want, _ := ts.ModelParams(src)
-			if got, _ := ts.ModelParams(dst); !reflect.DeepEqual(got, want) || reflect.DeepEqual(got, lm.InitialParams()) {
-				t.Errorf("loaded params %v, want the trained %v", got, want)
-			}
-		})
-	}
-}
 
 // PackArchive refuses an unknown layout and names that are not plain file
 // names; sim.Start refuses an unknown trainer layout.
 func TestPackArchiveRefuses(t *testing.T) {
-	if _, err := PackArchive("zip", map[string][]byte{"a": nil}); err == nil || !strings.Contains(err.Error(), `"zip"`) {
+	if _, err := weights.PackArchive("zip", map[string][]byte{"a": nil}); err == nil || !strings.Contains(err.Error(), `"zip"`) {
 		t.Errorf("unknown layout: %v", err)
 	}
 	for _, n := range []string{"", ".", "..", "a/b", "../a", "/a"} {
-		if _, err := PackArchive(ArchiveFSDP, map[string][]byte{n: nil}); err == nil {
+		if _, err := weights.PackArchive(weights.ArchiveFSDP, map[string][]byte{n: nil}); err == nil {
 			t.Errorf("file name %q accepted", n)
 		}
 	}
@@ -167,10 +26,10 @@ func TestPackArchiveRefuses(t *testing.T) {
 		t.Error("Start with trainer archive layout zip: no error")
 	}
 	// The same content packs to the same bytes.
-	a, _ := PackArchive(ArchiveJAX, map[string][]byte{"x": []byte("1"), "y": []byte("2")})
-	b, _ := PackArchive(ArchiveJAX, map[string][]byte{"y": []byte("2"), "x": []byte("1")})
+	a, _ := weights.PackArchive(weights.ArchiveJAX, map[string][]byte{"x": []byte("1"), "y": []byte("2")})
+	b, _ := weights.PackArchive(weights.ArchiveJAX, map[string][]byte{"y": []byte("2"), "x": []byte("1")})
 	if !bytes.Equal(a, b) {
-		t.Error("PackArchive is not deterministic")
+		t.Error("weights.PackArchive is not deterministic")
 	}
 }
 
@@ -178,19 +37,19 @@ func TestPackArchiveRefuses(t *testing.T) {
 // either layout, once unpacked (as the orchestrator's sync does).
 func TestSimTrainerArchivesLoadIntoPolicy(t *testing.T) {
 	f := getFixture(t)
-	for _, layout := range ArchiveLayouts {
+	for _, layout := range weights.ArchiveLayouts {
 		want := distinctParams(0.01)
-		arc, err := PackAdapter(layout, want, testBase, 8)
+		arc, err := weights.PackAdapter(layout, want, testBase, 8)
 		if err != nil {
 			t.Fatal(err)
 		}
 		dir := filepath.Join(t.TempDir(), "w")
 		unpackBytes(t, arc, dir)
 		_, c := newPolicy(t, f)
-		if st, body := c.post("/update_weights_from_disk", map[string]any{"model_path": dir}); st != http.StatusOK {
+		if st, body := c.Post("/update_weights_from_disk", map[string]any{"model_path": dir}); st != http.StatusOK {
 			t.Errorf("%s: update_weights_from_disk %d %v", layout, st, body)
 		}
-		if st, body := c.post("/v1/load_lora_adapter", map[string]any{"lora_name": "a", "lora_path": dir}); st != http.StatusOK {
+		if st, body := c.Post("/v1/load_lora_adapter", map[string]any{"lora_name": "a", "lora_path": dir}); st != http.StatusOK {
 			t.Errorf("%s: load_lora_adapter %d %v", layout, st, body)
 		}
 	}

@@ -3,7 +3,6 @@ package sim
 import (
 	"fmt"
 
-	"github.com/hindsearch/hindsearch/recipes"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
@@ -11,6 +10,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/hindsearch/hindsearch/recipes"
+	"github.com/hindsearch/hindsearch/sim/internal/httpx"
 )
 
 // FaultKinds are the faults a simulated server can inject.
@@ -120,7 +122,7 @@ func (x *Faulty) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	x.injected.Add(1)
-	w.Header().Set(SimulatorHeader, "true")
+	w.Header().Set(httpx.SimulatorHeader, "true")
 	w.Header().Set("X-Sim-Fault", kind)
 	switch kind {
 	case "500", "502", "503":

@@ -25,12 +25,22 @@ var (
 	fxErr  error
 )
 
-// The helpers the tests share with lm's (simtest), under their names here.
+// The base model the test servers serve.
+const testBase = "sim-base"
+
+// The helpers the tests share with lm's and sim/trainer's (simtest), under
+// their names here.
+type apiClient = simtest.Client
+
 var (
-	search      = simtest.Search
-	judgePrompt = simtest.JudgePrompt
-	concat      = simtest.Concat
-	quoted      = simtest.Quoted
+	search        = simtest.Search
+	judgePrompt   = simtest.JudgePrompt
+	concat        = simtest.Concat
+	quoted        = simtest.Quoted
+	createSession = simtest.CreateSession
+	fbBody        = simtest.FBBody
+	optimBody     = simtest.OptimBody
+	unpackArchive = simtest.UnpackArchive
 )
 
 // The thoughts the simulated agent writes before a search and before an

@@ -10,7 +10,8 @@ import (
 
 // trainSampling, trajectory, rollout and bm25Docs are a copy of lm's
 // (lm/helpers_test.go), over lm's exported API: lm's own tests cannot
-// import a package that imports lm. Keep the two alike.
+// import a package that imports lm. sim/trainer's tests hold a third copy
+// (trainer/helpers_test.go). Keep the three alike.
 
 // trainSampling is Search-R1's training sampling: temperature 1, no top-p
 // or top-k, a turn ending at </search> or </answer>.

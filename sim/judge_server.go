@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hindsearch/hindsearch/sim/internal/httpx"
 	"github.com/hindsearch/hindsearch/sim/lm"
 )
 
@@ -77,9 +78,9 @@ func (s *JudgeServer) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/chat/completions", s.chat)
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
 	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []map[string]any{{"id": s.model, "object": "model", "owned_by": Fingerprint}}})
+		httpx.WriteJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []map[string]any{{"id": s.model, "object": "model", "owned_by": Fingerprint}}})
 	})
-	return labelled(mux)
+	return httpx.Labelled(mux)
 }
 
 func (s *JudgeServer) chat(w http.ResponseWriter, r *http.Request) {
@@ -154,7 +155,7 @@ func (s *JudgeServer) chat(w http.ResponseWriter, r *http.Request) {
 	if len(ids) > maxTokens {
 		content, finish, completionTokens = lm.StreamText(s.tk, ids[:maxTokens]), "length", maxTokens
 	}
-	writeJSON(w, http.StatusOK, map[string]any{
+	httpx.WriteJSON(w, http.StatusOK, map[string]any{
 		"id": fmt.Sprintf("chatcmpl-sim-%d", n), "object": "chat.completion", "created": time.Now().Unix(),
 		"model": s.model, "system_fingerprint": Fingerprint,
 		"choices": []map[string]any{{"index": 0, "message": map[string]any{"role": "assistant", "content": content}, "finish_reason": finish}},

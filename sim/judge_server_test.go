@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+
+	"github.com/hindsearch/hindsearch/sim/internal/httpx"
 )
 
 func judgeRequest(t *testing.T, url, key string, body any) (int, map[string]any, http.Header) {
@@ -40,12 +42,12 @@ func TestJudgeAuthAndProtocol(t *testing.T) {
 		"messages": []map[string]string{{"role": "user", "content": judgePrompt(q.Q, q.Answers, thoughtAnswer+"<answer> Lavatera </answer>")}}}
 	for _, key := range []string{"", "wrong", "S3CRET"} {
 		st, out, h := judgeRequest(t, srv.URL, key, body)
-		if st != http.StatusUnauthorized || h.Get(SimulatorHeader) != "true" || out["error"] == nil {
+		if st != http.StatusUnauthorized || h.Get(httpx.SimulatorHeader) != "true" || out["error"] == nil {
 			t.Errorf("key %q: %d %v", key, st, out)
 		}
 	}
 	st, out, h := judgeRequest(t, srv.URL, "s3cret", body)
-	if st != 200 || h.Get(SimulatorHeader) != "true" || out["system_fingerprint"] != Fingerprint || out["object"] != "chat.completion" {
+	if st != 200 || h.Get(httpx.SimulatorHeader) != "true" || out["system_fingerprint"] != Fingerprint || out["object"] != "chat.completion" {
 		t.Fatalf("judge: %d %v", st, out)
 	}
 	msg := out["choices"].([]any)[0].(map[string]any)["message"].(map[string]any)
@@ -63,7 +65,7 @@ func TestJudgeAuthAndProtocol(t *testing.T) {
 		"no messages":   {"model": "judge-model", "messages": []any{}},
 	} {
 		st, out, h := judgeRequest(t, srv.URL, "s3cret", b)
-		if st < 400 || h.Get(SimulatorHeader) != "true" || out["error"] == nil {
+		if st < 400 || h.Get(httpx.SimulatorHeader) != "true" || out["error"] == nil {
 			t.Errorf("%s: %d %v", name, st, out)
 		}
 	}

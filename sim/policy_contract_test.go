@@ -16,6 +16,7 @@ import (
 	"github.com/hindsearch/hindsearch/clients/transport"
 	"github.com/hindsearch/hindsearch/sim"
 	"github.com/hindsearch/hindsearch/sim/lm"
+	"github.com/hindsearch/hindsearch/sim/weights"
 )
 
 // The contract suites of the policy role, run against each client and the
@@ -142,7 +143,7 @@ func writeParams(t *testing.T, file string, extra map[string]string) string {
 	for i := range p {
 		p[i] += 0.2 * float64(i%5-2)
 	}
-	st, err := sim.EncodeSafetensors(p)
+	st, err := weights.EncodeSafetensors(p)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,9 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/hindsearch/hindsearch/sim/internal/httpx"
 	"github.com/hindsearch/hindsearch/sim/lm"
+	"github.com/hindsearch/hindsearch/sim/weights"
 )
 
 // PolicyServer is the simulated policy: a vLLM-compatible HTTP server
@@ -128,7 +130,7 @@ func (s *PolicyServer) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/models", s.models)
 	mux.HandleFunc("GET /metrics", s.metrics)
 	s.sglangRoutes(mux)
-	return labelled(mux)
+	return httpx.Labelled(mux)
 }
 
 // Params returns a copy of the parameters served under name.
@@ -425,7 +427,7 @@ func (s *PolicyServer) completions(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{
+	httpx.WriteJSON(w, http.StatusOK, map[string]any{
 		"id": fmt.Sprintf("cmpl-sim-%d", s.requests.Load()), "object": "text_completion",
 		"created": time.Now().Unix(), "model": req.Model, "choices": choices,
 		"system_fingerprint": Fingerprint,
@@ -532,7 +534,7 @@ func (s *PolicyServer) tokenize(w http.ResponseWriter, r *http.Request) {
 	}
 	ids := s.model.Tokenizer().Encode(text)
 	resp := map[string]any{"count": len(ids), "max_model_len": maxModelLen, "tokens": ids, "token_strs": nil}
-	writeJSON(w, http.StatusOK, resp)
+	httpx.WriteJSON(w, http.StatusOK, resp)
 }
 
 func (s *PolicyServer) detokenize(w http.ResponseWriter, r *http.Request) {
@@ -553,7 +555,7 @@ func (s *PolicyServer) detokenize(w http.ResponseWriter, r *http.Request) {
 		openAIError(w, http.StatusBadRequest, "BadRequestError", "token id out of vocabulary")
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"prompt": text})
+	httpx.WriteJSON(w, http.StatusOK, map[string]any{"prompt": text})
 }
 
 func (s *PolicyServer) loadLoRA(w http.ResponseWriter, r *http.Request) {
@@ -584,7 +586,7 @@ func (s *PolicyServer) loadLoRA(w http.ResponseWriter, r *http.Request) {
 		openAIError(w, http.StatusBadRequest, "InvalidUserInput", fmt.Sprintf("The lora adapter '%s' has already been loaded. If you want to load the adapter in place, set 'load_inplace' to True.", req.LoRAName))
 		return
 	}
-	params, err := ReadAdapter(filepath.Clean(req.LoRAPath))
+	params, err := weights.ReadAdapter(filepath.Clean(req.LoRAPath))
 	if errors.Is(err, fs.ErrNotExist) {
 		openAIError(w, http.StatusNotFound, "NotFoundError", fmt.Sprintf("Loading lora %s failed: No adapter found for %s", req.LoRAName, req.LoRAPath))
 		return
@@ -602,7 +604,7 @@ func (s *PolicyServer) loadLoRA(w http.ResponseWriter, r *http.Request) {
 	s.adapters[req.LoRAName] = params
 	s.paths[req.LoRAName] = req.LoRAPath
 	s.order = append(s.order, req.LoRAName)
-	w.Header().Set(SimulatorHeader, "true")
+	w.Header().Set(httpx.SimulatorHeader, "true")
 	w.WriteHeader(http.StatusOK)
 	fmt.Fprintf(w, "Success: LoRA adapter '%s' added successfully.", req.LoRAName)
 }
@@ -657,7 +659,7 @@ func (s *PolicyServer) models(w http.ResponseWriter, r *http.Request) {
 		}
 		data = append(data, m)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
+	httpx.WriteJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
 }
 
 func (s *PolicyServer) metrics(w http.ResponseWriter, r *http.Request) {

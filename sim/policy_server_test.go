@@ -17,7 +17,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/hindsearch/hindsearch/clients/policy/format"
+	"github.com/hindsearch/hindsearch/sim/internal/httpx"
 	"github.com/hindsearch/hindsearch/sim/lm"
+	"github.com/hindsearch/hindsearch/sim/weights"
 )
 
 // newPolicy starts a simulated policy server over httptest.
@@ -26,7 +28,7 @@ func newPolicy(t *testing.T, f *fixture) (*PolicyServer, apiClient) {
 	ps := NewPolicyServer(f.model, testBase)
 	srv := httptest.NewServer(ps.Handler())
 	t.Cleanup(srv.Close)
-	return ps, apiClient{t, srv.URL}
+	return ps, apiClient{T: t, Base: srv.URL}
 }
 
 // completion is the decoded part of a completions answer the tests read.
@@ -60,7 +62,7 @@ func complete(t *testing.T, c apiClient, req map[string]any) completion {
 		req["model"] = testBase
 	}
 	raw, _ := json.Marshal(req)
-	resp, err := http.Post(c.base+"/v1/completions", "application/json", bytes.NewReader(raw))
+	resp, err := http.Post(c.Base+"/v1/completions", "application/json", bytes.NewReader(raw))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,8 +71,8 @@ func complete(t *testing.T, c apiClient, req map[string]any) completion {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("completions: %d %s", resp.StatusCode, b)
 	}
-	if resp.Header.Get(SimulatorHeader) != "true" {
-		t.Errorf("completions: no %s header", SimulatorHeader)
+	if resp.Header.Get(httpx.SimulatorHeader) != "true" {
+		t.Errorf("completions: no %s header", httpx.SimulatorHeader)
 	}
 	var out completion
 	if err := json.Unmarshal(b, &out); err != nil {
@@ -238,7 +240,7 @@ func TestPolicyRejects(t *testing.T) {
 		{"prompt object", map[string]any{"model": testBase, "prompt": map[string]any{}}, 400},
 		{"empty stop string", map[string]any{"model": testBase, "prompt": "x", "stop": []string{"</search>", ""}}, 400},
 	} {
-		st, body := c.post("/v1/completions", tc.body)
+		st, body := c.Post("/v1/completions", tc.body)
 		if st != tc.want {
 			t.Errorf("%s: %d %v, want %d", tc.name, st, body, tc.want)
 		}
@@ -247,7 +249,7 @@ func TestPolicyRejects(t *testing.T) {
 		}
 	}
 	// A one-string stop is accepted, as in the OpenAI API.
-	if st, body := c.post("/v1/completions", map[string]any{"model": testBase, "prompt": "x", "stop": "</search>"}); st != 200 {
+	if st, body := c.Post("/v1/completions", map[string]any{"model": testBase, "prompt": "x", "stop": "</search>"}); st != 200 {
 		t.Errorf("stop as a string: %d %v", st, body)
 	}
 }
@@ -260,7 +262,7 @@ func TestPolicyTokenizeDetokenize(t *testing.T) {
 	user := format.UserPrompt(f.hotpot[0].Q, "")
 	tokens := func(body map[string]any) []int {
 		t.Helper()
-		st, out := c.post("/tokenize", body)
+		st, out := c.Post("/tokenize", body)
 		if st != 200 {
 			t.Fatalf("tokenize %v: %d %v", body, st, out)
 		}
@@ -292,20 +294,20 @@ func TestPolicyTokenizeDetokenize(t *testing.T) {
 	if s, _ := f.tk.Decode(plain); strings.Contains(s, lm.TokIMStart) {
 		t.Error("plain prompt got a chat template")
 	}
-	if st, _ := c.post("/tokenize", map[string]any{"model": testBase, "prompt": "x", "messages": msgs}); st != 400 {
+	if st, _ := c.Post("/tokenize", map[string]any{"model": testBase, "prompt": "x", "messages": msgs}); st != 400 {
 		t.Errorf("prompt and messages: %d, want 400", st)
 	}
-	if st, _ := c.post("/tokenize", map[string]any{"model": testBase}); st != 400 {
+	if st, _ := c.Post("/tokenize", map[string]any{"model": testBase}); st != 400 {
 		t.Errorf("neither prompt nor messages: %d, want 400", st)
 	}
-	if st, _ := c.post("/tokenize", map[string]any{"model": "nope", "prompt": "x"}); st != 404 {
+	if st, _ := c.Post("/tokenize", map[string]any{"model": "nope", "prompt": "x"}); st != 404 {
 		t.Errorf("unknown model: %d, want 404", st)
 	}
-	st, out := c.post("/detokenize", map[string]any{"model": testBase, "tokens": chat})
+	st, out := c.Post("/detokenize", map[string]any{"model": testBase, "tokens": chat})
 	if st != 200 || out["prompt"] != want {
 		t.Errorf("detokenize: %d %v", st, out)
 	}
-	if st, _ := c.post("/detokenize", map[string]any{"model": testBase, "tokens": []int{f.tk.VocabSize()}}); st != 400 {
+	if st, _ := c.Post("/detokenize", map[string]any{"model": testBase, "tokens": []int{f.tk.VocabSize()}}); st != 400 {
 		t.Errorf("detokenize out of range: %d, want 400", st)
 	}
 }
@@ -323,15 +325,15 @@ func TestPolicyLabelled(t *testing.T) {
 		{"POST", "/v1/load_lora_adapter", `{"lora_name":"a","lora_path":"/nonexistent"}`},
 		{"POST", "/v1/unload_lora_adapter", `{"lora_name":"a"}`},
 	} {
-		req, _ := http.NewRequest(r.method, c.base+r.path, strings.NewReader(r.body))
+		req, _ := http.NewRequest(r.method, c.Base+r.path, strings.NewReader(r.body))
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if resp.Header.Get(SimulatorHeader) != "true" {
-			t.Errorf("%s %s (%d): no %s header", r.method, r.path, resp.StatusCode, SimulatorHeader)
+		if resp.Header.Get(httpx.SimulatorHeader) != "true" {
+			t.Errorf("%s %s (%d): no %s header", r.method, r.path, resp.StatusCode, httpx.SimulatorHeader)
 		}
 		if bytes.Contains(b, []byte("fingerprint")) || bytes.Contains(b, []byte("owned_by")) {
 			if !bytes.Contains(b, []byte(Fingerprint)) {
@@ -372,7 +374,7 @@ func TestPolicyConcurrent(t *testing.T) {
 		go func() {
 			raw, _ := json.Marshal(map[string]any{"model": testBase, "prompt": ids, "max_tokens": 100, "n": 2, "seed": i,
 				"stop": format.StopStrings, "logprobs": 1, "prompt_logprobs": 0})
-			resp, err := http.Post(c.base+"/v1/completions", "application/json", bytes.NewReader(raw))
+			resp, err := http.Post(c.Base+"/v1/completions", "application/json", bytes.NewReader(raw))
 			if err == nil {
 				io.Copy(io.Discard, resp.Body)
 				resp.Body.Close()
@@ -420,7 +422,7 @@ func TestSimPolicyTokenizeChatDefaultsLikeVLLM(t *testing.T) {
 	msgs := []map[string]string{{"role": "user", "content": "q?"}}
 	ids := func(body map[string]any) []int {
 		t.Helper()
-		st, out := c.post("/tokenize", body)
+		st, out := c.Post("/tokenize", body)
 		if st != 200 {
 			t.Fatalf("tokenize %v: %d %v", body, st, out)
 		}
@@ -438,7 +440,7 @@ func TestSimPolicyTokenizeChatDefaultsLikeVLLM(t *testing.T) {
 	if got, _ := f.tk.Decode(open); !strings.HasSuffix(got, "q?") {
 		t.Errorf("continue_final_message: %q does not end in the open message", got)
 	}
-	if st, _ := c.post("/tokenize", map[string]any{"model": testBase, "messages": msgs, "continue_final_message": true}); st != 400 {
+	if st, _ := c.Post("/tokenize", map[string]any{"model": testBase, "messages": msgs, "continue_final_message": true}); st != 400 {
 		t.Errorf("continue_final_message with the default add_generation_prompt: %d, want 400", st)
 	}
 }
@@ -462,7 +464,7 @@ func TestSimPolicyLoadLoRAFailsLikeVLLM(t *testing.T) {
 		}
 		return dir
 	}
-	st, err := EncodeSafetensors(lm.InitialParams())
+	st, err := weights.EncodeSafetensors(lm.InitialParams())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -480,7 +482,7 @@ func TestSimPolicyLoadLoRAFailsLikeVLLM(t *testing.T) {
 		{"loaded", map[string]any{"lora_name": "a", "lora_path": good}, 200, "", ""},
 		{"loaded twice", map[string]any{"lora_name": "a", "lora_path": good}, 400, "InvalidUserInput", "has already been loaded"},
 	} {
-		st, out := c.post("/v1/load_lora_adapter", tc.body)
+		st, out := c.Post("/v1/load_lora_adapter", tc.body)
 		if st != tc.status {
 			t.Errorf("%s: status %d %v, want %d", tc.name, st, out, tc.status)
 			continue
@@ -489,7 +491,7 @@ func TestSimPolicyLoadLoRAFailsLikeVLLM(t *testing.T) {
 			t.Errorf("%s: %v, want type %s and %q", tc.name, out, tc.typ, tc.msg)
 		}
 	}
-	_, models := c.get("/v1/models")
+	_, models := c.Get("/v1/models")
 	data := models["data"].([]any)
 	if len(data) != 2 {
 		t.Fatalf("/v1/models: %v", models)
@@ -497,4 +499,25 @@ func TestSimPolicyLoadLoRAFailsLikeVLLM(t *testing.T) {
 	if m := data[1].(map[string]any); m["id"] != "a" || m["root"] != good || m["parent"] != testBase {
 		t.Errorf("adapter card %v, want id a, root %s, parent %s", m, good, testBase)
 	}
+}
+
+// promptLogprobs scores ids with a policy server the way the orchestrator
+// does: the sequence as the prompt, max_tokens 1, prompt_logprobs 0.
+func promptLogprobs(t *testing.T, c apiClient, model string, ids []int) (int, []float64) {
+	t.Helper()
+	st, body := c.Post("/v1/completions", map[string]any{"model": model, "prompt": ids, "max_tokens": 1, "temperature": 0,
+		"prompt_logprobs": 0})
+	if st != http.StatusOK {
+		return st, nil
+	}
+	pl := body["choices"].([]any)[0].(map[string]any)["prompt_logprobs"].([]any)
+	if len(pl) != len(ids) || pl[0] != nil {
+		t.Fatalf("prompt_logprobs: %d entries (first %v) for %d tokens", len(pl), pl[0], len(ids))
+	}
+	out := make([]float64, len(ids))
+	for i := 1; i < len(ids); i++ {
+		e := pl[i].(map[string]any)[fmt.Sprint(ids[i])].(map[string]any)
+		out[i] = e["logprob"].(float64)
+	}
+	return st, out
 }

@@ -8,7 +8,9 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/hindsearch/hindsearch/sim/internal/httpx"
 	"github.com/hindsearch/hindsearch/sim/lm"
+	"github.com/hindsearch/hindsearch/sim/weights"
 )
 
 // The simulated policy's full-weight reload, SGLang's
@@ -18,7 +20,7 @@ import (
 // SIMULATED: SGLang loads a merged Hugging Face model directory
 // (config.json and model*.safetensors). The simulated trainer writes that
 // shape for a rank-0 (full fine-tuning) model, config.json and
-// model.safetensors (PackFullWeights), and a PEFT-shaped adapter for a
+// model.safetensors (weights.PackFullWeights), and a PEFT-shaped adapter for a
 // LoRA rank, whose adapter_model.safetensors also holds the simulator's
 // complete parameter vector (not a low-rank delta). The simulated policy
 // reads that vector from model.safetensors when the directory has one, else
@@ -46,10 +48,6 @@ import (
 // model_path stays that of the last successful load (the tokenizer manager
 // renames only on success).
 
-// WeightFiles are the files, in order of preference, that the simulated
-// policy's /update_weights_from_disk reads parameters from.
-var WeightFiles = []string{"model.safetensors", "adapter_model.safetensors"}
-
 // weightsFromDiskRequest is SGLang's UpdateWeightFromDiskReqInput, with
 // the fields PROTOCOLS.md §2 names.
 type weightsFromDiskRequest struct {
@@ -65,7 +63,7 @@ func weightsFromDiskAnswer(w http.ResponseWriter, ok bool, msg string) {
 	if !ok {
 		status = http.StatusBadRequest
 	}
-	writeJSON(w, status, map[string]any{"success": ok, "message": msg, "num_paused_requests": 0})
+	httpx.WriteJSON(w, status, map[string]any{"success": ok, "message": msg, "num_paused_requests": 0})
 }
 
 func (s *PolicyServer) updateWeightsFromDisk(w http.ResponseWriter, r *http.Request) {
@@ -95,12 +93,12 @@ func (s *PolicyServer) updateWeightsFromDisk(w http.ResponseWriter, r *http.Requ
 		return
 	}
 	dir := filepath.Clean(req.ModelPath)
-	file, err := weightsFile(dir)
+	file, err := weights.FindFile(dir)
 	if err != nil {
 		weightsFromDiskAnswer(w, false, fmt.Sprintf("Failed to get weights iterator: %v.", err))
 		return
 	}
-	params, err := readWeightsFile(file)
+	params, err := weights.ReadFile(file)
 	if err != nil {
 		s.mu.Lock()
 		s.adapters[s.baseModel] = mixedWeights(s.adapters[s.baseModel], file)
@@ -136,48 +134,6 @@ func mixedWeights(old lm.Params, file string) lm.Params {
 		}
 	}
 	return out
-}
-
-// weightsFile is the first of WeightFiles in dir: what SGLang's loader
-// finds before it reads any tensor.
-func weightsFile(dir string) (string, error) {
-	info, err := os.Stat(dir)
-	if err != nil {
-		return "", err
-	}
-	if !info.IsDir() {
-		return "", fmt.Errorf("%s is not a directory", dir)
-	}
-	for _, name := range WeightFiles {
-		f := filepath.Join(dir, name)
-		if _, err := os.Stat(f); err == nil {
-			return f, nil
-		}
-	}
-	return "", fmt.Errorf("%s holds none of %v", dir, WeightFiles)
-}
-
-// readWeightsFile decodes the parameters of one weights file.
-func readWeightsFile(file string) (lm.Params, error) {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return nil, err
-	}
-	p, err := DecodeSafetensors(b)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", file, err)
-	}
-	return p, nil
-}
-
-// ReadWeights loads the simulator parameters of a full-weights directory:
-// the first of WeightFiles it holds.
-func ReadWeights(dir string) (lm.Params, error) {
-	file, err := weightsFile(dir)
-	if err != nil {
-		return nil, err
-	}
-	return readWeightsFile(file)
 }
 
 // WeightsPath is the model_path of the last successful

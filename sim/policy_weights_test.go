@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/hindsearch/hindsearch/sim/lm"
+	"github.com/hindsearch/hindsearch/sim/weights"
 )
 
 // distinctParams are recognisable parameters, different from the initial
@@ -44,13 +45,13 @@ func TestPolicyUpdateWeightsFromDisk(t *testing.T) {
 
 	// The simulated trainer's sampler archive, unpacked.
 	want := distinctParams(0.05)
-	arc, err := AdapterArchive(want, testBase, 8)
+	arc, err := weights.AdapterArchive(want, testBase, 8)
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(root, "run-step0001")
 	unpackBytes(t, arc, dir)
-	status, ans := c.post("/update_weights_from_disk", map[string]any{"model_path": dir})
+	status, ans := c.Post("/update_weights_from_disk", map[string]any{"model_path": dir})
 	if status != http.StatusOK || !reflect.DeepEqual(ans, map[string]any{"success": true, "message": "Succeeded to update model weights.", "num_paused_requests": float64(0)}) {
 		t.Fatalf("update: %d %v", status, ans)
 	}
@@ -77,7 +78,7 @@ func TestPolicyUpdateWeightsFromDisk(t *testing.T) {
 	if last < 0 {
 		t.Fatal("the test sequence does not tell the parameters apart")
 	}
-	status, out := c.post("/v1/completions", map[string]any{"model": testBase, "prompt": prompt, "max_tokens": 1, "prompt_logprobs": 0})
+	status, out := c.Post("/v1/completions", map[string]any{"model": testBase, "prompt": prompt, "max_tokens": 1, "prompt_logprobs": 0})
 	if status != http.StatusOK {
 		t.Fatalf("completions: %d %v", status, out)
 	}
@@ -89,26 +90,26 @@ func TestPolicyUpdateWeightsFromDisk(t *testing.T) {
 	// SGLang renames the served model after a successful load
 	// (_update_model_path_info): /v1/models, /get_model_info and
 	// /get_server_info report the loaded path.
-	status, listed := c.get("/v1/models")
+	status, listed := c.Get("/v1/models")
 	if data := listed["data"].([]any); status != http.StatusOK || len(data) != 1 || data[0].(map[string]any)["id"] != dir {
 		t.Errorf("/v1/models after the update: %v, want the id %s", listed, dir)
 	}
-	if _, info := c.get("/get_model_info"); info["model_path"] != dir {
+	if _, info := c.Get("/get_model_info"); info["model_path"] != dir {
 		t.Errorf("/get_model_info after the update: %v", info)
 	}
-	if _, info := c.get("/get_server_info"); info["model_path"] != dir || info["served_model_name"] != dir {
+	if _, info := c.Get("/get_server_info"); info["model_path"] != dir || info["served_model_name"] != dir {
 		t.Errorf("/get_server_info after the update: %v", info)
 	}
 
 	// A merged-model directory's model.safetensors wins over an adapter file.
 	second := distinctParams(-0.02)
-	st, _ := EncodeSafetensors(second)
+	st, _ := weights.EncodeSafetensors(second)
 	full := filepath.Join(root, "merged")
 	unpackBytes(t, arc, full)
 	if err := os.WriteFile(filepath.Join(full, "model.safetensors"), st, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if status, ans := c.post("/update_weights_from_disk", map[string]any{"model_path": full, "load_format": "auto", "abort_all_requests": false}); status != http.StatusOK || ans["success"] != true {
+	if status, ans := c.Post("/update_weights_from_disk", map[string]any{"model_path": full, "load_format": "auto", "abort_all_requests": false}); status != http.StatusOK || ans["success"] != true {
 		t.Fatalf("update from model.safetensors: %d %v", status, ans)
 	}
 	if got, _ := ps.Params(testBase); float64(float32(second[1])) != got[1] || float64(float32(second[2])) != got[2] {
@@ -138,7 +139,7 @@ func TestPolicyUpdateWeightsFromDiskRefused(t *testing.T) {
 		{"no path", map[string]any{}, "model_path is required"},
 		{"load format", map[string]any{"model_path": broken, "load_format": "gguf"}, "load_format"},
 	} {
-		status, ans := c.post("/update_weights_from_disk", tc.body)
+		status, ans := c.Post("/update_weights_from_disk", tc.body)
 		msg, _ := ans["message"].(string)
 		if status != http.StatusBadRequest || ans["success"] != false || ans["num_paused_requests"] != float64(0) || !strings.Contains(msg, tc.want) {
 			t.Errorf("%s: %d %v, want 400 success false with a message saying %q", tc.name, status, ans, tc.want)
@@ -166,7 +167,7 @@ func TestPolicyFailedLoadRollsBackToTheFailedPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	before, _ := ps.Params(testBase)
-	status, ans := c.post("/update_weights_from_disk", map[string]any{"model_path": broken, "load_format": "auto", "abort_all_requests": false})
+	status, ans := c.Post("/update_weights_from_disk", map[string]any{"model_path": broken, "load_format": "auto", "abort_all_requests": false})
 	msg, _ := ans["message"].(string)
 	if status != http.StatusBadRequest || ans["success"] != false || !strings.Contains(msg, "Failed to update weights: ") ||
 		!strings.Contains(msg, "safetensors") || !strings.HasSuffix(msg, "\nRolling back to original weights.") {
@@ -175,7 +176,7 @@ func TestPolicyFailedLoadRollsBackToTheFailedPath(t *testing.T) {
 	if after, _ := ps.Params(testBase); reflect.DeepEqual(after, before) {
 		t.Error("after a load that failed part way the replica serves its old weights; SGLang's rollback re-reads the failed path")
 	}
-	if _, info := c.get("/get_model_info"); info["model_path"] != testBase || ps.WeightsPath() != "" {
+	if _, info := c.Get("/get_model_info"); info["model_path"] != testBase || ps.WeightsPath() != "" {
 		t.Errorf("the failed load renamed the model: %v", info)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"sync/atomic"
 	"time"
+
+	"github.com/hindsearch/hindsearch/sim/internal/httpx"
 )
 
 // DelayedRetriever wraps a Search-R1 retriever handler (such as
@@ -48,7 +50,7 @@ func (d *DelayedRetriever) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		d.h.ServeHTTP(w, r)
 		return
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	body, err := io.ReadAll(io.LimitReader(r.Body, httpx.MaxBody+1))
 	_ = r.Body.Close()
 	if err != nil {
 		http.Error(w, `{"detail":"read body"}`, http.StatusBadRequest)

@@ -156,13 +156,13 @@ func TestSimPolicyRejectsSamplingOutsideVLLMsRanges(t *testing.T) {
 		for k, v := range bad {
 			req[k] = v
 		}
-		if st, body := c.post("/v1/completions", req); st != http.StatusBadRequest {
+		if st, body := c.Post("/v1/completions", req); st != http.StatusBadRequest {
 			t.Errorf("%v: %d %s", bad, st, body)
 		}
 	}
 	// top_k 0 and -1 both mean off.
 	for _, k := range []int{0, -1} {
-		if st, body := c.post("/v1/completions", map[string]any{"model": testBase, "prompt": "x", "max_tokens": 2, "top_k": k}); st != http.StatusOK {
+		if st, body := c.Post("/v1/completions", map[string]any{"model": testBase, "prompt": "x", "max_tokens": 2, "top_k": k}); st != http.StatusOK {
 			t.Errorf("top_k %d: %d %s", k, st, body)
 		}
 	}
@@ -170,10 +170,10 @@ func TestSimPolicyRejectsSamplingOutsideVLLMsRanges(t *testing.T) {
 	// field, as in vLLM.
 	big := 3.0
 	ps.SetGenerationConfig(lm.GenerationConfig{Temperature: &big})
-	if st, _ := c.post("/v1/completions", map[string]any{"model": testBase, "prompt": "x", "max_tokens": 2}); st != http.StatusBadRequest {
+	if st, _ := c.Post("/v1/completions", map[string]any{"model": testBase, "prompt": "x", "max_tokens": 2}); st != http.StatusBadRequest {
 		t.Errorf("temperature 3 from the generation config: %d", st)
 	}
-	if st, _ := c.post("/v1/completions", map[string]any{"model": testBase, "prompt": "x", "max_tokens": 2, "temperature": 1}); st != http.StatusOK {
+	if st, _ := c.Post("/v1/completions", map[string]any{"model": testBase, "prompt": "x", "max_tokens": 2, "temperature": 1}); st != http.StatusOK {
 		t.Errorf("temperature sent: %d", st)
 	}
 }

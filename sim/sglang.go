@@ -16,7 +16,9 @@ import (
 	"time"
 
 	"github.com/hindsearch/hindsearch/clients/policy/sglang"
+	"github.com/hindsearch/hindsearch/sim/internal/httpx"
 	"github.com/hindsearch/hindsearch/sim/lm"
+	"github.com/hindsearch/hindsearch/sim/weights"
 )
 
 // SGLang's native routes on the simulated policy, beside its vLLM ones (read
@@ -87,7 +89,7 @@ type generateRequest struct {
 // sglangError writes SGLang's _create_error_response: 400 with the
 // exception's text.
 func sglangError(w http.ResponseWriter, status int, msg string) {
-	writeJSON(w, status, map[string]any{"error": map[string]any{"message": msg}})
+	httpx.WriteJSON(w, status, map[string]any{"error": map[string]any{"message": msg}})
 }
 
 // SGLangOptions are what the simulated SGLang emulates of a given server:
@@ -284,7 +286,7 @@ func (s *PolicyServer) generate(w http.ResponseWriter, r *http.Request) {
 	err := s.ignored.decode(w, r, "POST /generate", &req)
 	if err != nil {
 		// FastAPI's validation error.
-		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"detail": err.Error()})
+		httpx.WriteJSON(w, http.StatusUnprocessableEntity, map[string]any{"detail": err.Error()})
 		return
 	}
 	f, status, err := parseSGLangSampling(req.SamplingParams, s.sglangHasSamplingSeed())
@@ -466,7 +468,7 @@ func (s *PolicyServer) generate(w http.ResponseWriter, r *http.Request) {
 	if ids == nil {
 		ids = []int{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"text": g.Text, "output_ids": ids, "meta_info": meta})
+	httpx.WriteJSON(w, http.StatusOK, map[string]any{"text": g.Text, "output_ids": ids, "meta_info": meta})
 }
 
 // SetOriginalLogprob makes /generate report the raw model's logprobs, as
@@ -500,7 +502,7 @@ func (s *PolicyServer) loraCacheKeys() string {
 
 func (s *PolicyServer) getModelInfo(w http.ResponseWriter, r *http.Request) {
 	path := s.servedName()
-	writeJSON(w, http.StatusOK, map[string]any{
+	httpx.WriteJSON(w, http.StatusOK, map[string]any{
 		"model_path": path, "tokenizer_path": s.baseModel, "is_generation": true,
 		"preferred_sampling_params": nil, "weight_version": "default",
 	})
@@ -520,7 +522,7 @@ func (s *PolicyServer) getServerInfo(w http.ResponseWriter, r *http.Request) {
 	if opts.NondeterministicInference {
 		backend = "flashinfer"
 	}
-	writeJSON(w, http.StatusOK, map[string]any{
+	httpx.WriteJSON(w, http.StatusOK, map[string]any{
 		"simulated": Fingerprint, "model_path": s.servedName(), "tokenizer_path": s.baseModel,
 		"served_model_name": s.servedName(), "context_length": maxModelLen, "enable_lora": true, "lora_paths": loras,
 		"preferred_sampling_params": nil, "enable_deterministic_inference": !opts.NondeterministicInference,
@@ -533,7 +535,7 @@ func loraAnswer(w http.ResponseWriter, ok bool, msg string, loaded map[string]st
 	if !ok {
 		status = http.StatusBadRequest
 	}
-	writeJSON(w, status, map[string]any{"success": ok, "error_message": msg, "loaded_adapters": loaded})
+	httpx.WriteJSON(w, status, map[string]any{"success": ok, "error_message": msg, "loaded_adapters": loaded})
 }
 
 func (s *PolicyServer) loadedPaths() map[string]string {
@@ -552,14 +554,14 @@ func (s *PolicyServer) sglangLoadLoRA(w http.ResponseWriter, r *http.Request) {
 	}
 	err := s.ignored.decode(w, r, "POST /load_lora_adapter", &req)
 	if err != nil {
-		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"detail": err.Error()})
+		httpx.WriteJSON(w, http.StatusUnprocessableEntity, map[string]any{"detail": err.Error()})
 		return
 	}
 	if req.LoRAName == "" || req.LoRAPath == "" {
 		loraAnswer(w, false, "lora_name and lora_path are required (hindsearch simulator)", nil)
 		return
 	}
-	params, err := ReadAdapter(filepath.Clean(req.LoRAPath))
+	params, err := weights.ReadAdapter(filepath.Clean(req.LoRAPath))
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			err = fmt.Errorf("no adapter found at %s", req.LoRAPath)
@@ -589,7 +591,7 @@ func (s *PolicyServer) sglangUnloadLoRA(w http.ResponseWriter, r *http.Request) 
 	}
 	err := s.ignored.decode(w, r, "POST /unload_lora_adapter", &req)
 	if err != nil {
-		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"detail": err.Error()})
+		httpx.WriteJSON(w, http.StatusUnprocessableEntity, map[string]any{"detail": err.Error()})
 		return
 	}
 	s.mu.Lock()
@@ -633,7 +635,7 @@ func (s *PolicyServer) reloadEvicted(name string) (lm.Params, error) {
 	if !ok {
 		return nil, fmt.Errorf("Got LoRA adapter that has never been loaded: %s\nAll loaded adapters: %s.", name, pyDictKeys(s.loraCacheOrder))
 	}
-	params, err := ReadAdapter(filepath.Clean(path))
+	params, err := weights.ReadAdapter(filepath.Clean(path))
 	if err != nil {
 		return nil, fmt.Errorf("Failed to load LoRA adapter %s: %v", name, err)
 	}

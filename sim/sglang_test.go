@@ -14,7 +14,9 @@ import (
 	"testing"
 
 	"github.com/hindsearch/hindsearch/clients/policy/format"
+	"github.com/hindsearch/hindsearch/sim/internal/httpx"
 	"github.com/hindsearch/hindsearch/sim/lm"
+	"github.com/hindsearch/hindsearch/sim/weights"
 )
 
 // generated is the decoded part of a /generate answer the tests read.
@@ -51,12 +53,12 @@ func rawGenerate(t *testing.T, base string, body any) (int, []byte, http.Header)
 
 func generate(t *testing.T, c apiClient, body map[string]any) generated {
 	t.Helper()
-	st, b, h := rawGenerate(t, c.base, body)
+	st, b, h := rawGenerate(t, c.Base, body)
 	if st != http.StatusOK {
 		t.Fatalf("/generate: %d %s", st, b)
 	}
-	if h.Get(SimulatorHeader) != "true" {
-		t.Errorf("/generate: no %s header", SimulatorHeader)
+	if h.Get(httpx.SimulatorHeader) != "true" {
+		t.Errorf("/generate: no %s header", httpx.SimulatorHeader)
 	}
 	var g generated
 	if err := json.Unmarshal(b, &g); err != nil {
@@ -352,7 +354,7 @@ func TestSimGenerateErrorsLikeSGLang(t *testing.T) {
 		{"unknown lora", map[string]any{"input_ids": ids, "lora_path": "nope"}, 400, `Got LoRA adapter that has never been loaded: nope\nAll loaded adapters: dict_keys([]).`},
 		{"unknown sampling key", sp("max_tokens", 4), 500, "Internal Server Error"},
 	} {
-		st, b, _ := rawGenerate(t, c.base, tc.body)
+		st, b, _ := rawGenerate(t, c.Base, tc.body)
 		if st != tc.status || !strings.Contains(string(b), tc.msg) {
 			t.Errorf("%s: %d %s, want %d %q", tc.name, st, b, tc.status, tc.msg)
 			continue
@@ -373,7 +375,7 @@ func TestSimGenerateErrorsLikeSGLang(t *testing.T) {
 	body := sp("temperature", 3.0, "sampling_seed", 1)
 	body["text"] = "something else entirely"
 	body["max_tokenz"] = 9
-	st, b, h := rawGenerate(t, c.base, body)
+	st, b, h := rawGenerate(t, c.Base, body)
 	if st != 200 {
 		t.Fatalf("temperature 3 with text and input_ids: %d %s", st, b)
 	}
@@ -399,7 +401,7 @@ func TestSimGenerateLoRAPathPicksLoadedAdapter(t *testing.T) {
 	for i := range p {
 		p[i] += 0.3 * float64(i%7)
 	}
-	st, err := EncodeSafetensors(p)
+	st, err := weights.EncodeSafetensors(p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -410,15 +412,15 @@ func TestSimGenerateLoRAPathPicksLoadedAdapter(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "adapter_model.safetensors"), st, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if code, out := c.post("/load_lora_adapter", map[string]any{"lora_name": "a", "lora_path": t.TempDir()}); code != 400 || out["success"] != false {
+	if code, out := c.Post("/load_lora_adapter", map[string]any{"lora_name": "a", "lora_path": t.TempDir()}); code != 400 || out["success"] != false {
 		t.Errorf("missing adapter: %d %v", code, out)
 	}
-	code, out := c.post("/load_lora_adapter", map[string]any{"lora_name": "a", "lora_path": dir})
+	code, out := c.Post("/load_lora_adapter", map[string]any{"lora_name": "a", "lora_path": dir})
 	if code != 200 || out["success"] != true || out["loaded_adapters"].(map[string]any)["a"] != dir {
 		t.Fatalf("load: %d %v", code, out)
 	}
 	// SGLang's refusal of a name already loaded (lora/lora_manager.py).
-	if code, out := c.post("/load_lora_adapter", map[string]any{"lora_name": "a", "lora_path": dir}); code != 400 || out["success"] != false ||
+	if code, out := c.Post("/load_lora_adapter", map[string]any{"lora_name": "a", "lora_path": dir}); code != 400 || out["success"] != false ||
 		out["error_message"] != "Failed to load LoRA adapter a because it is already loaded" {
 		t.Errorf("loaded twice: %d %v", code, out)
 	}
@@ -434,10 +436,10 @@ func TestSimGenerateLoRAPathPicksLoadedAdapter(t *testing.T) {
 	if !slices.Equal(g.OutputIDs, v.TokenIDs) || math.Abs(l[0].(float64)-v.Logprobs.TokenLogprobs[0]) > 1e-9 {
 		t.Errorf("lora_path a: %v, completions model a: %v", g.OutputIDs, v.TokenIDs)
 	}
-	if code, out := c.post("/unload_lora_adapter", map[string]any{"lora_name": "a"}); code != 200 || out["success"] != true {
+	if code, out := c.Post("/unload_lora_adapter", map[string]any{"lora_name": "a"}); code != 200 || out["success"] != true {
 		t.Errorf("unload: %d %v", code, out)
 	}
-	if code, out := c.post("/unload_lora_adapter", map[string]any{"lora_name": "a"}); code != 400 ||
+	if code, out := c.Post("/unload_lora_adapter", map[string]any{"lora_name": "a"}); code != 400 ||
 		out["error_message"] != "LoRA with name a does not exist. Loaded LoRAs: dict_keys([])" {
 		t.Errorf("unload twice: %d %v", code, out)
 	}
@@ -447,7 +449,7 @@ func TestSimGenerateLoRAPathPicksLoadedAdapter(t *testing.T) {
 		t.Errorf("after unload: %v, want the adapter reloaded", g.OutputIDs)
 	}
 	sb["lora_path"] = "b"
-	if st, b, _ := rawGenerate(t, c.base, sb); st != 400 || !strings.Contains(string(b), `"Got LoRA adapter that has never been loaded: b\nAll loaded adapters: dict_keys(['a'])."`) {
+	if st, b, _ := rawGenerate(t, c.Base, sb); st != 400 || !strings.Contains(string(b), `"Got LoRA adapter that has never been loaded: b\nAll loaded adapters: dict_keys(['a'])."`) {
 		t.Errorf("never loaded: %d %s", st, b)
 	}
 }
@@ -457,16 +459,16 @@ func TestSimGenerateLoRAPathPicksLoadedAdapter(t *testing.T) {
 func TestSimGenerateModelAndServerInfo(t *testing.T) {
 	f := getFixture(t)
 	_, c := newPolicy(t, f)
-	code, info := c.get("/get_model_info")
+	code, info := c.Get("/get_model_info")
 	if code != 200 || info["model_path"] != testBase || info["is_generation"] != true || info["tokenizer_path"] != testBase {
 		t.Errorf("/get_model_info: %d %v", code, info)
 	}
-	code, srv := c.get("/get_server_info")
+	code, srv := c.Get("/get_server_info")
 	if code != 200 || srv["simulated"] != Fingerprint {
 		t.Errorf("/get_server_info: %d %v", code, srv)
 	}
 	for _, p := range []string{"/health", "/health_generate"} {
-		resp, err := http.Get(c.base + p)
+		resp, err := http.Get(c.Base + p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -490,5 +492,5 @@ func TestSimGenerateFaultsInjected(t *testing.T) {
 	if st, b, _ := rawGenerate(t, srv.URL, map[string]any{"input_ids": ids, "sampling_params": map[string]any{"max_new_tokens": 2}}); st != 503 {
 		t.Errorf("/generate under a 503 fault: %d %s", st, b)
 	}
-	complete(t, apiClient{t, srv.URL}, map[string]any{"prompt": ids, "max_tokens": 2})
+	complete(t, apiClient{T: t, Base: srv.URL}, map[string]any{"prompt": ids, "max_tokens": 2})
 }

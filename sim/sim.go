@@ -5,9 +5,11 @@
 // a small stochastic search agent over real questions and real retrieval,
 // with a learnable parameter vector that the simulated trainer updates by
 // real gradient steps; it and the simulated judge's model are package
-// sim/lm, which sim serves. Nothing it produces is a language model's output:
-// every response carries the X-Hindsearch-Simulator header and the
-// "hindsearch-simulator" fingerprint.
+// sim/lm, which sim serves. The simulated trainer is package sim/trainer and
+// the weight files it writes and the policy loads are package sim/weights;
+// Start serves the trainer with the rest. Nothing it produces is a language
+// model's output: every response carries the X-Hindsearch-Simulator header
+// and the "hindsearch-simulator" fingerprint.
 package sim
 
 import (
@@ -22,6 +24,8 @@ import (
 	"time"
 
 	"github.com/hindsearch/hindsearch/sim/lm"
+	"github.com/hindsearch/hindsearch/sim/trainer"
+	"github.com/hindsearch/hindsearch/sim/weights"
 )
 
 // Config selects and configures the simulated servers.
@@ -35,11 +39,11 @@ type Config struct {
 	// CheckpointsDir is where the simulated trainer writes sampler archives.
 	CheckpointsDir string
 	// TrainerArchive is the layout of the simulated trainer's archives
-	// (TrainerServer.Archive; "": ArchiveJAX).
-	TrainerArchive ArchiveLayout
+	// (trainer.TrainerServer.Archive; "": weights.ArchiveJAX).
+	TrainerArchive weights.ArchiveLayout
 	// TrainerBackend is the SkyRL training backend the simulated trainer
-	// behaves like (TrainerServer.Backend; "": BackendJAX).
-	TrainerBackend TrainerBackend
+	// behaves like (trainer.TrainerServer.Backend; "": trainer.BackendJAX).
+	TrainerBackend trainer.TrainerBackend
 	// PrefillNoise is the sd of the simulated policy's prefill-route
 	// logprob noise (PolicyServer.SetPrefillNoise; 0: none).
 	PrefillNoise float64
@@ -77,7 +81,7 @@ type Servers struct {
 	// Policies, Judge and Trainer are the server objects, for inspection.
 	Policies []*PolicyServer
 	JudgeSrv *JudgeServer
-	Trainer  *TrainerServer
+	Trainer  *trainer.TrainerServer
 
 	https []*http.Server
 	// fresh are the servers' connections that have not sent a request
@@ -98,11 +102,11 @@ func Start(cfg Config) (*Servers, error) {
 	if cfg.Epsilon <= 0 {
 		cfg.Epsilon = 1e-6
 	}
-	if cfg.TrainerArchive != "" && !slices.Contains(ArchiveLayouts, cfg.TrainerArchive) {
-		return nil, fmt.Errorf("sim: trainer archive layout %q: want %s or %s", cfg.TrainerArchive, ArchiveJAX, ArchiveFSDP)
+	if cfg.TrainerArchive != "" && !slices.Contains(weights.ArchiveLayouts, cfg.TrainerArchive) {
+		return nil, fmt.Errorf("sim: trainer archive layout %q: want %s or %s", cfg.TrainerArchive, weights.ArchiveJAX, weights.ArchiveFSDP)
 	}
-	if cfg.TrainerBackend != "" && !slices.Contains(TrainerBackends, cfg.TrainerBackend) {
-		return nil, fmt.Errorf("sim: trainer backend %q: want %s or %s", cfg.TrainerBackend, BackendJAX, BackendFSDP)
+	if cfg.TrainerBackend != "" && !slices.Contains(trainer.TrainerBackends, cfg.TrainerBackend) {
+		return nil, fmt.Errorf("sim: trainer backend %q: want %s or %s", cfg.TrainerBackend, trainer.BackendJAX, trainer.BackendFSDP)
 	}
 	tk, err := lm.NewTokenizer()
 	if err != nil {
@@ -152,7 +156,7 @@ func Start(cfg Config) (*Servers, error) {
 		s.JudgeURL = u
 	}
 	if cfg.Trainer {
-		s.Trainer = NewTrainerServer(s.Model, cfg.BaseModel, cfg.CheckpointsDir)
+		s.Trainer = trainer.NewTrainerServer(s.Model, cfg.BaseModel, cfg.CheckpointsDir)
 		s.Trainer.PollWait = 500 * time.Millisecond
 		s.Trainer.DatumDelay = cfg.Latency.TrainerPerDatum
 		s.Trainer.StepDelay = cfg.Latency.TrainerStep

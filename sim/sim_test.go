@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hindsearch/hindsearch/sim/internal/httpx"
 )
 
 // TestStartClose starts every role, checks each answers with the
@@ -44,7 +46,7 @@ func TestStartClose(t *testing.T) {
 		}
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if resp.StatusCode != 200 || resp.Header.Get(SimulatorHeader) != "true" {
+		if resp.StatusCode != 200 || resp.Header.Get(httpx.SimulatorHeader) != "true" {
 			t.Errorf("%s: %d %s", u, resp.StatusCode, b)
 		}
 	}

@@ -34,7 +34,8 @@ import (
 	"github.com/hindsearch/hindsearch/clients/transport"
 	"github.com/hindsearch/hindsearch/orchestrator/roles"
 	"github.com/hindsearch/hindsearch/recipes"
-	"github.com/hindsearch/hindsearch/sim"
+	simtrainer "github.com/hindsearch/hindsearch/sim/trainer"
+	"github.com/hindsearch/hindsearch/sim/weights"
 )
 
 // CheckStatus is the outcome of one check.
@@ -1406,7 +1407,7 @@ func checkpointDiskNeed(r *recipes.Recipe) diskNeed {
 	keep := max(r.Checkpoint.Keep, 1)
 	var state, sampler int64
 	if r.Trainer.URL == recipes.Embedded {
-		st, sa, err := sim.CheckpointSizes(sim.ArchiveLayout(r.Sim.Trainer.Archive), r.Policy.Model, r.Trainer.LoRARank)
+		st, sa, err := simtrainer.CheckpointSizes(weights.ArchiveLayout(r.Sim.Trainer.Archive), r.Policy.Model, r.Trainer.LoRARank)
 		if err != nil {
 			return diskNeed{how: "simulator sizes unknown: " + err.Error()}
 		}

@@ -21,8 +21,8 @@ import (
 	"github.com/hindsearch/hindsearch/clients/policy"
 	"github.com/hindsearch/hindsearch/clients/transport"
 	"github.com/hindsearch/hindsearch/recipes"
-	"github.com/hindsearch/hindsearch/sim"
 	"github.com/hindsearch/hindsearch/sim/lm"
+	"github.com/hindsearch/hindsearch/sim/weights"
 )
 
 // tarEntry is one entry of a test archive.
@@ -84,7 +84,7 @@ func simParams() lm.Params {
 // writeSimArchive writes a real simulator adapter archive to path.
 func writeSimArchive(t *testing.T, path string) {
 	t.Helper()
-	b, err := sim.AdapterArchive(simParams(), "sim/base", 8)
+	b, err := weights.AdapterArchive(simParams(), "sim/base", 8)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +130,7 @@ func TestUnpackAdapterSimArchive(t *testing.T) {
 	if !slices.Equal(names, []string{"adapter_config.json", "adapter_model.safetensors"}) {
 		t.Errorf("unpacked %v", names)
 	}
-	p, err := sim.ReadAdapter(got)
+	p, err := weights.ReadAdapter(got)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +217,7 @@ func TestUnpackAdapterRefuses(t *testing.T) {
 	if _, err := UnpackAdapter(filepath.Join(root, "bad.tar.gz"), dir); err == nil {
 		t.Fatal("bad archive accepted")
 	}
-	if _, err := sim.ReadAdapter(dir); err != nil {
+	if _, err := weights.ReadAdapter(dir); err != nil {
 		t.Errorf("previous adapter damaged: %v", err)
 	}
 	noPartial(t, dir)
@@ -441,7 +441,7 @@ func TestLoRASyncApply(t *testing.T) {
 				t.Errorf("the book says replica %d lacks %s", k, name)
 			}
 		}
-		if _, err := sim.ReadAdapter(abs); err != nil {
+		if _, err := weights.ReadAdapter(abs); err != nil {
 			t.Errorf("adapter %s not unpacked at %s: %v", name, abs, err)
 		}
 		noPartial(t, abs)
@@ -671,7 +671,7 @@ func TestLoRASyncRestore(t *testing.T) {
 // files), nested one level, as SkyRL's full fine-tuning backends save.
 func writeMergedArchive(t *testing.T, path string) {
 	t.Helper()
-	st, err := sim.EncodeSafetensors(simParams())
+	st, err := weights.EncodeSafetensors(simParams())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -691,7 +691,7 @@ func TestUnpackModel(t *testing.T) {
 	if err != nil || got != filepath.Join(root, "out1", "merged") {
 		t.Fatalf("UnpackModel(merged) = %q, %v", got, err)
 	}
-	if p, err := sim.ReadWeights(got); err != nil || !reflect.DeepEqual(p, simParams()) {
+	if p, err := weights.ReadWeights(got); err != nil || !reflect.DeepEqual(p, simParams()) {
 		t.Errorf("merged weights: %v, %v", p, err)
 	}
 	// The simulated trainer's archive: its safetensors file marks the dir.
@@ -752,7 +752,7 @@ func TestSGLangSync(t *testing.T) {
 			t.Errorf("replica %d holds %v", k, reps.book.holdsNames(k))
 		}
 	}
-	if p, err := sim.ReadWeights(sglangPath(root, "run-step0001")); err != nil || !reflect.DeepEqual(p, simParams()) {
+	if p, err := weights.ReadWeights(sglangPath(root, "run-step0001")); err != nil || !reflect.DeepEqual(p, simParams()) {
 		t.Errorf("unpacked weights: %v, %v", p, err)
 	}
 	// Requests name the base model whatever the version; other names pass.

@@ -10,8 +10,9 @@ import (
 	"github.com/hindsearch/hindsearch/clients/policy/format"
 )
 
-// sim's tests have a copy of trainSampling, trajectory, rollout and
-// bm25Docs (sim/helpers_test.go): keep the two alike.
+// sim's and sim/trainer's tests have a copy of trainSampling, trajectory,
+// rollout and bm25Docs (sim/helpers_test.go, sim/trainer/helpers_test.go):
+// keep the three alike.
 
 // trainSampling is Search-R1's training sampling: temperature 1, no top-p
 // or top-k, a turn ending at </search> or </answer>.

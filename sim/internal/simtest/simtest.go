@@ -1,9 +1,10 @@
-// Package simtest gives the tests of sim and sim/lm what they share: the
-// shipped sample data (the corpus and the FlashRAG question files, read
-// once per test binary), the real BM25 index over the corpus (built once
-// per test binary), the orchestrator's default judge prompt and a few
-// small helpers. It does not import sim/lm, so that lm's own tests can use
-// it.
+// Package simtest gives the tests of sim, sim/lm and sim/trainer what
+// they share: the shipped sample data (the corpus and the FlashRAG question
+// files, read once per test binary), the real BM25 index over the corpus
+// (built once per test binary), the orchestrator's default judge prompt, a
+// JSON client of the simulated servers (with the Tinker calls the
+// trainer's tests make) and a few small helpers. It does not import sim/lm,
+// so that lm's own tests can use it.
 package simtest
 
 import (

@@ -1,4 +1,4 @@
-package sim
+package weights
 
 import (
 	"archive/tar"
@@ -93,10 +93,11 @@ func PackArchive(layout ArchiveLayout, files map[string][]byte) ([]byte, error) 
 	return buf.Bytes(), nil
 }
 
-// readArchiveFile returns the content of the file name at the top level of
-// an archive that PackArchive wrote, in either layout (told apart by the
-// gzip magic, as the orchestrator does).
-func readArchiveFile(archive, name string) ([]byte, error) {
+// ReadArchiveFile returns the content of the file name at the top level of
+// the archive file at path archive that PackArchive wrote, in either layout
+// (told apart by the gzip magic, as the orchestrator does); an archive
+// without that file is an error.
+func ReadArchiveFile(archive, name string) ([]byte, error) {
 	f, err := os.Open(archive)
 	if err != nil {
 		return nil, err
@@ -125,22 +126,3 @@ func readArchiveFile(archive, name string) ([]byte, error) {
 		}
 	}
 }
-
-// TrainerBackend is which of SkyRL's training backends the simulated
-// trainer behaves like: its loss normalisation, gradient clipping and how
-// many models one server holds.
-type TrainerBackend string
-
-const (
-	// BackendJAX is SkyRL's JAX backend (skyrl/backends/jax.py): each
-	// datum's loss is its mean over its weighted tokens; LoRA models share
-	// a server; rank 0 is refused.
-	BackendJAX TrainerBackend = "jax"
-	// BackendFSDP is SkyRL's FSDP backend (skyrl_train_backend.py): the
-	// loss is a token sum over the whole step, the gradient norm is
-	// clipped at 1.0, and the server holds one policy model at a time.
-	BackendFSDP TrainerBackend = "fsdp"
-)
-
-// TrainerBackends lists the accepted TrainerBackend values.
-var TrainerBackends = []TrainerBackend{BackendJAX, BackendFSDP}

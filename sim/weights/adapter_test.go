@@ -1,4 +1,4 @@
-package sim
+package weights
 
 import (
 	"archive/tar"
@@ -15,6 +15,9 @@ import (
 
 	"github.com/hindsearch/hindsearch/sim/lm"
 )
+
+// The base model the tests' adapters name.
+const testBase = "sim-base"
 
 func TestSafetensorsRoundTrip(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 1))

@@ -1,21 +1,20 @@
-package sim
+package trainer
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/hindsearch/hindsearch/sim/weights"
 )
 
 // createModelRank creates a model of the given rank and returns its id.
 func createModelRank(c apiClient, session string, seq, rank int) string {
-	c.t.Helper()
-	res := c.call("/api/v1/create_model", map[string]any{"session_id": session, "model_seq_id": seq, "base_model": testBase,
+	c.T.Helper()
+	res := c.Call("/api/v1/create_model", map[string]any{"session_id": session, "model_seq_id": seq, "base_model": testBase,
 		"lora_config": map[string]any{"rank": rank}, "type": "create_model"})
 	return res["model_id"].(string)
 }
@@ -36,15 +35,15 @@ func TestSimTrainerCreateModelTwiceMakesTwoModels(t *testing.T) {
 	session := createSession(c)
 	body := map[string]any{"session_id": session, "model_seq_id": 0, "base_model": testBase,
 		"lora_config": map[string]any{"rank": 0}, "type": "create_model"}
-	st1, a := c.post("/api/v1/create_model", body)
-	st2, b := c.post("/api/v1/create_model", body)
+	st1, a := c.Post("/api/v1/create_model", body)
+	st2, b := c.Post("/api/v1/create_model", body)
 	if st1 != http.StatusOK || st2 != http.StatusOK || a["model_id"] == b["model_id"] || a["model_id"] == nil {
 		t.Fatalf("two create_model: %d %v, %d %v: want two models", st1, a, st2, b)
 	}
 	if a["status"] != "created" || a["base_model"] != testBase || a["request_id"] == nil {
 		t.Errorf("create_model answer %v", a)
 	}
-	st, runs := c.get("/api/v1/training_runs?limit=100&offset=0")
+	st, runs := c.Get("/api/v1/training_runs?limit=100&offset=0")
 	if st != http.StatusOK {
 		t.Fatalf("training_runs: %d %v", st, runs)
 	}
@@ -72,20 +71,20 @@ func TestSimTrainerTrainingRunsPages(t *testing.T) {
 	for i := range 3 {
 		ids = append(ids, createModelRank(c, session, i, 8))
 	}
-	_, page := c.get("/api/v1/training_runs?limit=2&offset=1")
+	_, page := c.Get("/api/v1/training_runs?limit=2&offset=1")
 	list := page["training_runs"].([]any)
 	if len(list) != 2 || list[0].(map[string]any)["training_run_id"] != ids[1] || page["cursor"].(map[string]any)["total_count"] != 3.0 {
 		t.Errorf("limit 2 offset 1: %v", page)
 	}
-	_, page = c.get("/api/v1/training_runs")
+	_, page = c.Get("/api/v1/training_runs")
 	if cur := page["cursor"].(map[string]any); len(page["training_runs"].([]any)) != 3 || cur["limit"] != 20.0 || cur["offset"] != 0.0 {
 		t.Errorf("defaults: %v", page)
 	}
-	_, page = c.get("/api/v1/training_runs?limit=5&offset=3")
+	_, page = c.Get("/api/v1/training_runs?limit=5&offset=3")
 	if len(page["training_runs"].([]any)) != 0 || page["cursor"].(map[string]any)["total_count"] != 0.0 {
 		t.Errorf("past the end: %v", page)
 	}
-	if st, body := c.get("/api/v1/training_runs?limit=x"); st != http.StatusUnprocessableEntity {
+	if st, body := c.Get("/api/v1/training_runs?limit=x"); st != http.StatusUnprocessableEntity {
 		t.Errorf("limit x: %d %v", st, body)
 	}
 }
@@ -106,17 +105,17 @@ func TestSimTrainerSaveWeightsTwiceIs409(t *testing.T) {
 func testSaveTwiceIs409(t *testing.T, route, kind, pathKind string) {
 	_, c, _ := newTrainer(t, getFixture(t))
 	mid := createModelRank(c, createSession(c), 0, 8)
-	c.call("/api/v1/"+route, saveBody(route, mid, "s1", 1))
+	c.Call("/api/v1/"+route, saveBody(route, mid, "s1", 1))
 	want := fmt.Sprintf("Checkpoint 's1' already exists for model '%s'", mid)
 	for _, seq := range []int{1, 2} {
-		st, body := c.post("/api/v1/"+route, saveBody(route, mid, "s1", seq))
+		st, body := c.Post("/api/v1/"+route, saveBody(route, mid, "s1", seq))
 		if st != http.StatusConflict || body["detail"] != want {
 			t.Errorf("repeat with seq_id %d: %d %v, want 409 %q", seq, st, body, want)
 		}
 	}
 	// The refused repeats used no seq_id: the next call is seq_id 2.
-	c.call("/api/v1/optim_step", optimBody(mid, 2, 0.01))
-	_, list := c.get("/api/v1/training_runs/" + mid + "/checkpoints")
+	c.Call("/api/v1/optim_step", optimBody(mid, 2, 0.01))
+	_, list := c.Get("/api/v1/training_runs/" + mid + "/checkpoints")
 	cks := list["checkpoints"].([]any)
 	if len(cks) != 1 {
 		t.Fatalf("checkpoints %v", list)
@@ -134,21 +133,21 @@ func TestSimTrainerCheckpointsListsCompletedOnly(t *testing.T) {
 	ts, c, _ := newTrainer(t, getFixture(t))
 	mid := createModelRank(c, createSession(c), 0, 8)
 	ts.StepDelay = 300 * time.Millisecond
-	st, acc := c.post("/api/v1/save_weights", saveBody("save_weights", mid, "s1", 1))
+	st, acc := c.Post("/api/v1/save_weights", saveBody("save_weights", mid, "s1", 1))
 	if st != http.StatusOK {
 		t.Fatalf("save_weights: %d %v", st, acc)
 	}
-	if _, list := c.get("/api/v1/training_runs/" + mid + "/checkpoints"); len(list["checkpoints"].([]any)) != 0 {
+	if _, list := c.Get("/api/v1/training_runs/" + mid + "/checkpoints"); len(list["checkpoints"].([]any)) != 0 {
 		t.Errorf("a pending save is listed: %v", list)
 	}
-	c.result(acc["request_id"].(string))
-	if _, list := c.get("/api/v1/training_runs/" + mid + "/checkpoints"); len(list["checkpoints"].([]any)) != 1 {
+	c.Result(acc["request_id"].(string))
+	if _, list := c.Get("/api/v1/training_runs/" + mid + "/checkpoints"); len(list["checkpoints"].([]any)) != 1 {
 		t.Errorf("the completed save is not listed: %v", list)
 	}
-	if st, list := c.get("/api/v1/training_runs/sim-model-999/checkpoints"); st != http.StatusOK || len(list["checkpoints"].([]any)) != 0 {
+	if st, list := c.Get("/api/v1/training_runs/sim-model-999/checkpoints"); st != http.StatusOK || len(list["checkpoints"].([]any)) != 0 {
 		t.Errorf("unknown model: %d %v", st, list)
 	}
-	if st, _ := c.get("/api/v1/training_runs/a.b/checkpoints"); st != http.StatusUnprocessableEntity {
+	if st, _ := c.Get("/api/v1/training_runs/a.b/checkpoints"); st != http.StatusUnprocessableEntity {
 		t.Errorf("bad id: %d, want 422", st)
 	}
 }
@@ -161,35 +160,35 @@ func TestSimTrainerLoadWeightsOnlyAsFirstRequest(t *testing.T) {
 	_, c, _ := newTrainer(t, getFixture(t))
 	session := createSession(c)
 	src := createModelRank(c, session, 0, 8)
-	c.call("/api/v1/save_weights", saveBody("save_weights", src, "s1", 1))
+	c.Call("/api/v1/save_weights", saveBody("save_weights", src, "s1", 1))
 	load := func(model string, seq int, path string) map[string]any {
 		return map[string]any{"model_id": model, "path": path, "optimizer": true, "seq_id": seq, "type": "load_weights"}
 	}
 	dst := createModelRank(c, session, 1, 8)
 	path := "tinker://" + src + "/weights/s1"
-	c.call("/api/v1/load_weights", load(dst, 1, path))
+	c.Call("/api/v1/load_weights", load(dst, 1, path))
 	for _, seq := range []int{1, 2} {
-		st, body := c.post("/api/v1/load_weights", load(dst, seq, path))
+		st, body := c.Post("/api/v1/load_weights", load(dst, seq, path))
 		if want := fmt.Sprintf("LoadWeights is not permitted with seq_id %d", seq); st != http.StatusBadRequest || body["detail"] != want {
 			t.Errorf("second load (seq_id %d): %d %v, want 400 %q", seq, st, body, want)
 		}
 	}
 	// After another call on a fresh model.
 	other := createModelRank(c, session, 2, 8)
-	c.call("/api/v1/optim_step", optimBody(other, 1, 0.01))
-	if st, body := c.post("/api/v1/load_weights", load(other, 2, path)); st != http.StatusBadRequest {
+	c.Call("/api/v1/optim_step", optimBody(other, 1, 0.01))
+	if st, body := c.Post("/api/v1/load_weights", load(other, 2, path)); st != http.StatusBadRequest {
 		t.Errorf("load after optim_step: %d %v", st, body)
 	}
 	fresh := createModelRank(c, session, 3, 8)
-	if st, body := c.post("/api/v1/load_weights", load(fresh, 1, "tinker://"+src+"/weights/nope")); st != http.StatusNotFound ||
+	if st, body := c.Post("/api/v1/load_weights", load(fresh, 1, "tinker://"+src+"/weights/nope")); st != http.StatusNotFound ||
 		body["detail"] != "Checkpoint not found: "+src+"/nope" {
 		t.Errorf("unknown checkpoint: %d %v", st, body)
 	}
-	if st, body := c.post("/api/v1/load_weights", load(fresh, 1, "tinker://"+src+"/sampler_weights/s1")); st != http.StatusBadRequest {
+	if st, body := c.Post("/api/v1/load_weights", load(fresh, 1, "tinker://"+src+"/sampler_weights/s1")); st != http.StatusBadRequest {
 		t.Errorf("a sampler path: %d %v", st, body)
 	}
 	// The refusals made no request on the model: a good load still works.
-	c.call("/api/v1/load_weights", load(fresh, 1, path))
+	c.Call("/api/v1/load_weights", load(fresh, 1, path))
 }
 
 // A rank-0 model (full fine-tuning, as on SkyRL's FSDP backend) saves its
@@ -205,52 +204,17 @@ func TestSimTrainerRankZeroSavesFullWeights(t *testing.T) {
 		ts, c, ckpt := newTrainerBackend(t, getFixture(t), BackendFSDP, 0)
 		session := createSession(c)
 		mid := createModelRank(c, session, tc.rank, tc.rank)
-		c.call("/api/v1/save_weights_for_sampler", saveBody("save_weights_for_sampler", mid, "w", 1))
+		c.Call("/api/v1/save_weights_for_sampler", saveBody("save_weights_for_sampler", mid, "w", 1))
 		dir := t.TempDir()
 		names := unpackArchive(t, filepath.Join(ckpt, mid, "sampler_weights", "w.tar.gz"), dir)
 		if !slices.Equal(names, tc.files) {
 			t.Errorf("rank %d: archive holds %v, want %v", tc.rank, names, tc.files)
 		}
-		got, err := ReadWeights(dir)
+		got, err := weights.ReadWeights(dir)
 		want, _ := ts.ModelParams(mid)
 		if err != nil || len(got) != len(want) {
-			t.Fatalf("rank %d: ReadWeights: %v (%d params)", tc.rank, err, len(got))
+			t.Fatalf("rank %d: weights.ReadWeights: %v (%d params)", tc.rank, err, len(got))
 		}
-	}
-}
-
-// The lost fault lets the server do the work and drops the answer: the
-// client sees the connection close, yet the model exists. Routes and
-// PerRoute aim it at one path, once.
-func TestSimFaultLostDoesTheWorkAndDropsTheAnswer(t *testing.T) {
-	ts := NewTrainerServer(getFixture(t).model, testBase, t.TempDir())
-	t.Cleanup(ts.Close)
-	fy := NewFaulty(ts.Handler(), Faults{Rate: 1, Kinds: []string{"lost"}, Routes: []string{"/api/v1/create_model"}, PerRoute: 1})
-	t.Cleanup(fy.Close)
-	srv := httptest.NewServer(fy)
-	t.Cleanup(srv.Close)
-	c := apiClient{t, srv.URL}
-	session := createSession(c)
-	body := map[string]any{"session_id": session, "model_seq_id": 0, "base_model": testBase,
-		"lora_config": map[string]any{"rank": 8}, "type": "create_model"}
-	raw, _ := json.Marshal(body)
-	resp, err := http.Post(srv.URL+"/api/v1/create_model", "application/json", bytes.NewReader(raw))
-	if err == nil {
-		resp.Body.Close()
-		t.Fatalf("the lost answer came back: %d", resp.StatusCode)
-	}
-	_, runs := c.get("/api/v1/training_runs?limit=10&offset=0")
-	if n := len(runs["training_runs"].([]any)); n != 1 {
-		t.Fatalf("%d models after the lost create_model, want 1 (the work was done)", n)
-	}
-	if st, a := c.post("/api/v1/create_model", body); st != http.StatusOK || a["model_id"] == nil {
-		t.Fatalf("the second create_model (past PerRoute): %d %v", st, a)
-	}
-	if fy.Injected() != 1 {
-		t.Fatalf("%d faults injected, want 1", fy.Injected())
-	}
-	if err := (Faults{Rate: 1, Kinds: []string{"lost"}, PerRoute: -1}).Validate(); err == nil {
-		t.Error("a negative PerRoute validated")
 	}
 }
 
@@ -260,8 +224,8 @@ func TestSimFaultLostDoesTheWorkAndDropsTheAnswer(t *testing.T) {
 func TestSimTrainerRefusedSaveKeepsTheNameFree(t *testing.T) {
 	_, c, _ := newTrainer(t, getFixture(t))
 	mid := createModelRank(c, createSession(c), 0, 8)
-	if st, body := c.post("/api/v1/save_weights", saveBody("save_weights", mid, "s1", 5)); st != http.StatusBadRequest {
+	if st, body := c.Post("/api/v1/save_weights", saveBody("save_weights", mid, "s1", 5)); st != http.StatusBadRequest {
 		t.Fatalf("seq_id 5 first: %d %v, want 400", st, body)
 	}
-	c.call("/api/v1/save_weights", saveBody("save_weights", mid, "s1", 1))
+	c.Call("/api/v1/save_weights", saveBody("save_weights", mid, "s1", 1))
 }

@@ -1,4 +1,4 @@
-package sim
+package trainer
 
 import (
 	"math"
@@ -59,10 +59,10 @@ func TestSimTrainerLossNormalisationFollowsBackend(t *testing.T) {
 		ts, c, _ := newTrainer(t, f)
 		ts.Backend = tc.backend
 		mid := createModel(c, createSession(c), 0)
-		c.call("/api/v1/forward_backward", fbBody(mid, 1, "importance_sampling", nil, datum(tr1, a1, 0)))
-		c.call("/api/v1/forward_backward", fbBody(mid, 2, "importance_sampling", nil, datum(tr2, a2, 0)))
+		c.Call("/api/v1/forward_backward", fbBody(mid, 1, "importance_sampling", nil, datum(tr1, a1, 0)))
+		c.Call("/api/v1/forward_backward", fbBody(mid, 2, "importance_sampling", nil, datum(tr2, a2, 0)))
 		const lr, eps = 1e-3, 10.0
-		res := c.call("/api/v1/optim_step", adamBody(mid, 3, lr, eps))
+		res := c.Call("/api/v1/optim_step", adamBody(mid, 3, lr, eps))
 		norm := 0.0
 		for j := 0; j < lm.NumParams; j++ {
 			norm += tc.want(j) * tc.want(j)
@@ -116,9 +116,9 @@ func TestSimTrainerFSDPClipsGradientNorm(t *testing.T) {
 		ts, c, _ := newTrainer(t, f)
 		ts.Backend = backend
 		mid := createModel(c, createSession(c), 0)
-		c.call("/api/v1/forward_backward", fbBody(mid, 1, "importance_sampling", nil, datum(tr, adv, 0)))
+		c.Call("/api/v1/forward_backward", fbBody(mid, 1, "importance_sampling", nil, datum(tr, adv, 0)))
 		const lr, eps = 1e-3, 10.0
-		res := c.call("/api/v1/optim_step", adamBody(mid, 2, lr, eps))
+		res := c.Call("/api/v1/optim_step", adamBody(mid, 2, lr, eps))
 		if got := metric(t, res, "grad_norm"); math.Abs(got-norm) > 1e-9*(1+norm) {
 			t.Errorf("%s: grad_norm %v, want the unclipped %v", backend, got, norm)
 		}

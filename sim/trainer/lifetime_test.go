@@ -1,4 +1,4 @@
-package sim
+package trainer
 
 import (
 	"encoding/json"
@@ -12,13 +12,13 @@ import (
 // submitModel posts create_model of rank and returns the model id and
 // the create future's outcome.
 func submitModel(c apiClient, session string, seq, rank int) (string, int, map[string]any) {
-	c.t.Helper()
-	st, acc := c.post("/api/v1/create_model", map[string]any{"session_id": session, "model_seq_id": seq, "base_model": testBase,
+	c.T.Helper()
+	st, acc := c.Post("/api/v1/create_model", map[string]any{"session_id": session, "model_seq_id": seq, "base_model": testBase,
 		"lora_config": map[string]any{"rank": rank}, "type": "create_model"})
 	if st != http.StatusOK {
-		c.t.Fatalf("create_model POST: %d %v (SkyRL accepts the POST and fails the future)", st, acc)
+		c.T.Fatalf("create_model POST: %d %v (SkyRL accepts the POST and fails the future)", st, acc)
 	}
-	st, res := c.result(acc["request_id"].(string))
+	st, res := c.Result(acc["request_id"].(string))
 	return acc["model_id"].(string), st, res
 }
 
@@ -47,25 +47,25 @@ func TestSimTrainerTenancy(t *testing.T) {
 			t.Fatalf("second model of rank %d: %d %v", tc.rank, st, res)
 		}
 		// Listed (SkyRL's row stays), but not loaded.
-		st, acc := c.post("/api/v1/optim_step", map[string]any{"model_id": id, "seq_id": 1, "type": "optim_step",
+		st, acc := c.Post("/api/v1/optim_step", map[string]any{"model_id": id, "seq_id": 1, "type": "optim_step",
 			"adam_params": map[string]any{"learning_rate": 0.1, "beta1": 0.9, "beta2": 0.95, "eps": 1e-8, "weight_decay": 0}})
 		if st != http.StatusOK {
 			t.Fatalf("optim_step POST: %d %v", st, acc)
 		}
-		if st, res := c.result(acc["request_id"].(string)); st != http.StatusBadRequest || res["detail"] != "Model "+id+" not loaded" {
+		if st, res := c.Result(acc["request_id"].(string)); st != http.StatusBadRequest || res["detail"] != "Model "+id+" not loaded" {
 			t.Fatalf("call on a refused model: %d %v", st, res)
 		}
 	}
 	// unload_model: SkyRL's answer, then a future; unknown model 404.
-	if st, body := c.post("/api/v1/unload_model", map[string]any{"model_id": "nope"}); st != http.StatusNotFound || body["detail"] != "Model not found" {
+	if st, body := c.Post("/api/v1/unload_model", map[string]any{"model_id": "nope"}); st != http.StatusNotFound || body["detail"] != "Model not found" {
 		t.Fatalf("unknown model: %d %v", st, body)
 	}
-	res = c.call("/api/v1/unload_model", map[string]any{"model_id": first, "type": "unload_model"})
+	res = c.Call("/api/v1/unload_model", map[string]any{"model_id": first, "type": "unload_model"})
 	if res["model_id"] != first || res["status"] != "unloaded" {
 		t.Fatalf("unload: %v", res)
 	}
 	// A model not loaded is answered the same (SkyRL's engine ignores it).
-	if res := c.call("/api/v1/unload_model", map[string]any{"model_id": first}); res["status"] != "unloaded" {
+	if res := c.Call("/api/v1/unload_model", map[string]any{"model_id": first}); res["status"] != "unloaded" {
 		t.Fatalf("second unload: %v", res)
 	}
 	if _, st, res := submitModel(c, session, 2, 0); st != http.StatusOK {
@@ -105,8 +105,8 @@ func TestSimTrainerDeleteCheckpoint(t *testing.T) {
 		t.Fatalf("model: %d %v", st, res)
 	}
 	del := func(path string) (int, map[string]any) {
-		c.t.Helper()
-		req, _ := http.NewRequest(http.MethodDelete, c.base+"/api/v1/training_runs/"+path, nil)
+		c.T.Helper()
+		req, _ := http.NewRequest(http.MethodDelete, c.Base+"/api/v1/training_runs/"+path, nil)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -117,15 +117,15 @@ func TestSimTrainerDeleteCheckpoint(t *testing.T) {
 		return resp.StatusCode, body
 	}
 	// Pending: 425.
-	st, acc := c.post("/api/v1/save_weights", saveBody("save_weights", mid, "s1", 1))
+	st, acc := c.Post("/api/v1/save_weights", saveBody("save_weights", mid, "s1", 1))
 	if st != http.StatusOK {
 		t.Fatalf("save: %d %v", st, acc)
 	}
 	if st, body := del(mid + "/checkpoints/weights/s1"); st != http.StatusTooEarly || body["detail"] != "Checkpoint is still being created" {
 		t.Fatalf("pending: %d %v", st, body)
 	}
-	c.result(acc["request_id"].(string))
-	c.call("/api/v1/save_weights_for_sampler", saveBody("save_weights_for_sampler", mid, "w1", 2))
+	c.Result(acc["request_id"].(string))
+	c.Call("/api/v1/save_weights_for_sampler", saveBody("save_weights_for_sampler", mid, "w1", 2))
 	if u := ts.CheckpointUsage(); u.States != 1 || u.Samplers != 1 || u.Bytes == 0 {
 		t.Fatalf("usage %+v", u)
 	}
@@ -170,15 +170,15 @@ func TestSimTrainerDeleteCheckpoint(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(ckpt, mid, "sampler_weights"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	st, acc = c.post("/api/v1/save_weights_for_sampler", saveBody("save_weights_for_sampler", mid, "bad", 3))
+	st, acc = c.Post("/api/v1/save_weights_for_sampler", saveBody("save_weights_for_sampler", mid, "bad", 3))
 	if st != http.StatusOK {
 		t.Fatalf("save: %d %v", st, acc)
 	}
-	if st, _ := c.result(acc["request_id"].(string)); st == http.StatusOK {
+	if st, _ := c.Result(acc["request_id"].(string)); st == http.StatusOK {
 		t.Fatal("the save did not fail")
 	}
 	resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).
-		Get(c.base + "/api/v1/training_runs/" + mid + "/checkpoints/bad/archive")
+		Get(c.Base + "/api/v1/training_runs/" + mid + "/checkpoints/bad/archive")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,14 +193,14 @@ func TestSimTrainerDeleteCheckpoint(t *testing.T) {
 		t.Fatalf("DELETE failed checkpoint: %d %v", st, body)
 	}
 	// weights_info: a completed state answers the model; a failed one 500.
-	c.call("/api/v1/save_weights", saveBody("save_weights", mid, "s2", 4))
-	if st, body := c.post("/api/v1/weights_info", map[string]any{"tinker_path": "tinker://" + mid + "/weights/s2"}); st != 200 || body["lora_rank"] != 0.0 {
+	c.Call("/api/v1/save_weights", saveBody("save_weights", mid, "s2", 4))
+	if st, body := c.Post("/api/v1/weights_info", map[string]any{"tinker_path": "tinker://" + mid + "/weights/s2"}); st != 200 || body["lora_rank"] != 0.0 {
 		t.Fatalf("weights_info: %d %v", st, body)
 	}
 	// A completed sampler archive: 302 to its download.
-	c.call("/api/v1/save_weights_for_sampler", saveBody("save_weights_for_sampler", mid, "ok", 5))
+	c.Call("/api/v1/save_weights_for_sampler", saveBody("save_weights_for_sampler", mid, "ok", 5))
 	resp, err = (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).
-		Get(c.base + "/api/v1/training_runs/" + mid + "/checkpoints/ok/archive")
+		Get(c.Base + "/api/v1/training_runs/" + mid + "/checkpoints/ok/archive")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +256,7 @@ func TestSimTrainerStaleSessionCleanup(t *testing.T) {
 	if ts.ModelLoaded(held) || !ts.ModelLoaded(mid) {
 		t.Errorf("loaded: stale %v, new %v", ts.ModelLoaded(held), ts.ModelLoaded(mid))
 	}
-	if st, body := c.post("/api/v1/session_heartbeat", map[string]any{"session_id": killed, "type": "session_heartbeat"}); st != http.StatusOK {
+	if st, body := c.Post("/api/v1/session_heartbeat", map[string]any{"session_id": killed, "type": "session_heartbeat"}); st != http.StatusOK {
 		t.Errorf("heartbeat of an expired session: %d %v", st, body)
 	}
 	ts.mu.Lock()

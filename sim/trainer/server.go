@@ -1,4 +1,4 @@
-package sim
+package trainer
 
 import (
 	"crypto/sha256"
@@ -18,7 +18,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hindsearch/hindsearch/sim/internal/httpx"
 	"github.com/hindsearch/hindsearch/sim/lm"
+	"github.com/hindsearch/hindsearch/sim/weights"
 )
 
 // TrainerServer is the simulated trainer: a server of the Tinker training
@@ -51,14 +53,14 @@ type TrainerServer struct {
 	TryAgain bool
 	// DatumDelay is the simulated time of forward_backward per datum and
 	// StepDelay that of optim_step and of save_weights_for_sampler
-	// (Latency.TrainerPerDatum, Latency.TrainerStep). The worker spends it
-	// before computing the result, so the future is pending (try_again)
-	// meanwhile. Set them before the server takes requests.
+	// (sim.Latency.TrainerPerDatum, sim.Latency.TrainerStep). The worker
+	// spends it before computing the result, so the future is pending
+	// (try_again) meanwhile. Set them before the server takes requests.
 	DatumDelay, StepDelay time.Duration
 	// Archive is the layout of the archives it writes, SkyRL's JAX or
-	// FSDP backend's (sim.trainer.archive; "": ArchiveJAX). Set it before
-	// the server takes requests.
-	Archive ArchiveLayout
+	// FSDP backend's (sim.trainer.archive; "": weights.ArchiveJAX). Set it
+	// before the server takes requests.
+	Archive weights.ArchiveLayout
 	// Backend is the SkyRL training backend it behaves like
 	// (sim.trainer.backend; "": BackendJAX). Set it before the server
 	// takes requests.
@@ -308,10 +310,10 @@ func (s *TrainerServer) Handler() http.Handler {
 	})
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/v1/healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "simulated": true})
+		httpx.WriteJSON(w, http.StatusOK, map[string]any{"status": "ok", "simulated": true})
 	})
 	mux.HandleFunc("GET /api/v1/get_server_capabilities", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]any{"supported_models": []map[string]any{{"model_name": s.baseModel}}})
+		httpx.WriteJSON(w, http.StatusOK, map[string]any{"supported_models": []map[string]any{{"model_name": s.baseModel}}})
 	})
 	mux.HandleFunc("POST /api/v1/create_session", s.createSession)
 	mux.HandleFunc("POST /api/v1/session_heartbeat", s.heartbeat)
@@ -329,11 +331,11 @@ func (s *TrainerServer) Handler() http.Handler {
 	mux.HandleFunc("GET /api/v1/training_runs/{id}/checkpoints/{name}/archive", s.checkpointArchive)
 	mux.HandleFunc("GET /api/v1/training_runs/{id}/checkpoints/{name}/download", s.checkpointDownload)
 	mux.HandleFunc("POST /api/v1/weights_info", s.weightsInfo)
-	return labelled(mux)
+	return httpx.Labelled(mux)
 }
 
 func detail(w http.ResponseWriter, status int, format string, args ...any) {
-	writeJSON(w, status, map[string]any{"detail": fmt.Sprintf(format, args...)})
+	httpx.WriteJSON(w, status, map[string]any{"detail": fmt.Sprintf(format, args...)})
 }
 
 func (s *TrainerServer) newID(prefix string) string {
@@ -348,7 +350,7 @@ func (s *TrainerServer) createSession(w http.ResponseWriter, r *http.Request) {
 		SDKVersion   *string        `json:"sdk_version"`
 		Type         string         `json:"type"`
 	}
-	if err := decodeStrict(r, &req); err != nil {
+	if err := httpx.DecodeStrict(r, &req); err != nil {
 		detail(w, http.StatusUnprocessableEntity, "%v", err)
 		return
 	}
@@ -361,7 +363,7 @@ func (s *TrainerServer) createSession(w http.ResponseWriter, r *http.Request) {
 	id := s.newID("sim-session")
 	s.sessions[id] = time.Now()
 	s.mu.Unlock()
-	writeJSON(w, http.StatusOK, map[string]any{"session_id": id, "type": "create_session", "info_message": "hindsearch simulator: simulated trainer"})
+	httpx.WriteJSON(w, http.StatusOK, map[string]any{"session_id": id, "type": "create_session", "info_message": "hindsearch simulator: simulated trainer"})
 }
 
 func (s *TrainerServer) heartbeat(w http.ResponseWriter, r *http.Request) {
@@ -369,7 +371,7 @@ func (s *TrainerServer) heartbeat(w http.ResponseWriter, r *http.Request) {
 		SessionID string `json:"session_id"`
 		Type      string `json:"type"`
 	}
-	if err := decodeStrict(r, &req); err != nil {
+	if err := httpx.DecodeStrict(r, &req); err != nil {
 		detail(w, http.StatusUnprocessableEntity, "%v", err)
 		return
 	}
@@ -383,7 +385,7 @@ func (s *TrainerServer) heartbeat(w http.ResponseWriter, r *http.Request) {
 		detail(w, http.StatusNotFound, "Session not found")
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"type": "session_heartbeat"})
+	httpx.WriteJSON(w, http.StatusOK, map[string]any{"type": "session_heartbeat"})
 }
 
 // submit registers a future and queues fn on the worker, after delay of
@@ -413,7 +415,7 @@ func (s *TrainerServer) createModel(w http.ResponseWriter, r *http.Request) {
 		} `json:"lora_config"`
 		Type string `json:"type"`
 	}
-	if err := decodeStrict(r, &req); err != nil {
+	if err := httpx.DecodeStrict(r, &req); err != nil {
 		detail(w, http.StatusUnprocessableEntity, "%v", err)
 		return
 	}
@@ -454,7 +456,7 @@ func (s *TrainerServer) createModel(w http.ResponseWriter, r *http.Request) {
 		s.live[tm.id] = tm
 		return http.StatusOK, map[string]any{"model_id": mid, "base_model": req.BaseModel, "lora_config": lora}
 	})
-	writeJSON(w, http.StatusOK, map[string]any{"model_id": mid, "base_model": req.BaseModel,
+	httpx.WriteJSON(w, http.StatusOK, map[string]any{"model_id": mid, "base_model": req.BaseModel,
 		"lora_config": map[string]any{"rank": req.LoRAConfig.Rank}, "status": "created", "request_id": rid})
 }
 
@@ -502,7 +504,7 @@ func (s *TrainerServer) unloadModel(w http.ResponseWriter, r *http.Request) {
 		ModelID string `json:"model_id"`
 		Type    string `json:"type"`
 	}
-	if err := decodeStrict(r, &req); err != nil {
+	if err := httpx.DecodeStrict(r, &req); err != nil {
 		detail(w, http.StatusUnprocessableEntity, "%v", err)
 		return
 	}
@@ -514,7 +516,7 @@ func (s *TrainerServer) unloadModel(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rid := s.submit(0, 0, s.unloadJob(m))
-	writeJSON(w, http.StatusOK, map[string]any{"request_id": rid, "model_id": m.id})
+	httpx.WriteJSON(w, http.StatusOK, map[string]any{"request_id": rid, "model_id": m.id})
 }
 
 // unloadJob is the worker's part of unloading m (unload_model, the
@@ -719,7 +721,7 @@ func (s *TrainerServer) weightsInfo(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		TinkerPath string `json:"tinker_path"`
 	}
-	if err := decodeStrict(r, &req); err != nil {
+	if err := httpx.DecodeStrict(r, &req); err != nil {
 		detail(w, http.StatusUnprocessableEntity, "%v", err)
 		return
 	}
@@ -740,7 +742,7 @@ func (s *TrainerServer) weightsInfo(w http.ResponseWriter, r *http.Request) {
 		detail(w, st, "%s", msg)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"base_model": m.base, "is_lora": m.rank > 0, "lora_rank": m.rank})
+	httpx.WriteJSON(w, http.StatusOK, map[string]any{"base_model": m.base, "is_lora": m.rank > 0, "lora_rank": m.rank})
 }
 
 // trainingRuns implements GET training_runs?limit&offset: the models in
@@ -776,7 +778,7 @@ func (s *TrainerServer) trainingRuns(w http.ResponseWriter, r *http.Request) {
 		total = 0
 		runs = []map[string]any{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"training_runs": runs,
+	httpx.WriteJSON(w, http.StatusOK, map[string]any{"training_runs": runs,
 		"cursor": map[string]any{"offset": offset, "limit": limit, "total_count": total}})
 }
 
@@ -812,7 +814,7 @@ func (s *TrainerServer) listCheckpoints(w http.ResponseWriter, r *http.Request) 
 				"time": ck.completed.Format(time.RFC3339Nano), "tinker_path": "tinker://" + id + "/" + kind + "/" + ck.name})
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"checkpoints": out})
+	httpx.WriteJSON(w, http.StatusOK, map[string]any{"checkpoints": out})
 }
 
 // sequenced checks a call's seq_id: the next one is accepted, a repeat with
@@ -854,7 +856,7 @@ func (s *TrainerServer) sequenced(w http.ResponseWriter, modelID string, seq int
 			detail(w, http.StatusConflict, "Training request sequence number was reused")
 			return
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"request_id": rec.requestID, "model_id": modelID})
+		httpx.WriteJSON(w, http.StatusOK, map[string]any{"request_id": rec.requestID, "model_id": modelID})
 		return
 	}
 	if seq != m.lastSeq+1 {
@@ -873,7 +875,7 @@ func (s *TrainerServer) sequenced(w http.ResponseWriter, modelID string, seq int
 		return fn(m)
 	})
 	m.seqs[seq] = seqRecord{hash: hash, requestID: rid}
-	writeJSON(w, http.StatusOK, map[string]any{"request_id": rid, "model_id": modelID})
+	httpx.WriteJSON(w, http.StatusOK, map[string]any{"request_id": rid, "model_id": modelID})
 }
 
 type wireTensor struct {
@@ -905,7 +907,7 @@ type fbRequest struct {
 
 func (s *TrainerServer) forwardBackward(w http.ResponseWriter, r *http.Request) {
 	var req fbRequest
-	if err := decodeStrict(r, &req); err != nil {
+	if err := httpx.DecodeStrict(r, &req); err != nil {
 		detail(w, http.StatusUnprocessableEntity, "%v", err)
 		return
 	}
@@ -1089,7 +1091,7 @@ func (s *TrainerServer) optimStep(w http.ResponseWriter, r *http.Request) {
 		} `json:"adam_params"`
 		Type string `json:"type"`
 	}
-	if err := decodeStrict(r, &req); err != nil {
+	if err := httpx.DecodeStrict(r, &req); err != nil {
 		detail(w, http.StatusUnprocessableEntity, "%v", err)
 		return
 	}
@@ -1165,7 +1167,7 @@ type saveRequest struct {
 // error was answered.
 func decodeSave(w http.ResponseWriter, r *http.Request) (saveRequest, bool) {
 	var req saveRequest
-	if err := decodeStrict(r, &req); err != nil {
+	if err := httpx.DecodeStrict(r, &req); err != nil {
 		detail(w, http.StatusUnprocessableEntity, "%v", err)
 		return req, false
 	}
@@ -1221,9 +1223,9 @@ func (s *TrainerServer) saveWeights(w http.ResponseWriter, r *http.Request) {
 		var arc []byte
 		var err error
 		if m.rank == 0 {
-			arc, err = PackFullWeights(s.Archive, m.params, s.baseModel)
+			arc, err = weights.PackFullWeights(s.Archive, m.params, s.baseModel)
 		} else {
-			arc, err = PackAdapter(s.Archive, m.params, s.baseModel, m.rank)
+			arc, err = weights.PackAdapter(s.Archive, m.params, s.baseModel, m.rank)
 		}
 		if err == nil {
 			err = writeFileAtomic(filepath.Join(s.ckptDir, m.id, "sampler_weights", req.Path+".tar.gz"), arc)
@@ -1263,7 +1265,7 @@ func (s *TrainerServer) retrieveFuture(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		RequestID string `json:"request_id"`
 	}
-	if err := decodeStrict(r, &req); err != nil {
+	if err := httpx.DecodeStrict(r, &req); err != nil {
 		detail(w, http.StatusUnprocessableEntity, "%v", err)
 		return
 	}
@@ -1278,12 +1280,12 @@ func (s *TrainerServer) retrieveFuture(w http.ResponseWriter, r *http.Request) {
 	defer t.Stop()
 	select {
 	case <-f.done:
-		writeJSON(w, f.status, f.body)
+		httpx.WriteJSON(w, f.status, f.body)
 	case <-t.C:
 		// SkyRL (api.py retrieve_future) holds the poll, then answers 408;
 		// the hosted service answers 200 try_again instead.
 		if s.TryAgain {
-			writeJSON(w, http.StatusOK, map[string]any{"type": "try_again", "request_id": req.RequestID, "queue_state": "active"})
+			httpx.WriteJSON(w, http.StatusOK, map[string]any{"type": "try_again", "request_id": req.RequestID, "queue_state": "active"})
 		} else {
 			detail(w, http.StatusRequestTimeout, "Timeout waiting for result")
 		}
@@ -1355,7 +1357,7 @@ func (s *TrainerServer) saveState(w http.ResponseWriter, r *http.Request) {
 	var ck *checkpoint
 	s.sequenced(w, req.ModelID, req.SeqID, req, s.StepDelay, 0, s.newCheckpoint("training", req.Path, &ck), func(m *trainedModel) (int, any) {
 		b, _ := json.Marshal(trainState{Simulated: true, Params: m.params, M: m.m, V: m.v, T: m.t})
-		arc, err := PackArchive(s.Archive, map[string][]byte{stateFile: b})
+		arc, err := weights.PackArchive(s.Archive, map[string][]byte{stateFile: b})
 		if err == nil {
 			err = writeFileAtomic(filepath.Join(s.ckptDir, m.id, req.Path+".tar.gz"), arc)
 		}
@@ -1378,7 +1380,7 @@ func (s *TrainerServer) loadState(w http.ResponseWriter, r *http.Request) {
 		SeqID     int    `json:"seq_id"`
 		Type      string `json:"type"`
 	}
-	if err := decodeStrict(r, &req); err != nil {
+	if err := httpx.DecodeStrict(r, &req); err != nil {
 		detail(w, http.StatusUnprocessableEntity, "%v", err)
 		return
 	}
@@ -1398,7 +1400,7 @@ func (s *TrainerServer) loadState(w http.ResponseWriter, r *http.Request) {
 		return st, msg, nil
 	}
 	s.sequenced(w, req.ModelID, req.SeqID, req, s.StepDelay, 0, admit, func(m *trainedModel) (int, any) {
-		b, err := readArchiveFile(filepath.Join(s.ckptDir, parts[0], parts[2]+".tar.gz"), stateFile)
+		b, err := weights.ReadArchiveFile(filepath.Join(s.ckptDir, parts[0], parts[2]+".tar.gz"), stateFile)
 		if err != nil {
 			return http.StatusBadRequest, map[string]any{"detail": fmt.Sprintf("load weights %s: %v", req.Path, err)}
 		}
@@ -1421,19 +1423,19 @@ func (s *TrainerServer) loadState(w http.ResponseWriter, r *http.Request) {
 // sampler archive as this simulator writes them for baseModel at rank, in
 // layout: what its checkpoint directory needs per saved state and per
 // sampler export (doctor sizes the disk with them).
-func CheckpointSizes(layout ArchiveLayout, baseModel string, rank int) (state, sampler int64, err error) {
+func CheckpointSizes(layout weights.ArchiveLayout, baseModel string, rank int) (state, sampler int64, err error) {
 	p := lm.InitialParams()
 	z := make([]float64, lm.NumParams)
 	b, _ := json.Marshal(trainState{Simulated: true, Params: p, M: z, V: z})
-	st, err := PackArchive(layout, map[string][]byte{stateFile: b})
+	st, err := weights.PackArchive(layout, map[string][]byte{stateFile: b})
 	if err != nil {
 		return 0, 0, err
 	}
 	var sa []byte
 	if rank == 0 {
-		sa, err = PackFullWeights(layout, p, baseModel)
+		sa, err = weights.PackFullWeights(layout, p, baseModel)
 	} else {
-		sa, err = PackAdapter(layout, p, baseModel, rank)
+		sa, err = weights.PackAdapter(layout, p, baseModel, rank)
 	}
 	return int64(len(st)), int64(len(sa)), err
 }

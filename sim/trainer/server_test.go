@@ -1,18 +1,12 @@
-package sim
+package trainer
 
 import (
-	"archive/tar"
-	"bytes"
-	"compress/gzip"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -20,87 +14,6 @@ import (
 
 	"github.com/hindsearch/hindsearch/sim/lm"
 )
-
-const testBase = "sim-base"
-
-// apiClient talks JSON to a simulated server.
-type apiClient struct {
-	t    *testing.T
-	base string
-}
-
-// post sends body as JSON and decodes the JSON answer (nil for a non-JSON
-// body). Every answer must carry the simulator header.
-func (c apiClient) post(path string, body any) (int, map[string]any) {
-	c.t.Helper()
-	raw, err := json.Marshal(body)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	resp, err := http.Post(c.base+path, "application/json", bytes.NewReader(raw))
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	return c.decode(path, resp)
-}
-
-func (c apiClient) get(path string) (int, map[string]any) {
-	c.t.Helper()
-	resp, err := http.Get(c.base + path)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	return c.decode(path, resp)
-}
-
-func (c apiClient) decode(path string, resp *http.Response) (int, map[string]any) {
-	c.t.Helper()
-	if resp.Header.Get(SimulatorHeader) != "true" {
-		c.t.Errorf("%s: response lacks the %s header", path, SimulatorHeader)
-	}
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	var out map[string]any
-	if json.Unmarshal(b, &out) != nil {
-		out = map[string]any{"_text": string(b)}
-	}
-	return resp.StatusCode, out
-}
-
-// result polls retrieve_future until the request is done and returns its
-// status and body.
-func (c apiClient) result(rid string) (int, map[string]any) {
-	c.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		st, body := c.post("/api/v1/retrieve_future", map[string]any{"request_id": rid})
-		if st == http.StatusRequestTimeout || st == http.StatusOK && body["type"] == "try_again" {
-			continue // SkyRL's held poll (408), or the hosted try_again
-		}
-		return st, body
-	}
-	c.t.Fatalf("request %s not done in 30 s", rid)
-	return 0, nil
-}
-
-// call posts a sequenced call and waits for its result, failing the test
-// on any error.
-func (c apiClient) call(path string, body any) map[string]any {
-	c.t.Helper()
-	st, acc := c.post(path, body)
-	if st != http.StatusOK {
-		c.t.Fatalf("%s: status %d %v", path, st, acc)
-	}
-	st, res := c.result(acc["request_id"].(string))
-	if st != http.StatusOK {
-		c.t.Fatalf("%s result: status %d %v", path, st, res)
-	}
-	return res
-}
 
 // newTrainer starts a simulated trainer over httptest.
 func newTrainer(t *testing.T, f *fixture) (*TrainerServer, apiClient, string) {
@@ -120,22 +33,12 @@ func newTrainerBackend(t *testing.T, f *fixture, b TrainerBackend, stepDelay tim
 	t.Cleanup(ts.Close)
 	srv := httptest.NewServer(ts.Handler())
 	t.Cleanup(srv.Close)
-	return ts, apiClient{t, srv.URL}, ckpt
-}
-
-func createSession(c apiClient) string {
-	c.t.Helper()
-	st, body := c.post("/api/v1/create_session", map[string]any{"tags": []string{"test"}, "user_metadata": map[string]any{},
-		"sdk_version": "0.0.0", "type": "create_session"})
-	if st != http.StatusOK {
-		c.t.Fatalf("create_session: %d %v", st, body)
-	}
-	return body["session_id"].(string)
+	return ts, apiClient{T: t, Base: srv.URL}, ckpt
 }
 
 func createModel(c apiClient, session string, seq int) string {
-	c.t.Helper()
-	res := c.call("/api/v1/create_model", map[string]any{"session_id": session, "model_seq_id": seq, "base_model": testBase,
+	c.T.Helper()
+	res := c.Call("/api/v1/create_model", map[string]any{"session_id": session, "model_seq_id": seq, "base_model": testBase,
 		"lora_config": map[string]any{"rank": 8}, "type": "create_model"})
 	return res["model_id"].(string)
 }
@@ -162,19 +65,6 @@ func datum(tr trajectory, adv, lpShift float64) map[string]any {
 		"loss_fn_inputs": map[string]any{"target_tokens": tensor(target, "int64"), "weights": tensor(weights, "float32"),
 			"logprobs": tensor(lps, "float32"), "advantages": tensor(advs, "float32")},
 	}
-}
-
-func fbBody(model string, seq int, lossFn string, cfg map[string]float64, data ...map[string]any) map[string]any {
-	in := map[string]any{"data": data, "loss_fn": lossFn}
-	if cfg != nil {
-		in["loss_fn_config"] = cfg
-	}
-	return map[string]any{"model_id": model, "seq_id": seq, "forward_backward_input": in, "type": "forward_backward"}
-}
-
-func optimBody(model string, seq int, lr float64) map[string]any {
-	return map[string]any{"model_id": model, "seq_id": seq, "type": "optim_step",
-		"adam_params": map[string]any{"learning_rate": lr, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": 0}}
 }
 
 // trainTrajectory samples a trajectory of a HotpotQA question that
@@ -238,7 +128,7 @@ func TestTrainerGradientStepsChangeLikelihood(t *testing.T) {
 			d["loss_fn_inputs"] = map[string]any{"target_tokens": d["loss_fn_inputs"].(map[string]any)["target_tokens"],
 				"weights": d["loss_fn_inputs"].(map[string]any)["weights"]}
 		}
-		res := c.call("/api/v1/forward_backward", fbBody(mid, 1, tc.loss, nil, d))
+		res := c.Call("/api/v1/forward_backward", fbBody(mid, 1, tc.loss, nil, d))
 		// The returned logprobs are the model's, at the weighted positions.
 		outs := res["loss_fn_outputs"].([]any)
 		lpOut := outs[0].(map[string]any)["logprobs"].(map[string]any)["data"].([]any)
@@ -263,7 +153,7 @@ func TestTrainerGradientStepsChangeLikelihood(t *testing.T) {
 		if p, _ := ts.ModelParams(mid); !slices.Equal(p, lm.InitialParams()) {
 			t.Errorf("%s: forward_backward changed the parameters", name)
 		}
-		res = c.call("/api/v1/optim_step", optimBody(mid, 2, 0.02))
+		res = c.Call("/api/v1/optim_step", optimBody(mid, 2, 0.02))
 		if g := metric(t, res, "grad_norm"); g <= 0 {
 			t.Errorf("%s: grad_norm %v", name, g)
 		}
@@ -306,11 +196,11 @@ func TestTrainerPPOClips(t *testing.T) {
 	} {
 		name := fmt.Sprintf("%s adv=%v shift=%v cfg=%v", tc.loss, tc.adv, tc.shift, tc.cfg)
 		mid := createModel(c, session, k)
-		res := c.call("/api/v1/forward_backward", fbBody(mid, 1, tc.loss, tc.cfg, datum(tr, tc.adv, tc.shift)))
+		res := c.Call("/api/v1/forward_backward", fbBody(mid, 1, tc.loss, tc.cfg, datum(tr, tc.adv, tc.shift)))
 		if got := metric(t, res, "clipped:sum"); got != tc.clipped {
 			t.Errorf("%s: clipped:sum %v, want %v", name, got, tc.clipped)
 		}
-		c.call("/api/v1/optim_step", optimBody(mid, 2, 0.02))
+		c.Call("/api/v1/optim_step", optimBody(mid, 2, 0.02))
 		p, _ := ts.ModelParams(mid)
 		if changed := !slices.Equal(p, lm.InitialParams()); changed != (tc.clipped == 0) {
 			t.Errorf("%s: parameters changed = %v, want %v", name, changed, tc.clipped == 0)
@@ -336,8 +226,8 @@ func TestTrainerImportanceRatio(t *testing.T) {
 		up   bool
 	}{{"importance_sampling", true}, {"ppo", false}} {
 		mid := createModel(c, session, k)
-		c.call("/api/v1/forward_backward", fbBody(mid, 1, tc.loss, nil, datum(tr, 1, -3), datum(tr, -1, 0)))
-		res := c.call("/api/v1/optim_step", optimBody(mid, 2, 0.02))
+		c.Call("/api/v1/forward_backward", fbBody(mid, 1, tc.loss, nil, datum(tr, 1, -3), datum(tr, -1, 0)))
+		res := c.Call("/api/v1/optim_step", optimBody(mid, 2, 0.02))
 		if d := metric(t, res, "datums"); d != 2 {
 			t.Errorf("%s: optim_step used %v datums, want 2", tc.loss, d)
 		}
@@ -359,35 +249,35 @@ func TestTrainerSeqIDs(t *testing.T) {
 	mid := createModel(c, session, 0)
 	tr := trainTrajectory(t, f, 3)
 	body := fbBody(mid, 1, "importance_sampling", nil, datum(tr, 1, 0))
-	st, a := c.post("/api/v1/forward_backward", body)
+	st, a := c.Post("/api/v1/forward_backward", body)
 	if st != http.StatusOK {
 		t.Fatalf("forward_backward: %d %v", st, a)
 	}
-	st, b := c.post("/api/v1/forward_backward", body)
+	st, b := c.Post("/api/v1/forward_backward", body)
 	if st != http.StatusOK || b["request_id"] != a["request_id"] {
 		t.Errorf("retry with the same body: %d %v, want the request %v", st, b, a["request_id"])
 	}
-	if st, body := c.post("/api/v1/forward_backward", fbBody(mid, 1, "importance_sampling", nil, datum(tr, 2, 0))); st != http.StatusConflict ||
+	if st, body := c.Post("/api/v1/forward_backward", fbBody(mid, 1, "importance_sampling", nil, datum(tr, 2, 0))); st != http.StatusConflict ||
 		body["detail"] != "Training request sequence number was reused" {
 		t.Errorf("seq_id 1 reused with another body: %d %v, want SkyRL's 409", st, body)
 	}
-	if st, body := c.post("/api/v1/optim_step", optimBody(mid, 3, 0.01)); st != http.StatusBadRequest {
+	if st, body := c.Post("/api/v1/optim_step", optimBody(mid, 3, 0.01)); st != http.StatusBadRequest {
 		t.Errorf("seq_id 3 after 1: %d %v, want 400", st, body)
 	}
-	if st, _ := c.result(a["request_id"].(string)); st != http.StatusOK {
+	if st, _ := c.Result(a["request_id"].(string)); st != http.StatusOK {
 		t.Fatalf("forward_backward result: %d", st)
 	}
-	st, o1 := c.post("/api/v1/optim_step", optimBody(mid, 2, 0.01))
+	st, o1 := c.Post("/api/v1/optim_step", optimBody(mid, 2, 0.01))
 	if st != http.StatusOK {
 		t.Fatalf("optim_step seq 2: %d %v", st, o1)
 	}
-	c.result(o1["request_id"].(string))
+	c.Result(o1["request_id"].(string))
 	p1, _ := ts.ModelParams(mid)
-	st, o2 := c.post("/api/v1/optim_step", optimBody(mid, 2, 0.01))
+	st, o2 := c.Post("/api/v1/optim_step", optimBody(mid, 2, 0.01))
 	if st != http.StatusOK || o2["request_id"] != o1["request_id"] {
 		t.Errorf("optim_step retry: %d %v, want request %v", st, o2, o1["request_id"])
 	}
-	c.result(o2["request_id"].(string))
+	c.Result(o2["request_id"].(string))
 	if p2, _ := ts.ModelParams(mid); !slices.Equal(p1, p2) {
 		t.Errorf("a retried optim_step was applied twice: %v -> %v", p1, p2)
 	}
@@ -396,7 +286,7 @@ func TestTrainerSeqIDs(t *testing.T) {
 	}
 	// An optim_step with no forward_backward since the last one has no
 	// gradients to apply.
-	res := c.call("/api/v1/optim_step", optimBody(mid, 3, 0.01))
+	res := c.Call("/api/v1/optim_step", optimBody(mid, 3, 0.01))
 	if d := metric(t, res, "datums"); d != 0 {
 		t.Errorf("optim_step after optim_step used %v datums, want 0", d)
 	}
@@ -405,7 +295,7 @@ func TestTrainerSeqIDs(t *testing.T) {
 	}
 	// Other models have their own sequence.
 	mid2 := createModel(c, session, 1)
-	if st, body := c.post("/api/v1/optim_step", optimBody(mid2, 1, 0.01)); st != http.StatusOK {
+	if st, body := c.Post("/api/v1/optim_step", optimBody(mid2, 1, 0.01)); st != http.StatusOK {
 		t.Errorf("seq_id 1 on a second model: %d %v", st, body)
 	}
 }
@@ -417,16 +307,16 @@ func TestTrainerRejectsBadRequests(t *testing.T) {
 	session := createSession(c)
 	mid := createModel(c, session, 0)
 	tr := trainTrajectory(t, f, 3)
-	if st, body := c.get("/api/v1/healthz"); st != 200 || body["status"] != "ok" {
+	if st, body := c.Get("/api/v1/healthz"); st != 200 || body["status"] != "ok" {
 		t.Errorf("healthz: %d %v", st, body)
 	}
-	if st, body := c.get("/api/v1/get_server_capabilities"); st != 200 || !strings.Contains(fmt.Sprint(body), testBase) {
+	if st, body := c.Get("/api/v1/get_server_capabilities"); st != 200 || !strings.Contains(fmt.Sprint(body), testBase) {
 		t.Errorf("capabilities: %d %v", st, body)
 	}
-	if st, _ := c.post("/api/v1/session_heartbeat", map[string]any{"session_id": session, "type": "session_heartbeat"}); st != 200 {
+	if st, _ := c.Post("/api/v1/session_heartbeat", map[string]any{"session_id": session, "type": "session_heartbeat"}); st != 200 {
 		t.Errorf("heartbeat: %d", st)
 	}
-	if st, _ := c.post("/api/v1/session_heartbeat", map[string]any{"session_id": "nope", "type": "session_heartbeat"}); st != 404 {
+	if st, _ := c.Post("/api/v1/session_heartbeat", map[string]any{"session_id": "nope", "type": "session_heartbeat"}); st != 404 {
 		t.Errorf("heartbeat of an unknown session: %d, want 404", st)
 	}
 	bad := func(name string, d map[string]any, mut func(map[string]any)) map[string]any {
@@ -475,7 +365,7 @@ func TestTrainerRejectsBadRequests(t *testing.T) {
 		{"unknown future", "/api/v1/retrieve_future", map[string]any{"request_id": "nope"}, 404},
 	}
 	for _, tc := range cases {
-		if st, body := c.post(tc.path, tc.body); st != tc.want {
+		if st, body := c.Post(tc.path, tc.body); st != tc.want {
 			t.Errorf("%s: status %d %v, want %d", tc.name, st, body, tc.want)
 		} else if body["detail"] == nil {
 			t.Errorf("%s: error body without detail: %v", tc.name, body)
@@ -487,175 +377,12 @@ func TestTrainerRejectsBadRequests(t *testing.T) {
 		tt := inputs(m)["target_tokens"].(map[string]any)["data"].([]any)
 		tt[0] = float64(tr.ids[0])
 	})
-	st, acc := c.post("/api/v1/forward_backward", fbBody(mid, 1, "ppo", nil, wrong))
+	st, acc := c.Post("/api/v1/forward_backward", fbBody(mid, 1, "ppo", nil, wrong))
 	if st != http.StatusOK {
 		t.Fatalf("forward_backward: %d %v", st, acc)
 	}
-	if st, body := c.result(acc["request_id"].(string)); st != http.StatusBadRequest || body["detail"] == nil {
+	if st, body := c.Result(acc["request_id"].(string)); st != http.StatusBadRequest || body["detail"] == nil {
 		t.Errorf("non-next-token targets: %d %v, want 400 with detail", st, body)
-	}
-}
-
-// unpackArchive extracts a sampler-weights archive, in either layout
-// (PackArchive), into dir.
-func unpackArchive(t *testing.T, path, dir string) []string {
-	t.Helper()
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var r io.Reader = bytes.NewReader(raw)
-	if bytes.HasPrefix(raw, []byte{0x1f, 0x8b}) {
-		if r, err = gzip.NewReader(r); err != nil {
-			t.Fatal(err)
-		}
-	}
-	tr := tar.NewReader(r)
-	var names []string
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if h.Typeflag == tar.TypeDir && (h.Name == "/" || h.Name == "./") {
-			continue // the root
-		}
-		h.Name = strings.TrimPrefix(h.Name, "./")
-		if h.Typeflag != tar.TypeReg || strings.Contains(h.Name, "/") || strings.Contains(h.Name, "..") {
-			t.Fatalf("unexpected archive entry %q (type %c)", h.Name, h.Typeflag)
-		}
-		b, err := io.ReadAll(tr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, h.Name), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		names = append(names, h.Name)
-	}
-	slices.Sort(names)
-	return names
-}
-
-// promptLogprobs scores ids with a policy server the way the orchestrator
-// does: the sequence as the prompt, max_tokens 1, prompt_logprobs 0.
-func promptLogprobs(t *testing.T, c apiClient, model string, ids []int) (int, []float64) {
-	t.Helper()
-	st, body := c.post("/v1/completions", map[string]any{"model": model, "prompt": ids, "max_tokens": 1, "temperature": 0,
-		"prompt_logprobs": 0})
-	if st != http.StatusOK {
-		return st, nil
-	}
-	pl := body["choices"].([]any)[0].(map[string]any)["prompt_logprobs"].([]any)
-	if len(pl) != len(ids) || pl[0] != nil {
-		t.Fatalf("prompt_logprobs: %d entries (first %v) for %d tokens", len(pl), pl[0], len(ids))
-	}
-	out := make([]float64, len(ids))
-	for i := 1; i < len(ids); i++ {
-		e := pl[i].(map[string]any)[fmt.Sprint(ids[i])].(map[string]any)
-		out[i] = e["logprob"].(float64)
-	}
-	return st, out
-}
-
-// TestSaveWeightsLoadIntoPolicy trains a step, saves sampler weights,
-// unpacks the archive, hot-loads it into a policy server as a LoRA adapter
-// and checks that completions under the adapter's name use the trained
-// parameters.
-func TestSaveWeightsLoadIntoPolicy(t *testing.T) {
-	f := getFixture(t)
-	ts, c, ckpt := newTrainer(t, f)
-	session := createSession(c)
-	mid := createModel(c, session, 0)
-	tr := trainTrajectory(t, f, 7)
-	c.call("/api/v1/forward_backward", fbBody(mid, 1, "importance_sampling", nil, datum(tr, 1, 0)))
-	c.call("/api/v1/optim_step", optimBody(mid, 2, 0.05))
-	res := c.call("/api/v1/save_weights_for_sampler", map[string]any{"model_id": mid, "path": "step_1", "seq_id": 3, "type": "save_weights_for_sampler"})
-	if want := "tinker://" + mid + "/step_1"; res["path"] != want {
-		t.Errorf("save path %v, want %s", res["path"], want)
-	}
-	archive := filepath.Join(ckpt, mid, "sampler_weights", "step_1.tar.gz")
-	dir := filepath.Join(t.TempDir(), "step_1")
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if names := unpackArchive(t, archive, dir); !slices.Equal(names, []string{"adapter_config.json", "adapter_model.safetensors"}) {
-		t.Errorf("archive holds %v", names)
-	}
-	var cfg map[string]any
-	raw, _ := os.ReadFile(filepath.Join(dir, "adapter_config.json"))
-	if err := json.Unmarshal(raw, &cfg); err != nil || cfg["peft_type"] != "LORA" || cfg["base_model_name_or_path"] != testBase || cfg["r"] != 8.0 {
-		t.Errorf("adapter_config.json: %v %v", cfg, err)
-	}
-	trained, _ := ts.ModelParams(mid)
-	loaded, err := ReadAdapter(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range trained {
-		if loaded[i] != float64(float32(trained[i])) {
-			t.Errorf("adapter param %s = %v, trained %v", lm.ParamNames[i], loaded[i], trained[i])
-		}
-	}
-
-	ps := NewPolicyServer(f.model, testBase)
-	srv := httptest.NewServer(ps.Handler())
-	t.Cleanup(srv.Close)
-	pc := apiClient{t, srv.URL}
-	st, body := pc.post("/v1/load_lora_adapter", map[string]any{"lora_name": "step_1", "lora_path": dir})
-	if st != http.StatusOK {
-		t.Fatalf("load_lora_adapter: %d %v", st, body)
-	}
-	if st, body := pc.post("/v1/load_lora_adapter", map[string]any{"lora_name": "step_1", "lora_path": dir}); st != http.StatusBadRequest {
-		t.Errorf("loading step_1 twice: %d %v, want 400", st, body)
-	}
-	if st, body := pc.post("/v1/load_lora_adapter", map[string]any{"lora_name": "other", "lora_path": t.TempDir()}); st != http.StatusNotFound {
-		t.Errorf("loading an empty directory: %d %v, want vLLM's 404", st, body)
-	}
-	_, models := pc.get("/v1/models")
-	var ids []string
-	for _, m := range models["data"].([]any) {
-		ids = append(ids, m.(map[string]any)["id"].(string))
-	}
-	if !slices.Equal(ids, []string{testBase, "step_1"}) {
-		t.Errorf("/v1/models lists %v", ids)
-	}
-	if p, ok := ps.Params("step_1"); !ok || !slices.Equal(p, loaded) {
-		t.Errorf("served params %v, want %v", p, loaded)
-	}
-
-	_, base := promptLogprobs(t, pc, testBase, tr.ids)
-	_, lora := promptLogprobs(t, pc, "step_1", tr.ids)
-	wantBase, wantLoRA, wantTrained := f.model.Score(lm.InitialParams(), tr.ids), f.model.Score(loaded, tr.ids), f.model.Score(trained, tr.ids)
-	differs := false
-	for i := 1; i < len(tr.ids); i++ {
-		if base[i] != wantBase[i] || lora[i] != wantLoRA[i] {
-			t.Fatalf("position %d: served %v / %v, Score %v / %v", i, base[i], lora[i], wantBase[i], wantLoRA[i])
-		}
-		if math.Abs(lora[i]-wantTrained[i]) > 1e-5*(1+math.Abs(wantTrained[i])) {
-			t.Errorf("position %d: adapter logprob %v, trained model's %v", i, lora[i], wantTrained[i])
-		}
-		if math.Abs(lora[i]-base[i]) > 1e-4 {
-			differs = true
-		}
-	}
-	if !differs {
-		t.Error("the adapter scores the trajectory like the base model")
-	}
-	if st, _ := promptLogprobs(t, pc, "nope", tr.ids); st != http.StatusNotFound {
-		t.Errorf("unknown model: %d, want 404", st)
-	}
-	if st, body := pc.post("/v1/unload_lora_adapter", map[string]any{"lora_name": testBase}); st != http.StatusNotFound {
-		t.Errorf("unloading the base model: %d %v, want 404", st, body)
-	}
-	if st, body := pc.post("/v1/unload_lora_adapter", map[string]any{"lora_name": "step_1"}); st != http.StatusOK {
-		t.Errorf("unload: %d %v", st, body)
-	}
-	if st, _ := promptLogprobs(t, pc, "step_1", tr.ids); st != http.StatusNotFound {
-		t.Errorf("unloaded adapter: %d, want 404", st)
 	}
 }
 
@@ -668,22 +395,22 @@ func TestSimTrainerRetrieveFutureHoldsThen408LikeSkyRL(t *testing.T) {
 	ts.PollWait = 5 * time.Millisecond
 	ts.StepDelay = 300 * time.Millisecond
 	model := createModel(c, createSession(c), 1)
-	st, acc := c.post("/api/v1/optim_step", optimBody(model, 1, 0.1))
+	st, acc := c.Post("/api/v1/optim_step", optimBody(model, 1, 0.1))
 	if st != http.StatusOK {
 		t.Fatalf("optim_step: %d %v", st, acc)
 	}
 	rid := acc["request_id"].(string)
-	if st, body := c.post("/api/v1/retrieve_future", map[string]any{"request_id": rid}); st != http.StatusRequestTimeout || body["detail"] != "Timeout waiting for result" {
+	if st, body := c.Post("/api/v1/retrieve_future", map[string]any{"request_id": rid}); st != http.StatusRequestTimeout || body["detail"] != "Timeout waiting for result" {
 		t.Errorf("pending future: %d %v, want 408 Timeout waiting for result", st, body)
 	}
 	ts.TryAgain = true
-	if st, body := c.post("/api/v1/retrieve_future", map[string]any{"request_id": rid}); st != http.StatusOK || body["type"] != "try_again" {
+	if st, body := c.Post("/api/v1/retrieve_future", map[string]any{"request_id": rid}); st != http.StatusOK || body["type"] != "try_again" {
 		t.Errorf("pending future with TryAgain: %d %v, want 200 try_again", st, body)
 	}
-	if st, body := c.post("/api/v1/retrieve_future", map[string]any{"request_id": "nope"}); st != http.StatusNotFound || body["detail"] != "Future not found" {
+	if st, body := c.Post("/api/v1/retrieve_future", map[string]any{"request_id": "nope"}); st != http.StatusNotFound || body["detail"] != "Future not found" {
 		t.Errorf("unknown future: %d %v, want 404 Future not found", st, body)
 	}
-	if st, _ := c.result(rid); st != http.StatusOK {
+	if st, _ := c.Result(rid); st != http.StatusOK {
 		t.Errorf("the future did not resolve: %d", st)
 	}
 }
@@ -712,13 +439,13 @@ func TestSimTrainerRefusesLossFnConfigKeysLikeSkyRL(t *testing.T) {
 		{"importance_sampling", map[string]float64{"clip_low_threshold": 0.8}, "does not accept loss_fn_config keys"},
 		{"ppo", map[string]float64{"clip_low": 0.8}, "Invalid loss_fn_config keys for loss_fn='ppo'"},
 	} {
-		st, body := c.post("/api/v1/forward_backward", fbBody(model, 1, tc.loss, tc.cfg, d))
+		st, body := c.Post("/api/v1/forward_backward", fbBody(model, 1, tc.loss, tc.cfg, d))
 		if st != http.StatusUnprocessableEntity || !strings.Contains(fmt.Sprint(body["detail"]), tc.msg) {
 			t.Errorf("%s %v: %d %v, want 422 %q", tc.loss, tc.cfg, st, body, tc.msg)
 		}
 	}
 	// seq_id 1 is still free: the refused bodies took none.
-	c.call("/api/v1/forward_backward", fbBody(model, 1, "ppo", map[string]float64{"clip_low_threshold": 0.8, "clip_high_threshold": 1.2}, d))
+	c.Call("/api/v1/forward_backward", fbBody(model, 1, "ppo", map[string]float64{"clip_low_threshold": 0.8, "clip_high_threshold": 1.2}, d))
 }
 
 // SkyRL's session routes: create_session requires tags and sdk_version
@@ -726,17 +453,17 @@ func TestSimTrainerRefusesLossFnConfigKeysLikeSkyRL(t *testing.T) {
 // for create_model, an unknown model 404 "Model not found".
 func TestSimTrainerSessionsAnswerLikeSkyRL(t *testing.T) {
 	_, c, _ := newTrainer(t, getFixture(t))
-	if st, body := c.post("/api/v1/create_session", map[string]any{"tags": []string{}, "type": "create_session"}); st != http.StatusUnprocessableEntity {
+	if st, body := c.Post("/api/v1/create_session", map[string]any{"tags": []string{}, "type": "create_session"}); st != http.StatusUnprocessableEntity {
 		t.Errorf("create_session without sdk_version: %d %v, want 422", st, body)
 	}
-	if st, body := c.post("/api/v1/session_heartbeat", map[string]any{"session_id": "nope", "type": "session_heartbeat"}); st != http.StatusNotFound || body["detail"] != "Session not found" {
+	if st, body := c.Post("/api/v1/session_heartbeat", map[string]any{"session_id": "nope", "type": "session_heartbeat"}); st != http.StatusNotFound || body["detail"] != "Session not found" {
 		t.Errorf("heartbeat of an unknown session: %d %v", st, body)
 	}
-	if st, body := c.post("/api/v1/create_model", map[string]any{"session_id": "nope", "model_seq_id": 0, "base_model": testBase,
+	if st, body := c.Post("/api/v1/create_model", map[string]any{"session_id": "nope", "model_seq_id": 0, "base_model": testBase,
 		"lora_config": map[string]any{"rank": 1, "seed": 1}, "type": "create_model"}); st != http.StatusNotFound || body["detail"] != "Session not found" {
 		t.Errorf("create_model in an unknown session: %d %v", st, body)
 	}
-	if st, body := c.post("/api/v1/optim_step", optimBody("nope", 1, 0.1)); st != http.StatusNotFound || body["detail"] != "Model not found" {
+	if st, body := c.Post("/api/v1/optim_step", optimBody("nope", 1, 0.1)); st != http.StatusNotFound || body["detail"] != "Model not found" {
 		t.Errorf("optim_step of an unknown model: %d %v", st, body)
 	}
 }

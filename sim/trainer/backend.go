@@ -1,0 +1,20 @@
+package trainer
+
+// TrainerBackend is which of SkyRL's training backends the simulated
+// trainer behaves like: its loss normalisation, gradient clipping and how
+// many models one server holds.
+type TrainerBackend string
+
+const (
+	// BackendJAX is SkyRL's JAX backend (skyrl/backends/jax.py): each
+	// datum's loss is its mean over its weighted tokens; LoRA models share
+	// a server; rank 0 is refused.
+	BackendJAX TrainerBackend = "jax"
+	// BackendFSDP is SkyRL's FSDP backend (skyrl_train_backend.py): the
+	// loss is a token sum over the whole step, the gradient norm is
+	// clipped at 1.0, and the server holds one policy model at a time.
+	BackendFSDP TrainerBackend = "fsdp"
+)
+
+// TrainerBackends lists the accepted TrainerBackend values.
+var TrainerBackends = []TrainerBackend{BackendJAX, BackendFSDP}
