@@ -2,86 +2,22 @@ package sim_test
 
 import (
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/hindsearch/hindsearch/clients/policy"
 	"github.com/hindsearch/hindsearch/clients/policy/format"
 	"github.com/hindsearch/hindsearch/clients/policy/policytest"
 	"github.com/hindsearch/hindsearch/clients/policy/sglang"
-	"github.com/hindsearch/hindsearch/clients/transport"
 	"github.com/hindsearch/hindsearch/sim"
+	"github.com/hindsearch/hindsearch/sim/internal/contracttest"
 	"github.com/hindsearch/hindsearch/sim/lm"
 	"github.com/hindsearch/hindsearch/sim/weights"
 )
 
 // The contract suites of the policy role, run against each client and the
 // simulated server it speaks to (docs/conformance.md, "Contract suites").
-
-const contractBase = "Qwen/Qwen2.5-3B-Instruct"
-
-var (
-	contractOnce  sync.Once
-	contractModel *lm.Model
-	contractErr   error
-)
-
-// sharedModel is the simulated policy model every contract server serves
-// (built once per test binary: the tokenizer is large).
-func sharedModel(t *testing.T) *lm.Model {
-	t.Helper()
-	contractOnce.Do(func() {
-		tk, err := lm.NewTokenizer()
-		if err != nil {
-			contractErr = err
-			return
-		}
-		contractModel = lm.NewModel(tk, 1e-6)
-	})
-	if contractErr != nil {
-		t.Fatal(contractErr)
-	}
-	return contractModel
-}
-
-// switchServer serves a simulated policy on 127.0.0.1: it counts the
-// requests of each path, then hands them to the server's handler, or to a
-// sim.Faulty around it while a fault is armed.
-type switchServer struct {
-	url  string
-	base http.Handler
-	mu   sync.Mutex
-	cur  http.Handler
-	n    map[string]int
-}
-
-func (s *switchServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	s.n[r.URL.Path]++
-	h := s.cur
-	s.mu.Unlock()
-	h.ServeHTTP(w, r)
-}
-
-// fault arms the simulator's own fault injection: the next n requests to
-// path fail with kind, the others pass.
-func (s *switchServer) fault(t *testing.T, path string, n int, kind string) {
-	f := sim.NewFaulty(s.base, sim.Faults{Rate: 1, Kinds: []string{kind}, Routes: []string{path}, PerRoute: n})
-	t.Cleanup(f.Close)
-	s.mu.Lock()
-	s.cur = f
-	s.mu.Unlock()
-}
-
-func (s *switchServer) requests(path string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.n[path]
-}
 
 // masked answers the given paths with status and body, as a server
 // started without those routes (or features) does; other paths go to h.
@@ -110,21 +46,6 @@ func startPolicy(t *testing.T, wrap func(http.Handler) http.Handler) *switchServ
 	}
 	t.Cleanup(ps.Close)
 	return serveSwitch(t, h)
-}
-
-// serveSwitch serves h on 127.0.0.1 behind a fault switch until the test
-// ends.
-func serveSwitch(t *testing.T, h http.Handler) *switchServer {
-	s := &switchServer{base: h, cur: h, n: map[string]int{}}
-	srv := httptest.NewServer(s)
-	t.Cleanup(srv.Close)
-	s.url = srv.URL
-	return s
-}
-
-func contractOptions(url string) transport.Options {
-	return transport.Options{BaseURL: url, Timeout: 20 * time.Second, Retries: 2,
-		RetryWaitMin: time.Millisecond, RetryWaitMax: 5 * time.Millisecond}
 }
 
 // contractPrompt is a Search-R1 rollout prompt in Qwen2.5's chat template:
@@ -189,7 +110,7 @@ func TestPolicyContractVLLM(t *testing.T) {
 	policytest.Run(t, func(t *testing.T) *policytest.Backend {
 		s := startPolicy(t, vllm)
 		return &policytest.Backend{
-			Policy: client(t, s.url), Base: contractBase, Prompt: contractPrompt(t), Stops: format.StopStrings,
+			Policy: client(t, s.URL), Base: contractBase, Prompt: contractPrompt(t), Stops: format.StopStrings,
 			Encode: sharedModel(t).Tokenizer().Encode, ChatTemplate: true,
 			Adapter: contractAdapter, ErrLoRADisabled: policy.ErrLoRADisabled,
 			// Without VLLM_ALLOW_RUNTIME_LORA_UPDATING vLLM mounts no LoRA
@@ -198,11 +119,11 @@ func TestPolicyContractVLLM(t *testing.T) {
 				off := startPolicy(t, func(h http.Handler) http.Handler {
 					return masked(vllm(h), http.StatusNotFound, notMounted, "/v1/load_lora_adapter", "/v1/unload_lora_adapter")
 				})
-				return client(t, off.url)
+				return client(t, off.URL)
 			},
 			CompletePath: "/v1/completions",
-			Fault:        func(path string, n int, kind string) { s.fault(t, path, n, kind) },
-			Requests:     s.requests, Retries: 2,
+			Fault:        func(path string, n int, kind string) { s.Fault(t, path, n, kind) },
+			Requests:     s.Requests, Retries: 2,
 		}
 	})
 }
@@ -221,7 +142,7 @@ func TestPolicyContractSGLang(t *testing.T) {
 	policytest.Run(t, func(t *testing.T) *policytest.Backend {
 		s := startPolicy(t, nil)
 		return &policytest.Backend{
-			Policy: client(t, s.url), Base: contractBase, Prompt: contractPrompt(t), Stops: format.StopStrings,
+			Policy: client(t, s.URL), Base: contractBase, Prompt: contractPrompt(t), Stops: format.StopStrings,
 			Encode: sharedModel(t).Tokenizer().Encode, ChatTemplate: false, ErrNoChatTemplate: sglang.ErrNoChatTemplate,
 			Adapter: contractAdapter, Weights: contractWeights, ErrLoRADisabled: sglang.ErrLoRADisabled,
 			// SGLang started without --enable-lora refuses the LoRA routes
@@ -232,11 +153,22 @@ func TestPolicyContractSGLang(t *testing.T) {
 					return masked(h, http.StatusBadRequest, `{"success": false, "error_message": "LoRA is not enabled. Please set --enable-lora."}`,
 						"/load_lora_adapter", "/unload_lora_adapter")
 				})
-				return client(t, off.url)
+				return client(t, off.URL)
 			},
 			CompletePath: "/generate",
-			Fault:        func(path string, n int, kind string) { s.fault(t, path, n, kind) },
-			Requests:     s.requests, Retries: 2,
+			Fault:        func(path string, n int, kind string) { s.Fault(t, path, n, kind) },
+			Requests:     s.Requests, Retries: 2,
 		}
 	})
 }
+
+// The contract servers' helpers (contracttest), under their names here.
+type switchServer = contracttest.Switch
+
+const contractBase = contracttest.Base
+
+var (
+	sharedModel     = contracttest.SharedModel
+	serveSwitch     = contracttest.ServeSwitch
+	contractOptions = contracttest.Options
+)

@@ -83,11 +83,11 @@ func TestSaveWeightsLoadIntoPolicy(t *testing.T) {
 		t.Errorf("served params %v, want %v", p, loaded)
 	}
 
-	_, base := promptLogprobs(t, pc, testBase, tr.ids)
-	_, lora := promptLogprobs(t, pc, "step_1", tr.ids)
-	wantBase, wantLoRA, wantTrained := f.model.Score(lm.InitialParams(), tr.ids), f.model.Score(loaded, tr.ids), f.model.Score(trained, tr.ids)
+	_, base := promptLogprobs(t, pc, testBase, tr.IDs)
+	_, lora := promptLogprobs(t, pc, "step_1", tr.IDs)
+	wantBase, wantLoRA, wantTrained := f.model.Score(lm.InitialParams(), tr.IDs), f.model.Score(loaded, tr.IDs), f.model.Score(trained, tr.IDs)
 	differs := false
-	for i := 1; i < len(tr.ids); i++ {
+	for i := 1; i < len(tr.IDs); i++ {
 		if base[i] != wantBase[i] || lora[i] != wantLoRA[i] {
 			t.Fatalf("position %d: served %v / %v, Score %v / %v", i, base[i], lora[i], wantBase[i], wantLoRA[i])
 		}
@@ -101,7 +101,7 @@ func TestSaveWeightsLoadIntoPolicy(t *testing.T) {
 	if !differs {
 		t.Error("the adapter scores the trajectory like the base model")
 	}
-	if st, _ := promptLogprobs(t, pc, "nope", tr.ids); st != http.StatusNotFound {
+	if st, _ := promptLogprobs(t, pc, "nope", tr.IDs); st != http.StatusNotFound {
 		t.Errorf("unknown model: %d, want 404", st)
 	}
 	if st, body := pc.Post("/v1/unload_lora_adapter", map[string]any{"lora_name": testBase}); st != http.StatusNotFound {
@@ -110,7 +110,7 @@ func TestSaveWeightsLoadIntoPolicy(t *testing.T) {
 	if st, body := pc.Post("/v1/unload_lora_adapter", map[string]any{"lora_name": "step_1"}); st != http.StatusOK {
 		t.Errorf("unload: %d %v", st, body)
 	}
-	if st, _ := promptLogprobs(t, pc, "step_1", tr.ids); st != http.StatusNotFound {
+	if st, _ := promptLogprobs(t, pc, "step_1", tr.IDs); st != http.StatusNotFound {
 		t.Errorf("unloaded adapter: %d, want 404", st)
 	}
 }
@@ -130,37 +130,6 @@ func newTrainer(t *testing.T, f *fixture) (*trainer.TrainerServer, apiClient, st
 	return ts, apiClient{T: t, Base: srv.URL}, ckpt
 }
 
-func createModel(c apiClient, session string, seq int) string {
-	c.T.Helper()
-	res := c.Call("/api/v1/create_model", map[string]any{"session_id": session, "model_seq_id": seq, "base_model": testBase,
-		"lora_config": map[string]any{"rank": 8}, "type": "create_model"})
-	return res["model_id"].(string)
-}
-
-func tensor(data []float64, dtype string) map[string]any {
-	return map[string]any{"data": data, "dtype": dtype, "shape": []int{len(data)}}
-}
-
-// datum builds the Tinker datum of a trajectory: position i predicts token
-// i+1; the policy's tokens get weight 1, advantage adv and their sampling
-// logprob plus lpShift; the rest get zeros.
-func datum(tr trajectory, adv, lpShift float64) map[string]any {
-	n := len(tr.ids) - 1
-	target, weights, lps, advs := make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n)
-	for i := 0; i < n; i++ {
-		target[i] = float64(tr.ids[i+1])
-		if tr.policy[i+1] {
-			weights[i], advs[i] = 1, adv
-			lps[i] = float64(float32(tr.lps[i+1] + lpShift))
-		}
-	}
-	return map[string]any{
-		"model_input": map[string]any{"chunks": []map[string]any{{"type": "encoded_text", "tokens": tr.ids[:n]}}},
-		"loss_fn_inputs": map[string]any{"target_tokens": tensor(target, "int64"), "weights": tensor(weights, "float32"),
-			"logprobs": tensor(lps, "float32"), "advantages": tensor(advs, "float32")},
-	}
-}
-
 // trainTrajectory samples a trajectory of a HotpotQA question that
 // searches, reads the real retriever's passages and answers.
 func trainTrajectory(t *testing.T, f *fixture, qi int) trajectory {
@@ -168,7 +137,7 @@ func trainTrajectory(t *testing.T, f *fixture, qi int) trajectory {
 	docs := bm25Docs(t)
 	for seed := uint64(0); seed < 200; seed++ {
 		tr := rollout(f.model, lm.InitialParams(), f.hotpot[qi].Q, "", trainSampling(), rand.New(rand.NewPCG(seed, 5)), 4, docs)
-		if len(tr.queries) >= 1 && tr.answered {
+		if len(tr.Queries) >= 1 && tr.Answered {
 			return tr
 		}
 	}

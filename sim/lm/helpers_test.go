@@ -10,9 +10,9 @@ import (
 	"github.com/hindsearch/hindsearch/clients/policy/format"
 )
 
-// sim's and sim/trainer's tests have a copy of trainSampling, trajectory,
-// rollout and bm25Docs (sim/helpers_test.go, sim/trainer/helpers_test.go):
-// keep the three alike.
+// sim's and sim/trainer's tests use a copy of trainSampling, trajectory,
+// rollout and bm25Docs with exported names (sim/internal/lmtest, which lm's
+// tests cannot import: it imports lm): keep the two alike.
 
 // trainSampling is Search-R1's training sampling: temperature 1, no top-p
 // or top-k, a turn ending at </search> or </answer>.

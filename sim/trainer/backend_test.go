@@ -21,14 +21,14 @@ func adamBody(model string, seq int, lr, eps float64) map[string]any {
 // p, with the sampling logprobs rounded to float32 as datum sends them, and
 // its number of weighted tokens.
 func ascent(f *fixture, tr trajectory, adv float64) ([]float64, int) {
-	pos := tr.policyPositions()
-	lps := f.model.Score(lm.InitialParams(), tr.ids)
+	pos := tr.PolicyPositions()
+	lps := f.model.Score(lm.InitialParams(), tr.IDs)
 	coef := make([]float64, len(pos))
 	for j, p := range pos {
-		coef[j] = math.Exp(lps[p]-float64(float32(tr.lps[p]))) * adv
+		coef[j] = math.Exp(lps[p]-float64(float32(tr.Logprobs[p]))) * adv
 	}
 	g := make([]float64, lm.NumParams)
-	f.model.LogProbGrad(lm.InitialParams(), tr.ids, pos, coef, g)
+	f.model.LogProbGrad(lm.InitialParams(), tr.IDs, pos, coef, g)
 	return g, len(pos)
 }
 

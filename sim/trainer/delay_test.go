@@ -29,10 +29,10 @@ func TestTrainerDelay(t *testing.T) {
 	for i := range 2 {
 		prompt := f.tk.Encode(promptText(f.hotpot[i].Q, ""))
 		g := f.model.Generate(lm.InitialParams(), prompt, trainSampling(), rand.New(rand.NewPCG(uint64(i), 1)))
-		tr := trajectory{ids: concat(prompt, g.IDs), policy: make([]bool, len(prompt)), lps: make([]float64, len(prompt))}
+		tr := trajectory{IDs: concat(prompt, g.IDs), Policy: make([]bool, len(prompt)), Logprobs: make([]float64, len(prompt))}
 		for _, lp := range g.Logprobs {
-			tr.policy = append(tr.policy, true)
-			tr.lps = append(tr.lps, lp)
+			tr.Policy = append(tr.Policy, true)
+			tr.Logprobs = append(tr.Logprobs, lp)
 		}
 		data = append(data, datum(tr, 1, 0))
 	}

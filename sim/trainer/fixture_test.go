@@ -5,7 +5,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/hindsearch/hindsearch/clients/policy/format"
+	"github.com/hindsearch/hindsearch/sim/internal/lmtest"
 	"github.com/hindsearch/hindsearch/sim/internal/simtest"
 	"github.com/hindsearch/hindsearch/sim/lm"
 )
@@ -65,8 +65,22 @@ func getFixture(t testing.TB) *fixture {
 	return fx
 }
 
-// promptText is the chat-templated Search-R1 prompt of a question, with an
-// optional hint, ending with the assistant header.
-func promptText(question, hint string) string {
-	return lm.ChatTemplate([]lm.ChatMessage{{Role: "user", Content: format.UserPrompt(question, hint)}}, true)
+// The rollout helpers the tests share with the other simulated servers'
+// (lmtest), under their names here.
+type trajectory = lmtest.Trajectory
+
+var (
+	trainSampling = lmtest.TrainSampling
+	rollout       = lmtest.Rollout
+	bm25Docs      = lmtest.BM25Docs
+	promptText    = lmtest.PromptText
+	tensor        = lmtest.Tensor
+	datum         = lmtest.Datum
+)
+
+// createModel creates a model of testBase (LoRA rank 8) through c's
+// session and returns its id.
+func createModel(c apiClient, session string, seq int) string {
+	c.T.Helper()
+	return lmtest.CreateModel(c, session, seq, testBase)
 }

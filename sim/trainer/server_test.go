@@ -36,37 +36,6 @@ func newTrainerBackend(t *testing.T, f *fixture, b TrainerBackend, stepDelay tim
 	return ts, apiClient{T: t, Base: srv.URL}, ckpt
 }
 
-func createModel(c apiClient, session string, seq int) string {
-	c.T.Helper()
-	res := c.Call("/api/v1/create_model", map[string]any{"session_id": session, "model_seq_id": seq, "base_model": testBase,
-		"lora_config": map[string]any{"rank": 8}, "type": "create_model"})
-	return res["model_id"].(string)
-}
-
-func tensor(data []float64, dtype string) map[string]any {
-	return map[string]any{"data": data, "dtype": dtype, "shape": []int{len(data)}}
-}
-
-// datum builds the Tinker datum of a trajectory: position i predicts token
-// i+1; the policy's tokens get weight 1, advantage adv and their sampling
-// logprob plus lpShift; the rest get zeros.
-func datum(tr trajectory, adv, lpShift float64) map[string]any {
-	n := len(tr.ids) - 1
-	target, weights, lps, advs := make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n)
-	for i := 0; i < n; i++ {
-		target[i] = float64(tr.ids[i+1])
-		if tr.policy[i+1] {
-			weights[i], advs[i] = 1, adv
-			lps[i] = float64(float32(tr.lps[i+1] + lpShift))
-		}
-	}
-	return map[string]any{
-		"model_input": map[string]any{"chunks": []map[string]any{{"type": "encoded_text", "tokens": tr.ids[:n]}}},
-		"loss_fn_inputs": map[string]any{"target_tokens": tensor(target, "int64"), "weights": tensor(weights, "float32"),
-			"logprobs": tensor(lps, "float32"), "advantages": tensor(advs, "float32")},
-	}
-}
-
 // trainTrajectory samples a trajectory of a HotpotQA question that
 // searches, reads the real retriever's passages and answers.
 func trainTrajectory(t *testing.T, f *fixture, qi int) trajectory {
@@ -74,7 +43,7 @@ func trainTrajectory(t *testing.T, f *fixture, qi int) trajectory {
 	docs := bm25Docs(t)
 	for seed := uint64(0); seed < 200; seed++ {
 		tr := rollout(f.model, lm.InitialParams(), f.hotpot[qi].Q, "", trainSampling(), rand.New(rand.NewPCG(seed, 5)), 4, docs)
-		if len(tr.queries) >= 1 && tr.answered {
+		if len(tr.Queries) >= 1 && tr.Answered {
 			return tr
 		}
 	}
@@ -84,9 +53,9 @@ func trainTrajectory(t *testing.T, f *fixture, qi int) trajectory {
 
 // policyLogLik is the trajectory's log-likelihood over its policy tokens.
 func policyLogLik(m *lm.Model, params lm.Params, tr trajectory) float64 {
-	lps := m.Score(params, tr.ids)
+	lps := m.Score(params, tr.IDs)
 	s := 0.0
-	for _, p := range tr.policyPositions() {
+	for _, p := range tr.PolicyPositions() {
 		s += lps[p]
 	}
 	return s
@@ -116,7 +85,7 @@ func TestTrainerGradientStepsChangeLikelihood(t *testing.T) {
 	session := createSession(c)
 	tr := trainTrajectory(t, f, 7)
 	before := policyLogLik(f.model, lm.InitialParams(), tr)
-	npol := len(tr.policyPositions())
+	npol := len(tr.PolicyPositions())
 	for k, tc := range []struct {
 		loss string
 		adv  float64
@@ -132,8 +101,8 @@ func TestTrainerGradientStepsChangeLikelihood(t *testing.T) {
 		// The returned logprobs are the model's, at the weighted positions.
 		outs := res["loss_fn_outputs"].([]any)
 		lpOut := outs[0].(map[string]any)["logprobs"].(map[string]any)["data"].([]any)
-		score := f.model.Score(lm.InitialParams(), tr.ids)
-		for _, p := range tr.policyPositions() {
+		score := f.model.Score(lm.InitialParams(), tr.IDs)
+		for _, p := range tr.PolicyPositions() {
 			if got := lpOut[p-1].(float64); math.Abs(got-score[p]) > 1e-5*(1+math.Abs(score[p])) {
 				t.Errorf("%s: returned logprob at %d = %v, Score %v", name, p-1, got, score[p])
 			}
@@ -181,7 +150,7 @@ func TestTrainerPPOClips(t *testing.T) {
 	ts, c, _ := newTrainer(t, f)
 	session := createSession(c)
 	tr := trainTrajectory(t, f, 12)
-	npol := float64(len(tr.policyPositions()))
+	npol := float64(len(tr.PolicyPositions()))
 	for k, tc := range []struct {
 		loss       string
 		adv, shift float64
@@ -375,7 +344,7 @@ func TestTrainerRejectsBadRequests(t *testing.T) {
 	// worker, through the future.
 	wrong := bad("target", d, func(m map[string]any) {
 		tt := inputs(m)["target_tokens"].(map[string]any)["data"].([]any)
-		tt[0] = float64(tr.ids[0])
+		tt[0] = float64(tr.IDs[0])
 	})
 	st, acc := c.Post("/api/v1/forward_backward", fbBody(mid, 1, "ppo", nil, wrong))
 	if st != http.StatusOK {
@@ -425,10 +394,10 @@ func TestSimTrainerRefusesLossFnConfigKeysLikeSkyRL(t *testing.T) {
 	model := createModel(c, createSession(c), 1)
 	prompt := f.tk.Encode(promptText(f.hotpot[0].Q, ""))
 	g := f.model.Generate(lm.InitialParams(), prompt, trainSampling(), rand.New(rand.NewPCG(1, 1)))
-	tr := trajectory{ids: concat(prompt, g.IDs), policy: make([]bool, len(prompt)), lps: make([]float64, len(prompt))}
+	tr := trajectory{IDs: concat(prompt, g.IDs), Policy: make([]bool, len(prompt)), Logprobs: make([]float64, len(prompt))}
 	for _, lp := range g.Logprobs {
-		tr.policy = append(tr.policy, true)
-		tr.lps = append(tr.lps, lp)
+		tr.Policy = append(tr.Policy, true)
+		tr.Logprobs = append(tr.Logprobs, lp)
 	}
 	d := datum(tr, 1, 0)
 	for _, tc := range []struct {
