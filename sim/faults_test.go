@@ -14,7 +14,7 @@ import (
 // client sees the connection close, yet the model exists. Routes and
 // PerRoute aim it at one path, once.
 func TestSimFaultLostDoesTheWorkAndDropsTheAnswer(t *testing.T) {
-	ts := trainer.NewTrainerServer(getFixture(t).model, testBase, t.TempDir())
+	ts := trainer.NewServer(getFixture(t).model, testBase, t.TempDir())
 	t.Cleanup(ts.Close)
 	fy := NewFaulty(ts.Handler(), Faults{Rate: 1, Kinds: []string{"lost"}, Routes: []string{"/api/v1/create_model"}, PerRoute: 1})
 	t.Cleanup(fy.Close)

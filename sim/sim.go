@@ -39,11 +39,11 @@ type Config struct {
 	// CheckpointsDir is where the simulated trainer writes sampler archives.
 	CheckpointsDir string
 	// TrainerArchive is the layout of the simulated trainer's archives
-	// (trainer.TrainerServer.Archive; "": weights.ArchiveJAX).
+	// (trainer.Server.Archive; "": weights.ArchiveJAX).
 	TrainerArchive weights.ArchiveLayout
 	// TrainerBackend is the SkyRL training backend the simulated trainer
-	// behaves like (trainer.TrainerServer.Backend; "": trainer.BackendJAX).
-	TrainerBackend trainer.TrainerBackend
+	// behaves like (trainer.Server.Backend; "": trainer.BackendJAX).
+	TrainerBackend trainer.Backend
 	// PrefillNoise is the sd of the simulated policy's prefill-route
 	// logprob noise (PolicyServer.SetPrefillNoise; 0: none).
 	PrefillNoise float64
@@ -81,7 +81,7 @@ type Servers struct {
 	// Policies, Judge and Trainer are the server objects, for inspection.
 	Policies []*PolicyServer
 	JudgeSrv *JudgeServer
-	Trainer  *trainer.TrainerServer
+	Trainer  *trainer.Server
 
 	https []*http.Server
 	// fresh are the servers' connections that have not sent a request
@@ -105,7 +105,7 @@ func Start(cfg Config) (*Servers, error) {
 	if cfg.TrainerArchive != "" && !slices.Contains(weights.ArchiveLayouts, cfg.TrainerArchive) {
 		return nil, fmt.Errorf("sim: trainer archive layout %q: want %s or %s", cfg.TrainerArchive, weights.ArchiveJAX, weights.ArchiveFSDP)
 	}
-	if cfg.TrainerBackend != "" && !slices.Contains(trainer.TrainerBackends, cfg.TrainerBackend) {
+	if cfg.TrainerBackend != "" && !slices.Contains(trainer.Backends, cfg.TrainerBackend) {
 		return nil, fmt.Errorf("sim: trainer backend %q: want %s or %s", cfg.TrainerBackend, trainer.BackendJAX, trainer.BackendFSDP)
 	}
 	tk, err := lm.NewTokenizer()
@@ -156,7 +156,7 @@ func Start(cfg Config) (*Servers, error) {
 		s.JudgeURL = u
 	}
 	if cfg.Trainer {
-		s.Trainer = trainer.NewTrainerServer(s.Model, cfg.BaseModel, cfg.CheckpointsDir)
+		s.Trainer = trainer.NewServer(s.Model, cfg.BaseModel, cfg.CheckpointsDir)
 		s.Trainer.PollWait = 500 * time.Millisecond
 		s.Trainer.DatumDelay = cfg.Latency.TrainerPerDatum
 		s.Trainer.StepDelay = cfg.Latency.TrainerStep

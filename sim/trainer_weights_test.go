@@ -119,10 +119,10 @@ func TestSaveWeightsLoadIntoPolicy(t *testing.T) {
 // sim/trainer's, trainer/server_test.go: keep them alike).
 
 // newTrainer starts a simulated trainer over httptest.
-func newTrainer(t *testing.T, f *fixture) (*trainer.TrainerServer, apiClient, string) {
+func newTrainer(t *testing.T, f *fixture) (*trainer.Server, apiClient, string) {
 	t.Helper()
 	ckpt := t.TempDir()
-	ts := trainer.NewTrainerServer(f.model, testBase, ckpt)
+	ts := trainer.NewServer(f.model, testBase, ckpt)
 	ts.PollWait = 20 * time.Millisecond
 	t.Cleanup(ts.Close)
 	srv := httptest.NewServer(ts.Handler())

@@ -50,7 +50,7 @@ func TestSimTrainerLossNormalisationFollowsBackend(t *testing.T) {
 		t.Fatalf("both trajectories have %d policy tokens: pick datums of different lengths", n1)
 	}
 	for _, tc := range []struct {
-		backend TrainerBackend
+		backend Backend
 		want    func(j int) float64 // the loss gradient
 	}{
 		{BackendJAX, func(j int) float64 { return -(g1[j]/float64(n1) + g2[j]/float64(n2)) / 2 }},
@@ -95,7 +95,7 @@ func TestSimTrainerFSDPClipsGradientNorm(t *testing.T) {
 	tr := trainTrajectory(t, f, 7)
 	const adv = 5.0
 	g, n := ascent(f, tr, adv)
-	for _, backend := range []TrainerBackend{BackendFSDP, BackendJAX} {
+	for _, backend := range []Backend{BackendFSDP, BackendJAX} {
 		want := make([]float64, lm.NumParams) // the loss gradient before any clip
 		norm := 0.0
 		for j := range want {

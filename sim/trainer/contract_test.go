@@ -20,7 +20,7 @@ import (
 func TestTrainerContract(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
-		backend  simtrainer.TrainerBackend
+		backend  simtrainer.Backend
 		rank     int
 		tryAgain bool
 	}{
@@ -30,7 +30,7 @@ func TestTrainerContract(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			trainertest.Run(t, func(t *testing.T) *trainertest.Backend {
-				ts := simtrainer.NewTrainerServer(sharedModel(t), contractBase, t.TempDir())
+				ts := simtrainer.NewServer(sharedModel(t), contractBase, t.TempDir())
 				ts.Backend, ts.TryAgain = tc.backend, tc.tryAgain
 				ts.PollWait = 20 * time.Millisecond
 				// Saves take long enough for a delete to meet one running

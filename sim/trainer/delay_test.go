@@ -15,7 +15,7 @@ import (
 func TestTrainerDelay(t *testing.T) {
 	f := getFixture(t)
 	const perDatum, step = 15 * time.Millisecond, 25 * time.Millisecond
-	ts := NewTrainerServer(f.model, testBase, t.TempDir())
+	ts := NewServer(f.model, testBase, t.TempDir())
 	ts.PollWait = 2 * time.Millisecond
 	ts.DatumDelay, ts.StepDelay = perDatum, step
 	t.Cleanup(ts.Close)
@@ -53,7 +53,7 @@ func TestTrainerDelay(t *testing.T) {
 
 	// While the worker spends the delay, the future is pending: a trainer
 	// whose steps take an hour answers SkyRL's 408, and Close still stops it.
-	slow := NewTrainerServer(f.model, testBase, t.TempDir())
+	slow := NewServer(f.model, testBase, t.TempDir())
 	slow.PollWait = time.Millisecond
 	slow.StepDelay = time.Hour
 	slowSrv := httptest.NewServer(slow.Handler())

@@ -23,7 +23,7 @@ import (
 	"github.com/hindsearch/hindsearch/sim/weights"
 )
 
-// TrainerServer is the simulated trainer: a server of the Tinker training
+// Server is the simulated trainer: a server of the Tinker training
 // API in JSON (PROTOCOLS.md §5). It trains the simulated policy's parameter
 // vector by real gradient steps (Adam) on the exact datums it is sent, using
 // the same lm.Model that the simulated policy samples from, and saves sampler
@@ -41,7 +41,7 @@ import (
 // permitted with seq_id N". GET training_runs lists the models and GET
 // training_runs/{id}/checkpoints a model's completed checkpoints, in
 // SkyRL's shapes.
-type TrainerServer struct {
+type Server struct {
 	model     *lm.Model
 	baseModel string
 	ckptDir   string
@@ -64,7 +64,7 @@ type TrainerServer struct {
 	// Backend is the SkyRL training backend it behaves like
 	// (sim.trainer.backend; "": BackendJAX). Set it before the server
 	// takes requests.
-	Backend TrainerBackend
+	Backend Backend
 	// SessionTimeout and CleanupInterval are SkyRL's session_timeout_sec
 	// (300 s) and session_cleanup_interval_sec (60 s), tinker/config.py:
 	// every CleanupInterval the models of every active session whose last
@@ -117,7 +117,7 @@ type CheckpointUsage struct {
 }
 
 // CheckpointUsage reads the checkpoint directory now.
-func (s *TrainerServer) CheckpointUsage() CheckpointUsage {
+func (s *Server) CheckpointUsage() CheckpointUsage {
 	var u CheckpointUsage
 	_ = filepath.WalkDir(s.ckptDir, func(path string, d os.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
@@ -143,14 +143,14 @@ func (s *TrainerServer) CheckpointUsage() CheckpointUsage {
 // PeakCheckpointUsage is the most states, sampler archives and bytes the
 // checkpoint directory held right after any save since the server
 // started (each counted at its own peak).
-func (s *TrainerServer) PeakCheckpointUsage() CheckpointUsage {
+func (s *Server) PeakCheckpointUsage() CheckpointUsage {
 	s.ckMu.Lock()
 	defer s.ckMu.Unlock()
 	return s.peak
 }
 
 // notePeak records the directory's usage after a save.
-func (s *TrainerServer) notePeak() {
+func (s *Server) notePeak() {
 	u := s.CheckpointUsage()
 	s.ckMu.Lock()
 	defer s.ckMu.Unlock()
@@ -212,8 +212,8 @@ type job struct {
 	run    func()
 }
 
-// TrainerStats are the simulated trainer's worker counters.
-type TrainerStats struct {
+// Stats are the simulated trainer's worker counters.
+type Stats struct {
 	// Jobs counts completed futures (create_model, forward_backward,
 	// optim_step, save_weights_for_sampler).
 	Jobs int64
@@ -225,10 +225,10 @@ type TrainerStats struct {
 }
 
 // Stats returns the worker's counters.
-func (s *TrainerServer) Stats() TrainerStats {
+func (s *Server) Stats() Stats {
 	s.statMu.Lock()
 	defer s.statMu.Unlock()
-	return TrainerStats{Jobs: s.jobs, Datums: s.datums, BusySeconds: s.busy.Seconds()}
+	return Stats{Jobs: s.jobs, Datums: s.datums, BusySeconds: s.busy.Seconds()}
 }
 
 type future struct {
@@ -237,10 +237,10 @@ type future struct {
 	body   any
 }
 
-// NewTrainerServer returns a simulated trainer for baseModel that writes
+// NewServer returns a simulated trainer for baseModel that writes
 // checkpoints under ckptDir. Close stops its worker.
-func NewTrainerServer(model *lm.Model, baseModel, ckptDir string) *TrainerServer {
-	s := &TrainerServer{model: model, baseModel: baseModel, ckptDir: ckptDir, PollWait: 2 * time.Second,
+func NewServer(model *lm.Model, baseModel, ckptDir string) *Server {
+	s := &Server{model: model, baseModel: baseModel, ckptDir: ckptDir, PollWait: 2 * time.Second,
 		SessionTimeout: 300 * time.Second, CleanupInterval: 60 * time.Second, expired: map[string]bool{},
 		sessions: map[string]time.Time{}, models: map[string]*trainedModel{}, futures: map[string]*future{}, live: map[string]*trainedModel{},
 		work: make(chan job, 1024), done: make(chan struct{})}
@@ -277,7 +277,7 @@ func NewTrainerServer(model *lm.Model, baseModel, ckptDir string) *TrainerServer
 }
 
 // Close stops the worker goroutine.
-func (s *TrainerServer) Close() {
+func (s *Server) Close() {
 	select {
 	case <-s.done:
 	default:
@@ -288,7 +288,7 @@ func (s *TrainerServer) Close() {
 
 // Handler returns the server's routes under /api/v1/, and starts the
 // stale-session cleanup (SessionTimeout, CleanupInterval) until Close.
-func (s *TrainerServer) Handler() http.Handler {
+func (s *Server) Handler() http.Handler {
 	s.cleanup.Do(func() {
 		if s.SessionTimeout <= 0 || s.CleanupInterval <= 0 {
 			return
@@ -338,12 +338,12 @@ func detail(w http.ResponseWriter, status int, format string, args ...any) {
 	httpx.WriteJSON(w, status, map[string]any{"detail": fmt.Sprintf(format, args...)})
 }
 
-func (s *TrainerServer) newID(prefix string) string {
+func (s *Server) newID(prefix string) string {
 	s.nextID++
 	return fmt.Sprintf("%s-%06d", prefix, s.nextID)
 }
 
-func (s *TrainerServer) createSession(w http.ResponseWriter, r *http.Request) {
+func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		Tags         *[]string      `json:"tags"`
 		UserMetadata map[string]any `json:"user_metadata"`
@@ -366,7 +366,7 @@ func (s *TrainerServer) createSession(w http.ResponseWriter, r *http.Request) {
 	httpx.WriteJSON(w, http.StatusOK, map[string]any{"session_id": id, "type": "create_session", "info_message": "hindsearch simulator: simulated trainer"})
 }
 
-func (s *TrainerServer) heartbeat(w http.ResponseWriter, r *http.Request) {
+func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		SessionID string `json:"session_id"`
 		Type      string `json:"type"`
@@ -390,7 +390,7 @@ func (s *TrainerServer) heartbeat(w http.ResponseWriter, r *http.Request) {
 
 // submit registers a future and queues fn on the worker, after delay of
 // simulated work on datums datums.
-func (s *TrainerServer) submit(delay time.Duration, datums int, fn func() (int, any)) string {
+func (s *Server) submit(delay time.Duration, datums int, fn func() (int, any)) string {
 	f := &future{done: make(chan struct{})}
 	id := s.newID("sim-req")
 	s.futures[id] = f
@@ -401,7 +401,7 @@ func (s *TrainerServer) submit(delay time.Duration, datums int, fn func() (int, 
 	return id
 }
 
-func (s *TrainerServer) createModel(w http.ResponseWriter, r *http.Request) {
+func (s *Server) createModel(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		SessionID  string `json:"session_id"`
 		ModelSeqID int    `json:"model_seq_id"`
@@ -471,7 +471,7 @@ const maxLoRAAdapters, maxLoRARank = 32, 32
 // full-weight one too, and a second LoRA model fails in the FSDP worker's
 // adapter store. JAX (jax.py create_model) takes up to 31 LoRA models and
 // refuses rank 0 and ranks above 32.
-func (s *TrainerServer) admitModel(m *trainedModel) string {
+func (s *Server) admitModel(m *trainedModel) string {
 	live := slices.SortedFunc(maps.Values(s.live), func(a, b *trainedModel) int { return strings.Compare(a.id, b.id) })
 	if s.Backend == BackendFSDP {
 		switch {
@@ -499,7 +499,7 @@ func (s *TrainerServer) admitModel(m *trainedModel) string {
 // model (its checkpoints stay) and answers {model_id, status: "unloaded"},
 // also for a model no longer loaded (SkyRL's engine logs a warning and
 // answers the same).
-func (s *TrainerServer) unloadModel(w http.ResponseWriter, r *http.Request) {
+func (s *Server) unloadModel(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		ModelID string `json:"model_id"`
 		Type    string `json:"type"`
@@ -522,7 +522,7 @@ func (s *TrainerServer) unloadModel(w http.ResponseWriter, r *http.Request) {
 // unloadJob is the worker's part of unloading m (unload_model, the
 // stale-session cleanup): the model is freed, its checkpoints stay, and
 // the answer is SkyRL's, also for a model no longer loaded.
-func (s *TrainerServer) unloadJob(m *trainedModel) func() (int, any) {
+func (s *Server) unloadJob(m *trainedModel) func() (int, any) {
 	return func() (int, any) {
 		m.loaded = false
 		m.pending = nil
@@ -535,7 +535,7 @@ func (s *TrainerServer) unloadJob(m *trainedModel) func() (int, any) {
 // since before now-SessionTimeout and expires those sessions, as SkyRL's
 // engine does between batches; it returns how many models it asked to
 // unload.
-func (s *TrainerServer) cleanupStaleSessions(now time.Time) int {
+func (s *Server) cleanupStaleSessions(now time.Time) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cutoff := now.Add(-s.SessionTimeout)
@@ -561,7 +561,7 @@ func (s *TrainerServer) cleanupStaleSessions(now time.Time) int {
 }
 
 // ModelLoaded reports whether modelID is built and not unloaded.
-func (s *TrainerServer) ModelLoaded(modelID string) bool {
+func (s *Server) ModelLoaded(modelID string) bool {
 	s.mu.Lock()
 	m := s.models[modelID]
 	s.mu.Unlock()
@@ -575,7 +575,7 @@ func (s *TrainerServer) ModelLoaded(modelID string) bool {
 
 // checkpointFile is where a checkpoint of kind ("training" or "sampler")
 // lies.
-func (s *TrainerServer) checkpointFile(id, kind, name string) string {
+func (s *Server) checkpointFile(id, kind, name string) string {
 	if kind == "sampler" {
 		return filepath.Join(s.ckptDir, id, "sampler_weights", name+".tar.gz")
 	}
@@ -586,7 +586,7 @@ func (s *TrainerServer) checkpointFile(id, kind, name string) string {
 // record, or for a model this server has no record of (one made before a
 // restart: the simulator keeps no database, SkyRL's survives) a completed
 // row when its file exists; nil when there is none.
-func (s *TrainerServer) lookupCheckpoint(id, kind, name string) (*trainedModel, *checkpoint) {
+func (s *Server) lookupCheckpoint(id, kind, name string) (*trainedModel, *checkpoint) {
 	s.mu.Lock()
 	m := s.models[id]
 	s.mu.Unlock()
@@ -603,7 +603,7 @@ func (s *TrainerServer) lookupCheckpoint(id, kind, name string) (*trainedModel, 
 
 // validateCheckpoint is SkyRL's validate_checkpoint (api.py): 404 no
 // row, 425 pending, 500 failed, 0 completed.
-func (s *TrainerServer) validateCheckpoint(id, kind, name string) (int, string) {
+func (s *Server) validateCheckpoint(id, kind, name string) (int, string) {
 	_, ck := s.lookupCheckpoint(id, kind, name)
 	if ck == nil {
 		return http.StatusNotFound, fmt.Sprintf("Checkpoint not found: %s/%s", id, name)
@@ -626,7 +626,7 @@ func (s *TrainerServer) validateCheckpoint(id, kind, name string) (int, string) 
 // "Checkpoint not found: <id>/<name>", 425 while it is pending; otherwise
 // the row goes, then the file, and the answer is 204. A failed checkpoint
 // can be deleted.
-func (s *TrainerServer) deleteCheckpoint(w http.ResponseWriter, r *http.Request) {
+func (s *Server) deleteCheckpoint(w http.ResponseWriter, r *http.Request) {
 	id, path := r.PathValue("id"), r.PathValue("path")
 	if !reName.MatchString(id) || len(id) > 255 {
 		detail(w, http.StatusUnprocessableEntity, "unique_id %q must match ^[a-zA-Z0-9_-]+$", id)
@@ -685,7 +685,7 @@ func (s *TrainerServer) deleteCheckpoint(w http.ResponseWriter, r *http.Request)
 // checkpointArchive implements GET training_runs/{id}/checkpoints/{name}/
 // archive for sampler weights: validate_checkpoint's 404/425/500, else a
 // 302 to the download route.
-func (s *TrainerServer) checkpointArchive(w http.ResponseWriter, r *http.Request) {
+func (s *Server) checkpointArchive(w http.ResponseWriter, r *http.Request) {
 	id, name := r.PathValue("id"), r.PathValue("name")
 	if !reName.MatchString(id) || !reName.MatchString(name) {
 		detail(w, http.StatusUnprocessableEntity, "unique_id and checkpoint_id must match ^[a-zA-Z0-9_-]+$")
@@ -700,7 +700,7 @@ func (s *TrainerServer) checkpointArchive(w http.ResponseWriter, r *http.Request
 }
 
 // checkpointDownload implements the download route: the archive's bytes.
-func (s *TrainerServer) checkpointDownload(w http.ResponseWriter, r *http.Request) {
+func (s *Server) checkpointDownload(w http.ResponseWriter, r *http.Request) {
 	id, name := r.PathValue("id"), r.PathValue("name")
 	if !reName.MatchString(id) || !reName.MatchString(name) {
 		detail(w, http.StatusUnprocessableEntity, "unique_id and checkpoint_id must match ^[a-zA-Z0-9_-]+$")
@@ -717,7 +717,7 @@ func (s *TrainerServer) checkpointDownload(w http.ResponseWriter, r *http.Reques
 // weightsInfo implements POST weights_info {tinker_path}: for
 // tinker://<id>/weights/<name>, the model (404 "Model not found") and
 // validate_checkpoint's 404/425/500, else the model's base and rank.
-func (s *TrainerServer) weightsInfo(w http.ResponseWriter, r *http.Request) {
+func (s *Server) weightsInfo(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		TinkerPath string `json:"tinker_path"`
 	}
@@ -749,7 +749,7 @@ func (s *TrainerServer) weightsInfo(w http.ResponseWriter, r *http.Request) {
 // creation order, SkyRL's TrainingRunsResponse. As SkyRL, limit defaults to
 // 20 and offset to 0, every run says is_lora true (even rank 0), and a page
 // past the end has total_count 0.
-func (s *TrainerServer) trainingRuns(w http.ResponseWriter, r *http.Request) {
+func (s *Server) trainingRuns(w http.ResponseWriter, r *http.Request) {
 	limit, offset := 20, 0
 	for _, q := range []struct {
 		name string
@@ -785,7 +785,7 @@ func (s *TrainerServer) trainingRuns(w http.ResponseWriter, r *http.Request) {
 // listCheckpoints implements GET training_runs/{id}/checkpoints: the
 // model's completed checkpoints (none for an unknown model), with SkyRL's
 // tinker_path tinker://<id>/{weights|sampler_weights}/<name>.
-func (s *TrainerServer) listCheckpoints(w http.ResponseWriter, r *http.Request) {
+func (s *Server) listCheckpoints(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if !reName.MatchString(id) || len(id) > 255 {
 		detail(w, http.StatusUnprocessableEntity, "unique_id %q must match ^[a-zA-Z0-9_-]+$", id)
@@ -823,7 +823,7 @@ func (s *TrainerServer) listCheckpoints(w http.ResponseWriter, r *http.Request) 
 // a status other than 0 is answered with its detail and nothing else
 // happens; otherwise the undo it returns (when not nil) runs if the call is
 // refused afterwards, as SkyRL rolls back what a refused request recorded.
-func (s *TrainerServer) sequenced(w http.ResponseWriter, modelID string, seq int, body any, delay time.Duration, datums int,
+func (s *Server) sequenced(w http.ResponseWriter, modelID string, seq int, body any, delay time.Duration, datums int,
 	admit func(m *trainedModel) (int, string, func()), fn func(m *trainedModel) (int, any)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -905,7 +905,7 @@ type fbRequest struct {
 	Type string `json:"type"`
 }
 
-func (s *TrainerServer) forwardBackward(w http.ResponseWriter, r *http.Request) {
+func (s *Server) forwardBackward(w http.ResponseWriter, r *http.Request) {
 	var req fbRequest
 	if err := httpx.DecodeStrict(r, &req); err != nil {
 		detail(w, http.StatusUnprocessableEntity, "%v", err)
@@ -989,7 +989,7 @@ func checkDatum(d wireDatum, lossFn string) error {
 	return nil
 }
 
-func (s *TrainerServer) runForwardBackward(m *trainedModel, data []wireDatum, lossFn string, cfg map[string]float64) (int, any) {
+func (s *Server) runForwardBackward(m *trainedModel, data []wireDatum, lossFn string, cfg map[string]float64) (int, any) {
 	clipLow, clipHigh := 0.8, 1.2
 	if v, ok := cfg["clip_low_threshold"]; ok {
 		clipLow = v
@@ -1078,7 +1078,7 @@ func float32s(v []float64) []float32 {
 	return out
 }
 
-func (s *TrainerServer) optimStep(w http.ResponseWriter, r *http.Request) {
+func (s *Server) optimStep(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		ModelID    string `json:"model_id"`
 		SeqID      int    `json:"seq_id"`
@@ -1182,7 +1182,7 @@ func decodeSave(w http.ResponseWriter, r *http.Request) (saveRequest, bool) {
 // a name the model already has (of that kind, in any state) is a 409;
 // otherwise the checkpoint is recorded, pending, in *ck (removed again if
 // the call is then refused).
-func (s *TrainerServer) newCheckpoint(kind, name string, ck **checkpoint) func(m *trainedModel) (int, string, func()) {
+func (s *Server) newCheckpoint(kind, name string, ck **checkpoint) func(m *trainedModel) (int, string, func()) {
 	return func(m *trainedModel) (int, string, func()) {
 		s.ckMu.Lock()
 		defer s.ckMu.Unlock()
@@ -1201,7 +1201,7 @@ func (s *TrainerServer) newCheckpoint(kind, name string, ck **checkpoint) func(m
 }
 
 // finishCheckpoint records a save's outcome (err nil: completed).
-func (s *TrainerServer) finishCheckpoint(ck *checkpoint, err error) {
+func (s *Server) finishCheckpoint(ck *checkpoint, err error) {
 	s.ckMu.Lock()
 	defer s.ckMu.Unlock()
 	ck.completed = time.Now().UTC()
@@ -1211,7 +1211,7 @@ func (s *TrainerServer) finishCheckpoint(ck *checkpoint, err error) {
 	}
 }
 
-func (s *TrainerServer) saveWeights(w http.ResponseWriter, r *http.Request) {
+func (s *Server) saveWeights(w http.ResponseWriter, r *http.Request) {
 	req, ok := decodeSave(w, r)
 	if !ok {
 		return
@@ -1261,7 +1261,7 @@ func writeFileAtomic(path string, data []byte) error {
 	return os.Rename(tmp.Name(), path)
 }
 
-func (s *TrainerServer) retrieveFuture(w http.ResponseWriter, r *http.Request) {
+func (s *Server) retrieveFuture(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		RequestID string `json:"request_id"`
 	}
@@ -1299,7 +1299,7 @@ func (s *TrainerServer) retrieveFuture(w http.ResponseWriter, r *http.Request) {
 // 404 unknown, 425 still pending, 500 failed, 0 ready. A state this server
 // has no record of (one saved before a restart: the simulator keeps no
 // database) is ready when its file exists. Called with mu held.
-func (s *TrainerServer) checkpointReady(source, name string) (int, string) {
+func (s *Server) checkpointReady(source, name string) (int, string) {
 	if src := s.models[source]; src != nil {
 		s.ckMu.Lock()
 		ck := src.ckpts[checkpointKey("training", name)]
@@ -1321,7 +1321,7 @@ func (s *TrainerServer) checkpointReady(source, name string) (int, string) {
 }
 
 // ModelParams returns a copy of a trained model's current parameters.
-func (s *TrainerServer) ModelParams(modelID string) (lm.Params, bool) {
+func (s *Server) ModelParams(modelID string) (lm.Params, bool) {
 	s.mu.Lock()
 	m, ok := s.models[modelID]
 	s.mu.Unlock()
@@ -1349,7 +1349,7 @@ const stateFile = "hindsearch_sim_state.json"
 // archive (layout Archive) at <checkpoints>/<model_id>/<name>.tar.gz, where
 // SkyRL's engine.py process_save_weights writes a training checkpoint; the
 // answer is tinker://<model_id>/weights/<name>.
-func (s *TrainerServer) saveState(w http.ResponseWriter, r *http.Request) {
+func (s *Server) saveState(w http.ResponseWriter, r *http.Request) {
 	req, ok := decodeSave(w, r)
 	if !ok {
 		return
@@ -1372,7 +1372,7 @@ func (s *TrainerServer) saveState(w http.ResponseWriter, r *http.Request) {
 
 // loadState implements load_weights: restores a saved state (with the
 // optimiser state) into the model.
-func (s *TrainerServer) loadState(w http.ResponseWriter, r *http.Request) {
+func (s *Server) loadState(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		ModelID   string `json:"model_id"`
 		Path      string `json:"path"`

@@ -16,17 +16,17 @@ import (
 )
 
 // newTrainer starts a simulated trainer over httptest.
-func newTrainer(t *testing.T, f *fixture) (*TrainerServer, apiClient, string) {
+func newTrainer(t *testing.T, f *fixture) (*Server, apiClient, string) {
 	t.Helper()
 	return newTrainerBackend(t, f, "", 0)
 }
 
 // newTrainerBackend starts a simulated trainer of backend b whose saves
 // take stepDelay.
-func newTrainerBackend(t *testing.T, f *fixture, b TrainerBackend, stepDelay time.Duration) (*TrainerServer, apiClient, string) {
+func newTrainerBackend(t *testing.T, f *fixture, b Backend, stepDelay time.Duration) (*Server, apiClient, string) {
 	t.Helper()
 	ckpt := t.TempDir()
-	ts := NewTrainerServer(f.model, testBase, ckpt)
+	ts := NewServer(f.model, testBase, ckpt)
 	ts.PollWait = 20 * time.Millisecond
 	ts.Backend = b
 	ts.StepDelay = stepDelay
