@@ -151,12 +151,13 @@ func (ru *run) collect(ctx context.Context, step int, model string, stream bool)
 	rollErr := ru.rollOut(ctx, c, finishGroup)
 	rollDone()
 	_ = hp.Wait()
-	trainErr := send.close()
+	// A streamed forward_backward that failed cancelled the rollouts: its
+	// error is the cause, theirs ("context canceled") the consequence.
+	if err := send.close(); err != nil {
+		return nil, err
+	}
 	if rollErr != nil {
 		return nil, fmt.Errorf("rollout: %w", rollErr)
-	}
-	if trainErr != nil {
-		return nil, trainErr
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
