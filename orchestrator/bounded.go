@@ -51,6 +51,13 @@ func (b boundedTrainer) SaveWeightsForSampler(ctx context.Context, modelID, name
 	return p, b.wrap(err)
 }
 
+func (b boundedTrainer) SaveForSampling(ctx context.Context, s *trainer.Session, modelID string, note func(string) error) (trainer.SamplerSession, error) {
+	ctx, cancel := b.bound(ctx)
+	defer cancel()
+	ss, err := b.Trainer.SaveForSampling(ctx, s, modelID, note)
+	return ss, b.wrap(err)
+}
+
 func (b boundedTrainer) SaveState(ctx context.Context, modelID, name string) (string, error) {
 	ctx, cancel := b.bound(ctx)
 	defer cancel()

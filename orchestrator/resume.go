@@ -70,6 +70,9 @@ func (ru *run) restore(ctx context.Context, sum *Summary) error {
 		name := st.Adapters[v]
 		ru.adapters[v], ru.samplers[name] = name, st.Samplers[name]
 	}
+	if err := ru.resumeSessions(ctx, names); err != nil {
+		return fmt.Errorf("--resume: %w", err)
+	}
 	// A run directory written before the ledger: its resume point's
 	// samplers are the run's to delete once superseded.
 	for _, v := range vs {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hindsearch/hindsearch/clients/trainer"
+	"github.com/hindsearch/hindsearch/recipes"
 	"github.com/hindsearch/hindsearch/results"
 )
 
@@ -254,6 +255,12 @@ func (ru *run) samplerNeeded(modelID, name string) bool {
 		if v >= ru.lastStep-ru.r.Train.MaxOffPolicySteps && match(ru.samplers[n]) {
 			return true
 		}
+	}
+	// sync.kind tinker's initial weights: sampled until the first steps
+	// are past, scored as the teacher all run long with hindsight.teacher
+	// initial.
+	if ru.initialSampler != "" && match(ru.initialSampler) {
+		return ru.lastStep <= ru.r.Train.MaxOffPolicySteps || ru.r.Hindsight.Teacher == recipes.TeacherInitial
 	}
 	return false
 }

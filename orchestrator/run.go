@@ -110,6 +110,11 @@ type run struct {
 	ret       *retention
 	lastState *state
 	lastStep  int
+	// session is the run's trainer session; initialSampler the sampler
+	// path of the initial weights under sync.kind tinker (their sampling
+	// session serves policy.model: see serveInitial).
+	session        *trainer.Session
+	initialSampler string
 	// lastTrajs and lastStart are the last finished step's trajectories and
 	// start time (for the benchmark).
 	lastTrajs []*rollout.Trajectory
@@ -149,6 +154,7 @@ func (ru *run) loop(ctx context.Context) (*Summary, error) {
 		return nil, err
 	}
 	defer sess.Close()
+	ru.session = sess
 	// One model per run, released however the run ends: after ctx is
 	// cancelled (SIGINT, SIGTERM) too, on a context of its own.
 	defer ru.unloadModel(ctx)
@@ -193,6 +199,9 @@ func (ru *run) loop(ctx context.Context) (*Summary, error) {
 // and, with evaluation sets, the base model is evaluated as step 0.
 func (ru *run) begin(ctx context.Context, sum *Summary) error {
 	if err := ru.sync.Begin(ctx); err != nil {
+		return err
+	}
+	if err := ru.serveInitial(ctx); err != nil {
 		return err
 	}
 	if len(ru.evalSet) == 0 {

@@ -3,6 +3,8 @@ package orchestrator
 import (
 	"context"
 	"fmt"
+
+	"github.com/hindsearch/hindsearch/orchestrator/fleet"
 )
 
 // syncWeights runs step 7 of DESIGN §2 for a trained step: the trainer
@@ -14,6 +16,21 @@ import (
 func (ru *run) syncWeights(ctx context.Context, c *collected) (string, error) {
 	name := reUnsafe.ReplaceAllString(ru.r.Name, "_") + fmt.Sprintf("-step%04d", c.step)
 	done := c.clock.Start("sync")
+	if ss, ok := ru.sync.(fleet.SessionSync); ok {
+		path, err := ru.saveAndServe(ctx, ss, name, c.step)
+		done()
+		if err != nil {
+			return "", err
+		}
+		ru.mu.Lock()
+		ru.adapter = name
+		ru.adapters[c.step] = name
+		ru.samplers[name] = path
+		ru.lastStep = c.step
+		ru.mu.Unlock()
+		ru.pruneTrainer(ctx)
+		return name, nil
+	}
 	if err := ru.ret.add(trainerCheckpoint{ModelID: ru.modelID, ID: "sampler_weights/" + name, Step: c.step}); err != nil {
 		done()
 		return "", err
@@ -51,4 +68,69 @@ func (ru *run) ensure(ctx context.Context, model string) error {
 	ru.syncMu.Lock()
 	defer ru.syncMu.Unlock()
 	return ru.sync.Ensure(ctx, model)
+}
+
+// saveAndServe is sync.kind tinker's sync: an ephemeral
+// save_weights_for_sampler of the model's current weights (its checkpoint
+// recorded in the retention ledger first), whose sampling session then
+// serves name. It returns the checkpoint's tinker:// path.
+func (ru *run) saveAndServe(ctx context.Context, ss fleet.SessionSync, name string, step int) (string, error) {
+	s, err := ru.trainer.SaveForSampling(ctx, ru.session, ru.modelID, func(id string) error {
+		return ru.ret.add(trainerCheckpoint{ModelID: ru.modelID, ID: id, Step: step})
+	})
+	if err != nil {
+		return "", fmt.Errorf("save_weights_for_sampler: %w", err)
+	}
+	ru.syncMu.Lock()
+	ss.Serve(name, s)
+	ru.syncMu.Unlock()
+	return s.Path, nil
+}
+
+// serveInitial makes policy.model, under sync.kind tinker, the sampling
+// session of an ephemeral save of the run's new model: its initial
+// weights, which are the base model's. Sampling the base model itself
+// is not possible everywhere (SkyRL's FSDP and Megatron backends refuse a
+// request without a model id), a save of the model is. A resumed run
+// serves its restored weights the same way (resumeSessions).
+func (ru *run) serveInitial(ctx context.Context) error {
+	ss, ok := ru.sync.(fleet.SessionSync)
+	if !ok {
+		return nil
+	}
+	path, err := ru.saveAndServe(ctx, ss, ru.r.Policy.Model, 0)
+	if err != nil {
+		return fmt.Errorf("initial weights: %w", err)
+	}
+	ru.mu.Lock()
+	ru.initialSampler = path
+	ru.mu.Unlock()
+	return nil
+}
+
+// resumeSessions serves a resumed run's weights under sync.kind tinker:
+// the interrupted run's sampling sessions named its model, which is no
+// longer loaded, so the restored weights are saved again and serve every
+// kept name (the newest is the one the next on-policy step samples; with
+// train.max_off_policy_steps the older ones are served the resume point's
+// weights too, and the next steps' batches differ from an uninterrupted
+// run's).
+func (ru *run) resumeSessions(ctx context.Context, names []string) error {
+	ss, ok := ru.sync.(fleet.SessionSync)
+	if !ok || len(names) == 0 {
+		return nil
+	}
+	newest := names[len(names)-1]
+	path, err := ru.saveAndServe(ctx, ss, newest, ru.resumed.Step)
+	if err != nil {
+		return fmt.Errorf("serve the restored weights: %w", err)
+	}
+	ru.mu.Lock()
+	ru.samplers[newest] = path
+	ru.mu.Unlock()
+	if len(names) > 1 && ru.r.Train.MaxOffPolicySteps > 0 {
+		fmt.Fprintf(ru.Out, "warning: sync.kind tinker cannot serve the older weights %v again after a resume: they are served the resume point's weights, so the next %d steps sample differently from an uninterrupted run\n",
+			names[:len(names)-1], ru.r.Train.MaxOffPolicySteps)
+	}
+	return nil
 }

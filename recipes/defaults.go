@@ -18,6 +18,11 @@ const (
 	// served model name stays the same, so the initial weights are no
 	// longer served after the first sync).
 	SyncSGLangDisk = "sglang_disk"
+	// SyncTinker is sync.kind for a policy that samples on the Tinker
+	// server that trains (policy.server tinker): after each step an
+	// ephemeral save_weights_for_sampler makes a sampling session over
+	// the new weights; nothing is archived or copied.
+	SyncTinker = "tinker"
 	// SyncNone is sync.kind for evaluation only: no weights reach the
 	// policy servers, so no training (ValidateTraining refuses it).
 	SyncNone = "none"

@@ -63,9 +63,11 @@ type Policy struct {
 	// one round trip less per turn).
 	Tokenize string `mapstructure:"tokenize" yaml:"tokenize"`
 	// Server is the kind of policy server behind policy.urls: ServerVLLM
-	// (its OpenAI-compatible /v1/completions, the default) or ServerSGLang
+	// (its OpenAI-compatible /v1/completions, the default), ServerSGLang
 	// (SGLang's native POST /generate; needs policy.tokenize local, since
-	// SGLang's /tokenize applies no chat template).
+	// SGLang's /tokenize applies no chat template) or ServerTinker (a
+	// Tinker server's asample; policy.tokenize local; "embedded" is the
+	// embedded trainer).
 	Server string `mapstructure:"server" yaml:"server"`
 }
 
@@ -76,6 +78,11 @@ const (
 	ServerVLLM = "vllm"
 	// ServerSGLang is policy.server for SGLang's native /generate API.
 	ServerSGLang = "sglang"
+	// ServerTinker is policy.server for a Tinker API server's sampling
+	// routes (asample: the hosted Tinker service, or SkyRL serving both
+	// roles); needs policy.tokenize local, since Tinker takes token ids
+	// and has no tokenizer route.
+	ServerTinker = "tinker"
 )
 
 // Allowed values of policy.tokenizer (besides a file) and policy.tokenize.

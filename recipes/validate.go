@@ -185,9 +185,29 @@ func (r *Recipe) Validate() error {
 		file("policy.tokenizer", tk)
 	}
 	oneOf("policy.tokenize", r.Policy.Tokenize, TokenizeServer, TokenizeLocal)
-	oneOf("policy.server", r.Policy.Server, ServerVLLM, ServerSGLang)
+	oneOf("policy.server", r.Policy.Server, ServerVLLM, ServerSGLang, ServerTinker)
 	if r.Policy.Server == ServerSGLang && r.Policy.Tokenize != TokenizeLocal {
 		bad("policy.server", "%q needs policy.tokenize %q (SGLang's /tokenize applies no chat template), got policy.tokenize %q", ServerSGLang, TokenizeLocal, r.Policy.Tokenize)
+	}
+	if r.Policy.Server == ServerTinker {
+		if r.Policy.Tokenize != TokenizeLocal {
+			bad("policy.server", "%q needs policy.tokenize %q (a Tinker server takes token ids and has no tokenizer route), got policy.tokenize %q", ServerTinker, TokenizeLocal, r.Policy.Tokenize)
+		}
+		if slices.Contains(r.Policy.URLs, Embedded) && r.Trainer.URL != Embedded {
+			bad("policy.urls", "%q with policy.server %q is the embedded trainer's sampling routes, so trainer.url must be %q too (got %q); or set policy.urls to the Tinker server's URL",
+				Embedded, ServerTinker, Embedded, r.Trainer.URL)
+		}
+		// Tinker's SamplingParams has temperature, top_k and top_p only.
+		t := r.Train
+		for _, f := range []struct {
+			key      string
+			v, unset float64
+		}{{"train.min_p", t.MinP, 0}, {"train.repetition_penalty", t.RepetitionPenalty, 1},
+			{"train.presence_penalty", t.PresencePenalty, 0}, {"train.frequency_penalty", t.FrequencyPenalty, 0}} {
+			if f.v != f.unset {
+				bad(f.key, "must be %g with policy.server %q (Tinker's sampling_params has temperature, top_k and top_p only), got %g", f.unset, ServerTinker, f.v)
+			}
+		}
 	}
 
 	endpoint("judge.url", r.Judge.URL)
@@ -223,7 +243,20 @@ func (r *Recipe) Validate() error {
 	nonNeg("trainer.weight_decay", r.Trainer.WeightDecay)
 	atLeast("trainer.chunk_size", r.Trainer.ChunkSize, 1)
 
-	oneOf("sync.kind", r.Sync.Kind, SyncLoRA, SyncSGLangDisk, SyncNone)
+	oneOf("sync.kind", r.Sync.Kind, SyncLoRA, SyncSGLangDisk, SyncTinker, SyncNone)
+	if r.Sync.Kind == SyncTinker {
+		// The sampler weights are the trainer's own: only its server
+		// samples them.
+		one := len(r.Policy.URLs) == 1 && (r.Policy.URLs[0] == r.Trainer.URL || r.Policy.URLs[0] == Embedded && r.Trainer.URL == Embedded)
+		switch {
+		case r.Policy.Server != ServerTinker:
+			bad("sync.kind", "%q needs policy.server %q (the sampler weights stay on the Tinker server that trains), got policy.server %q", SyncTinker, ServerTinker, r.Policy.Server)
+		case !one:
+			bad("policy.urls", "must be the trainer's URL alone with sync.kind %q (the Tinker server that trains samples its own weights): set policy.urls: [%s], got %v", SyncTinker, r.Trainer.URL, r.Policy.URLs)
+		}
+	} else if r.Policy.Server == ServerTinker && r.Sync.Kind != SyncNone {
+		bad("sync.kind", "must be %q (or %q for evaluation only) with policy.server %q, got %q", SyncTinker, SyncNone, ServerTinker, r.Sync.Kind)
+	}
 	// lora_config.rank 0 is full fine-tuning (SkyRL's FSDP and Megatron
 	// backends), whose sampler weights are a merged model; a LoRA rank
 	// saves an adapter (SkyRL's FSDP backend exports a PEFT model's

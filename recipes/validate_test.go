@@ -152,7 +152,7 @@ func TestValidateSyncKinds(t *testing.T) {
 	}
 	r := valid(t)
 	r.Sync.Kind = "nccl"
-	if err := r.Validate(); err == nil || err.Error() != `sync.kind: must be one of lora, sglang_disk, none, got "nccl"` {
+	if err := r.Validate(); err == nil || err.Error() != `sync.kind: must be one of lora, sglang_disk, tinker, none, got "nccl"` {
 		t.Errorf("sync.kind nccl: %v", err)
 	}
 
@@ -380,7 +380,8 @@ func TestValidatePolicyServer(t *testing.T) {
 		{ServerVLLM, TokenizeLocal, ""},
 		{ServerSGLang, TokenizeLocal, ""},
 		{ServerSGLang, TokenizeServer, `policy.server: "sglang" needs policy.tokenize "local" (SGLang's /tokenize applies no chat template), got policy.tokenize "server"`},
-		{"tgi", TokenizeLocal, `policy.server: must be one of vllm, sglang, got "tgi"`},
+		{ServerTinker, TokenizeServer, "2 problems:\n\t" + `policy.server: "tinker" needs policy.tokenize "local" (a Tinker server takes token ids and has no tokenizer route), got policy.tokenize "server"` + "\n\tsync.kind: must be \"tinker\" (or \"none\" for evaluation only) with policy.server \"tinker\", got \"lora\""},
+		{"tgi", TokenizeLocal, `policy.server: must be one of vllm, sglang, tinker, got "tgi"`},
 	}
 	for _, c := range cases {
 		r := valid(t)
@@ -480,5 +481,57 @@ func TestValidateCheckpointAndSimRankZero(t *testing.T) {
 	r.Sync.Kind, r.Trainer.URL = SyncSGLangDisk, "http://127.0.0.1:8000"
 	if err := r.Validate(); err != nil {
 		t.Errorf("a real trainer: %v", err)
+	}
+}
+
+// sync.kind tinker samples on the trainer's own server: policy.server
+// tinker, policy.urls the trainer's URL alone, and only the sampling
+// settings Tinker has.
+func TestValidateTinker(t *testing.T) {
+	tinker := func(t *testing.T) Recipe {
+		r := valid(t)
+		r.Policy.Server, r.Policy.Tokenize, r.Sync.Kind = ServerTinker, TokenizeLocal, SyncTinker
+		r.Policy.URLs, r.Trainer.URL = []string{Embedded}, Embedded
+		return r
+	}
+	r := tinker(t)
+	if err := r.Validate(); err != nil {
+		t.Fatalf("embedded tinker: %v", err)
+	}
+	r.Policy.URLs, r.Trainer.URL = []string{"https://tinker.example"}, "https://tinker.example"
+	if err := r.Validate(); err != nil {
+		t.Errorf("one Tinker server: %v", err)
+	}
+	r.Trainer.LoRARank = 0
+	r.Sim.Trainer.Backend = SimBackendFSDP
+	if err := r.Validate(); err != nil {
+		t.Errorf("full weights through tinker: %v", err)
+	}
+	cases := []struct {
+		name string
+		edit func(r *Recipe)
+		want string
+	}{
+		{"other policy url", func(r *Recipe) { r.Policy.URLs = []string{"http://127.0.0.1:9"} },
+			`policy.urls: must be the trainer's URL alone with sync.kind "tinker" (the Tinker server that trains samples its own weights): set policy.urls: [embedded], got [http://127.0.0.1:9]`},
+		{"embedded policy, real trainer", func(r *Recipe) { r.Trainer.URL = "http://127.0.0.1:9" },
+			`policy.urls: "embedded" with policy.server "tinker" is the embedded trainer's sampling routes`},
+		{"two urls", func(r *Recipe) { r.Policy.URLs = []string{Embedded, Embedded} },
+			`policy.urls: must be the trainer's URL alone with sync.kind "tinker"`},
+		{"vllm policy", func(r *Recipe) { r.Policy.Server = ServerVLLM },
+			`sync.kind: "tinker" needs policy.server "tinker"`},
+		{"lora sync", func(r *Recipe) { r.Sync.Kind = SyncLoRA },
+			`sync.kind: must be "tinker" (or "none" for evaluation only) with policy.server "tinker", got "lora"`},
+		{"min_p", func(r *Recipe) { r.Train.MinP = 0.1 },
+			`train.min_p: must be 0 with policy.server "tinker" (Tinker's sampling_params has temperature, top_k and top_p only), got 0.1`},
+		{"repetition", func(r *Recipe) { r.Train.RepetitionPenalty = 1.05 },
+			`train.repetition_penalty: must be 1 with policy.server "tinker"`},
+	}
+	for _, c := range cases {
+		r := tinker(t)
+		c.edit(&r)
+		if err := r.Validate(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v\nwant %s", c.name, err, c.want)
+		}
 	}
 }

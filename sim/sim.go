@@ -162,6 +162,7 @@ func Start(cfg Config) (*Servers, error) {
 		s.Trainer.StepDelay = cfg.Latency.TrainerStep
 		s.Trainer.Archive = cfg.TrainerArchive
 		s.Trainer.Backend = cfg.TrainerBackend
+		s.Trainer.PrefillNoise = cfg.PrefillNoise
 		u, err := serve(s.faulty(s.Trainer.Handler(), cfg.Faults.Trainer, 0))
 		if err != nil {
 			s.Close()

@@ -4,7 +4,10 @@
 // future resolved through retrieve_future.
 package trainer
 
-import "context"
+import (
+	"context"
+	"sync/atomic"
+)
 
 // Trainer is what the orchestrator needs from the training server.
 type Trainer interface {
@@ -31,6 +34,11 @@ type Trainer interface {
 	// once when an answer was lost and the retry found the work done.
 	SaveState(ctx context.Context, modelID, name string) (string, error)
 	LoadState(ctx context.Context, modelID, path string) error
+	// SaveForSampling saves modelID's current weights as an ephemeral
+	// sampler checkpoint with a sampling session over them, in session s
+	// (sync.kind tinker); note, when set, gets the checkpoint's id before
+	// the request is sent.
+	SaveForSampling(ctx context.Context, s *Session, modelID string, note func(checkpointID string) error) (SamplerSession, error)
 	// UnloadModel releases modelID on the server and waits for the
 	// release (its checkpoints stay); a model the server does not know,
 	// or no longer holds, is already released: nil.
@@ -50,6 +58,8 @@ type Session struct {
 	// ID is the server's session id.
 	ID   string
 	stop func()
+	// sampling counts the sampling_session_seq_ids used in the session.
+	sampling atomic.Int64
 }
 
 // Close stops the session's heartbeat.

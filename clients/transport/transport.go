@@ -170,6 +170,11 @@ const (
 	// caller should simply poll again (SkyRL's retrieve_future holds each
 	// poll, then answers 408).
 	RetryPoll
+	// RetryBackpressure is RetryTransient except that a 429 comes back to
+	// the caller at once: for a call whose caller backs off as the server's
+	// own client does (the Tinker SDK's asample: every sampling call of the
+	// process waits out one shared pause after a 429, then sends again).
+	RetryBackpressure
 )
 
 // Call holds the options of one call of DoCall.
@@ -181,6 +186,8 @@ type Call struct {
 	// caller does not want (a Tinker checkpoint's archive route answers
 	// 302 to its download once the checkpoint is complete).
 	NoRedirect bool
+	// Headers are sent with this call only, beside Options.Headers.
+	Headers map[string]string
 }
 
 // call is the state of one Do call, carried to the retry layer in the
@@ -192,6 +199,7 @@ type call struct {
 	body       []byte
 	retry      Retry
 	noRedirect bool
+	headers    map[string]string
 	attempts   int
 	resent     int
 }
@@ -388,7 +396,7 @@ func (c *Client) DoCall(ctx context.Context, opt Call, method, path string, in, 
 	if c.opts.OnDone != nil {
 		start = time.Now()
 	}
-	cl := &call{retry: opt.Retry, noRedirect: opt.NoRedirect}
+	cl := &call{retry: opt.Retry, noRedirect: opt.NoRedirect, headers: opt.Headers}
 	status, err := c.do(ctx, cl, method, path, in, out)
 	if c.opts.OnDone != nil {
 		p, _, _ := strings.Cut(path, "?")
@@ -485,6 +493,9 @@ const maxPooledBody = 1 << 20
 // returns the answer's status (0 without one).
 func (c *Client) once(ctx context.Context, cl *call, method, full string, shown shownURL, out any) (int, error) {
 	req := c.rc.R().SetContext(ctx).SetDoNotParseResponse(true)
+	if cl.headers != nil {
+		req.SetHeaders(cl.headers)
+	}
 	if cl.body != nil {
 		// resty passes an io.Reader through without buffering it, and
 		// retryRoundTripper sends cl.body itself (an empty body as resty
@@ -656,6 +667,9 @@ func checkRetry(ctx context.Context, resp *http.Response, err error) (bool, erro
 		return isConnectError(err) || isTransient(err), nil
 	}
 	if cl := callOf(ctx); cl != nil && cl.retry == RetryPoll && resp.StatusCode == http.StatusRequestTimeout {
+		return false, nil
+	}
+	if cl := callOf(ctx); cl != nil && cl.retry == RetryBackpressure && resp.StatusCode == http.StatusTooManyRequests {
 		return false, nil
 	}
 	switch st := resp.StatusCode; {

@@ -299,6 +299,9 @@ func NewSync(r *recipes.Recipe, reps *Replicas) (Sync, error) {
 		reps.book = newWeightBook(r.Policy.Model, true, len(reps.ps))
 		return &sglangSync{syncState: syncState{reps: reps, book: reps.book, checkpointsDir: r.Trainer.CheckpointsDir,
 			dir: r.Sync.Dir, keep: max(r.Sync.Keep, 0)}, current: make([]string, len(reps.ps))}, nil
+	case recipes.SyncTinker:
+		// Off-policy sampling needs the k steps before the newest served.
+		return newTinkerSync(reps, max(r.Sync.Keep, r.Train.MaxOffPolicySteps+2, 1))
 	case recipes.SyncNone:
 		// Training would sample every step from the initial weights.
 		if err := r.ValidateTraining(); err != nil {
@@ -306,7 +309,7 @@ func NewSync(r *recipes.Recipe, reps *Replicas) (Sync, error) {
 		}
 		return noneSync{}, nil
 	}
-	return nil, fmt.Errorf("sync.kind %q: want %s, %s or %s", r.Sync.Kind, recipes.SyncLoRA, recipes.SyncSGLangDisk, recipes.SyncNone)
+	return nil, fmt.Errorf("sync.kind %q: want %s, %s, %s or %s", r.Sync.Kind, recipes.SyncLoRA, recipes.SyncSGLangDisk, recipes.SyncTinker, recipes.SyncNone)
 }
 
 // noneSync is sync.kind none, evaluation only: the replicas serve their
@@ -314,8 +317,8 @@ func NewSync(r *recipes.Recipe, reps *Replicas) (Sync, error) {
 type noneSync struct{}
 
 func (noneSync) Apply(_ context.Context, _, name string) error {
-	return fmt.Errorf("sync: sync.kind %s cannot serve the trained weights %s: training needs sync.kind %s or %s",
-		recipes.SyncNone, name, recipes.SyncLoRA, recipes.SyncSGLangDisk)
+	return fmt.Errorf("sync: sync.kind %s cannot serve the trained weights %s: training needs sync.kind %s, %s or %s",
+		recipes.SyncNone, name, recipes.SyncLoRA, recipes.SyncSGLangDisk, recipes.SyncTinker)
 }
 
 func (noneSync) Ensure(context.Context, string) error { return nil }

@@ -14,12 +14,14 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/hindsearch/hindsearch/clients/judge"
 	"github.com/hindsearch/hindsearch/clients/policy"
 	"github.com/hindsearch/hindsearch/clients/policy/sglang"
+	"github.com/hindsearch/hindsearch/clients/policy/tinker"
 	"github.com/hindsearch/hindsearch/clients/retriever"
 	"github.com/hindsearch/hindsearch/clients/retriever/bm25"
 	"github.com/hindsearch/hindsearch/clients/trainer"
@@ -68,6 +70,9 @@ type Embedded struct {
 	ret   *sim.DelayedRetriever
 	// retFaults injects the retriever's faults (nil: none).
 	retFaults *sim.Faulty
+	// closers release what Connect made beside the servers (the Tinker
+	// policy clients' sessions).
+	closers []func()
 }
 
 // FaultsInjected is the number of faults the embedded servers injected.
@@ -93,6 +98,9 @@ func (e *Embedded) Sim() *sim.Servers { return e.sim }
 func (e *Embedded) Close() {
 	if e == nil {
 		return
+	}
+	for _, c := range e.closers {
+		c()
 	}
 	if e.sim != nil {
 		e.sim.Close()
@@ -198,9 +206,11 @@ func Connect(ctx context.Context, r *recipes.Recipe, environ []string, log io.Wr
 		return roles.Deps{}, nil, err
 	}
 
+	// Embedded vLLM or SGLang replicas are simulated policy servers; an
+	// embedded Tinker policy is the embedded trainer's sampling routes.
 	nEmbedded := 0
 	for _, u := range r.Policy.URLs {
-		if u == recipes.Embedded {
+		if u == recipes.Embedded && r.Policy.Server != recipes.ServerTinker {
 			nEmbedded++
 		}
 	}
@@ -250,18 +260,6 @@ func Connect(ctx context.Context, r *recipes.Recipe, environ []string, log io.Wr
 		o.PoolSize = h.PoolSize
 		cfg.metrics.Instrument(&o)
 		return o
-	}
-	simURL := 0
-	for _, u := range r.Policy.URLs {
-		if u == recipes.Embedded {
-			u = e.sim.PolicyURLs[simURL]
-			simURL++
-		}
-		c, err := newPolicy(r, opts("policy", u))
-		if err != nil {
-			return fail(fmt.Errorf("policy.urls: %w", err))
-		}
-		deps.Policies = append(deps.Policies, c)
 	}
 	ju := r.Judge.URL
 	if ju == recipes.Embedded {
@@ -322,6 +320,30 @@ func Connect(ctx context.Context, r *recipes.Recipe, environ []string, log io.Wr
 		load = loadTokenizerFile
 	}
 	deps.Tokenizer, deps.TokenizerErr = connectTokenizer(r, env, e.sim, load, func(line string) { fmt.Fprintln(log, line) })
+	// The policy clients come last: a Tinker policy reads the sampled ids
+	// with the local tokenizer.
+	simURL := 0
+	for _, u := range r.Policy.URLs {
+		if u == recipes.Embedded {
+			if r.Policy.Server == recipes.ServerTinker {
+				u = e.sim.TrainerURL
+			} else {
+				u = e.sim.PolicyURLs[simURL]
+				simURL++
+			}
+		}
+		c, err := newPolicy(r, opts("policy", u), key(r.Trainer.APIKeyEnv), deps.Tokenizer)
+		if err != nil {
+			return fail(fmt.Errorf("policy.urls: %w", err))
+		}
+		if tc, ok := c.(*tinker.Client); ok {
+			e.closers = append(e.closers, tc.Close)
+		}
+		deps.Policies = append(deps.Policies, c)
+	}
+	if r.Policy.Server == recipes.ServerTinker && slices.Contains(r.Policy.URLs, recipes.Embedded) {
+		deps.Simulated = append(deps.Simulated, "policy")
+	}
 	return deps, e, nil
 }
 
@@ -341,13 +363,45 @@ func LoadAndConnect(ctx context.Context, path string, sets, environ []string, lo
 }
 
 // newPolicy builds the client of one policy replica for policy.server:
-// vLLM's OpenAI-compatible API, or SGLang's native /generate (embedded
-// replicas included: the simulator serves both).
-func newPolicy(r *recipes.Recipe, o transport.Options) (policy.Policy, error) {
-	if r.Policy.Server == recipes.ServerSGLang {
+// vLLM's OpenAI-compatible API, SGLang's native /generate (embedded
+// replicas included: the simulator serves both), or a Tinker server's
+// sampling routes (apiKey is trainer.api_key_env's: the same service;
+// tok reads the sampled ids).
+func newPolicy(r *recipes.Recipe, o transport.Options, apiKey string, tok *roles.Tokenizer) (policy.Policy, error) {
+	switch r.Policy.Server {
+	case recipes.ServerSGLang:
 		return sglang.New(o, r.Policy.Model)
+	case recipes.ServerTinker:
+		tc, err := trainer.New(o, apiKey)
+		if err != nil {
+			return nil, err
+		}
+		opts := tinker.Options{BaseModel: r.Policy.Model, MaxInFlight: r.Policy.Concurrency}
+		if tok != nil && tok.Vocab != nil {
+			opts.Tokens = tok.Vocab
+			opts.EndTokens = EndTokens(tok.Vocab)
+		}
+		return tinker.New(tc, opts)
 	}
 	return policy.New(o)
+}
+
+// EndTokens are the end-of-sequence tokens of the model whose tokenizer
+// is v, as text: those of Qwen's (<|im_end|>, <|endoftext|>, the
+// instruct models' generation_config eos_token_id) that v has as one
+// token. A Tinker server is sent them as stop strings.
+func EndTokens(v roles.Vocab) []string {
+	var out []string
+	for _, t := range []string{"<|im_end|>", "<|endoftext|>"} {
+		ids := v.AppendEncode(nil, t)
+		if len(ids) != 1 {
+			continue
+		}
+		if b, ok := v.TokenBytes(ids[0]); ok && string(b) == t {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // envMap is environ's KEY=VALUE pairs as a map.

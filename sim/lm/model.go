@@ -180,6 +180,14 @@ type Sampling struct {
 	// KeepSpecialTokens writes special tokens' content into Text (vLLM's
 	// skip_special_tokens false; its default skips them).
 	KeepSpecialTokens bool
+	// IgnoreEOS does not stop at the end-of-turn token by itself: only a
+	// stop string or one of StopTokens ends the continuation early (a
+	// Tinker server's sampler, SkyRL's JAX one, stops only where the
+	// request says; vLLM's ignore_eos).
+	IgnoreEOS bool
+	// StopTokens end the continuation when sampled (the token kept), as
+	// Tinker's stop given as token ids.
+	StopTokens []int
 }
 
 // Generation is one sampled continuation.
@@ -232,7 +240,7 @@ func (m *Model) Generate(params Params, prompt []int, sp Sampling, rng *rand.Ran
 		g.Processed = append(g.Processed, plp)
 		partial = append(partial, x)
 		pen.add(x)
-		if x == m.eos {
+		if (x == m.eos && !sp.IgnoreEOS) || slices.Contains(sp.StopTokens, x) {
 			// A stop token: vLLM detokenizes it only with
 			// include_stop_str_in_output, and checks no stop string.
 			if sp.IncludeStopStr {

@@ -73,10 +73,19 @@ type Server struct {
 	// takes heartbeats but is never cleaned again. Zero or negative: no
 	// cleanup. Set them before Handler is called.
 	SessionTimeout, CleanupInterval time.Duration
+	// PrefillNoise is the standard deviation (nats) of the numerical
+	// noise asample's prompt_logprobs carry (sim.policy.prefill_noise, as
+	// the simulated vLLM's prompt_logprobs). Set it before the server
+	// takes requests.
+	PrefillNoise float64
 
-	mu       sync.Mutex
-	nextID   int
-	sessions map[string]time.Time
+	mu sync.Mutex
+	// samplingSessions are the sampling sessions by id; retrieved the
+	// answered sample futures, oldest first (see noteRetrieved).
+	samplingSessions map[string]*samplingSession
+	retrieved        []string
+	nextID           int
+	sessions         map[string]time.Time
 	// expired are the sessions the stale-session cleanup ended.
 	expired map[string]bool
 	// cleanup starts the stale-session cleanup once (Handler).
@@ -181,6 +190,11 @@ type trainedModel struct {
 	// changes it, under trainMu).
 	loaded  bool
 	session string
+	// samplers are the weights each sampler checkpoint holds, by name,
+	// and synced those of the last save for sampling (the worker's,
+	// under trainMu).
+	samplers map[string]lm.Params
+	synced   lm.Params
 }
 
 // checkpoint is a save's record, as SkyRL's CheckpointDB row: pending
@@ -235,6 +249,9 @@ type future struct {
 	done   chan struct{}
 	status int
 	body   any
+	// sample marks an asample future (forgotten a while after it was
+	// answered).
+	sample bool
 }
 
 // NewServer returns a simulated trainer for baseModel that writes
@@ -242,7 +259,7 @@ type future struct {
 func NewServer(model *lm.Model, baseModel, ckptDir string) *Server {
 	s := &Server{model: model, baseModel: baseModel, ckptDir: ckptDir, PollWait: 2 * time.Second,
 		SessionTimeout: 300 * time.Second, CleanupInterval: 60 * time.Second, expired: map[string]bool{},
-		sessions: map[string]time.Time{}, models: map[string]*trainedModel{}, futures: map[string]*future{}, live: map[string]*trainedModel{},
+		sessions: map[string]time.Time{}, samplingSessions: map[string]*samplingSession{}, models: map[string]*trainedModel{}, futures: map[string]*future{}, live: map[string]*trainedModel{},
 		work: make(chan job, 1024), done: make(chan struct{})}
 	s.wg.Add(1)
 	go func() {
@@ -324,6 +341,9 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /api/v1/save_weights", s.saveState)
 	mux.HandleFunc("POST /api/v1/load_weights", s.loadState)
 	mux.HandleFunc("POST /api/v1/retrieve_future", s.retrieveFuture)
+	mux.HandleFunc("POST /api/v1/create_sampling_session", s.createSamplingSession)
+	mux.HandleFunc("POST /api/v1/asample", s.asample)
+	mux.HandleFunc("GET /api/v1/samplers/{id}", s.sampler)
 	mux.HandleFunc("GET /api/v1/training_runs", s.trainingRuns)
 	mux.HandleFunc("GET /api/v1/training_runs/{id}/checkpoints", s.listCheckpoints)
 	mux.HandleFunc("POST /api/v1/unload_model", s.unloadModel)
@@ -673,6 +693,11 @@ func (s *Server) deleteCheckpoint(w http.ResponseWriter, r *http.Request) {
 		delete(m.ckpts, checkpointKey(kind, name))
 	}
 	s.ckMu.Unlock()
+	if m != nil && kind == "sampler" {
+		s.trainMu.Lock()
+		delete(m.samplers, name)
+		s.trainMu.Unlock()
+	}
 	if err := os.Remove(s.checkpointFile(id, kind, name)); err != nil && !os.IsNotExist(err) {
 		// SkyRL commits the row's deletion first: an orphaned file is
 		// left, not a row without its file.
@@ -1211,34 +1236,101 @@ func (s *Server) finishCheckpoint(ck *checkpoint, err error) {
 	}
 }
 
+// samplerSaveRequest is SkyRL's SaveWeightsForSamplerRequest: a named
+// save (path) or the SDK's ephemeral one (sampling_session_seq_id and
+// seq_id, no path).
+type samplerSaveRequest struct {
+	ModelID              string  `json:"model_id"`
+	Path                 *string `json:"path"`
+	SamplingSessionSeqID *int    `json:"sampling_session_seq_id"`
+	SeqID                *int    `json:"seq_id"`
+	Type                 string  `json:"type"`
+}
+
+// saveWeights implements save_weights_for_sampler as SkyRL's api.py and
+// engine.py do: the checkpoint is named path, or ss<N>_seq<M> for an
+// ephemeral save, which also makes a sampling session over
+// tinker://<model_id>/sampler_weights/<name> in the model's session at
+// once (usable when the save completes: asample answers 425 before). An
+// ephemeral save is transient (persist=False): the FSDP backend writes a
+// marker in place of the weights, the JAX backend its adapter archive
+// anyway. Its result has no path and names the sampling session; a named
+// save's path is tinker://<model_id>/<name>.
 func (s *Server) saveWeights(w http.ResponseWriter, r *http.Request) {
-	req, ok := decodeSave(w, r)
-	if !ok {
+	var req samplerSaveRequest
+	if err := httpx.DecodeStrict(r, &req); err != nil {
+		detail(w, http.StatusUnprocessableEntity, "%v", err)
 		return
 	}
+	ephemeral := req.SamplingSessionSeqID != nil && req.SeqID != nil
+	name := ""
+	switch {
+	case req.Path != nil && *req.Path != "":
+		if !reName.MatchString(*req.Path) {
+			detail(w, http.StatusBadRequest, "path %q must match ^[A-Za-z0-9_-]+$", *req.Path)
+			return
+		}
+		name = *req.Path
+	case ephemeral:
+		name = fmt.Sprintf("ss%d_seq%d", *req.SamplingSessionSeqID, *req.SeqID)
+	default:
+		detail(w, http.StatusUnprocessableEntity, "Value error, Either 'path' or both 'sampling_session_seq_id' and 'seq_id' must be provided")
+		return
+	}
+	seq := 0
+	if req.SeqID != nil {
+		seq = *req.SeqID
+	}
 	var ck *checkpoint
-	s.sequenced(w, req.ModelID, req.SeqID, req, s.StepDelay, 0, s.newCheckpoint("sampler", req.Path, &ck), func(m *trainedModel) (int, any) {
+	var sessionID any
+	admitCk := s.newCheckpoint("sampler", name, &ck)
+	admit := func(m *trainedModel) (int, string, func()) {
+		st, msg, undo := admitCk(m)
+		if st != 0 || !ephemeral {
+			return st, msg, undo
+		}
+		ss := &samplingSession{id: s.newSamplingID(), session: m.session, seq: *req.SamplingSessionSeqID,
+			modelPath: "tinker://" + m.id + "/sampler_weights/" + name}
+		s.samplingSessions[ss.id] = ss
+		sessionID = ss.id
+		return 0, "", func() {
+			delete(s.samplingSessions, ss.id)
+			undo()
+		}
+	}
+	s.sequenced(w, req.ModelID, seq, req, s.StepDelay, 0, admit, func(m *trainedModel) (int, any) {
+		snap := samplerSnapshot(m)
+		if m.samplers == nil {
+			m.samplers = map[string]lm.Params{}
+		}
+		m.samplers[name], m.synced = snap, snap
 		// A LoRA model's sampler weights are an adapter; rank 0 (full
 		// fine-tuning) exports the whole model, as SkyRL's FSDP backend.
 		var arc []byte
 		var err error
-		if m.rank == 0 {
+		switch {
+		case ephemeral && s.Backend == BackendFSDP:
+			arc, err = markerArchive(m.id)
+		case m.rank == 0:
 			arc, err = weights.PackFullWeights(s.Archive, m.params, s.baseModel)
-		} else {
+		default:
 			arc, err = weights.PackAdapter(s.Archive, m.params, s.baseModel, m.rank)
 		}
 		if err == nil {
-			err = writeFileAtomic(filepath.Join(s.ckptDir, m.id, "sampler_weights", req.Path+".tar.gz"), arc)
+			err = writeFileAtomic(filepath.Join(s.ckptDir, m.id, "sampler_weights", name+".tar.gz"), arc)
 		}
 		s.finishCheckpoint(ck, err)
 		s.notePeak()
 		if err != nil {
 			return http.StatusInternalServerError, map[string]any{"detail": fmt.Sprintf("save sampler weights: %v", err)}
 		}
+		if ephemeral {
+			return http.StatusOK, map[string]any{"path": nil, "type": "save_weights_for_sampler", "sampling_session_id": sessionID}
+		}
 		// SkyRL's engine.py process_save_weights_for_sampler answers
 		// tinker://<model_id>/<name>, though it writes under
 		// sampler_weights/.
-		return http.StatusOK, map[string]any{"path": "tinker://" + m.id + "/" + req.Path, "type": "save_weights_for_sampler"}
+		return http.StatusOK, map[string]any{"path": "tinker://" + m.id + "/" + name, "type": "save_weights_for_sampler", "sampling_session_id": nil}
 	})
 }
 
@@ -1281,6 +1373,11 @@ func (s *Server) retrieveFuture(w http.ResponseWriter, r *http.Request) {
 	select {
 	case <-f.done:
 		httpx.WriteJSON(w, f.status, f.body)
+		if f.sample {
+			s.mu.Lock()
+			s.noteRetrieved(req.RequestID)
+			s.mu.Unlock()
+		}
 	case <-t.C:
 		// SkyRL (api.py retrieve_future) holds the poll, then answers 408;
 		// the hosted service answers 200 try_again instead.
