@@ -1,18 +1,23 @@
 package sim_test
 
 import (
+	"context"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/hindsearch/hindsearch/clients/policy"
 	"github.com/hindsearch/hindsearch/clients/policy/format"
 	"github.com/hindsearch/hindsearch/clients/policy/policytest"
 	"github.com/hindsearch/hindsearch/clients/policy/sglang"
+	"github.com/hindsearch/hindsearch/clients/policy/tinker"
+	"github.com/hindsearch/hindsearch/clients/trainer"
 	"github.com/hindsearch/hindsearch/sim"
 	"github.com/hindsearch/hindsearch/sim/internal/contracttest"
 	"github.com/hindsearch/hindsearch/sim/lm"
+	simtrainer "github.com/hindsearch/hindsearch/sim/trainer"
 	"github.com/hindsearch/hindsearch/sim/weights"
 )
 
@@ -172,3 +177,54 @@ var (
 	serveSwitch     = contracttest.ServeSwitch
 	contractOptions = contracttest.Options
 )
+
+// TestPolicyContractTinker runs the policy suite against
+// clients/policy/tinker and the simulated trainer's sampling routes
+// (SkyRL's asample, create_sampling_session).
+func TestPolicyContractTinker(t *testing.T) {
+	policytest.Run(t, func(t *testing.T) *policytest.Backend {
+		ts := simtrainer.NewServer(sharedModel(t), contractBase, t.TempDir())
+		t.Cleanup(ts.Close)
+		s := serveSwitch(t, ts.Handler())
+		tc, err := trainer.New(contractOptions(s.URL), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tk := sharedModel(t).Tokenizer()
+		c, err := tinker.New(tc, tinker.Options{BaseModel: contractBase, Tokens: tk, EndTokens: []string{"<|im_end|>"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		return &policytest.Backend{
+			Policy: c, Base: contractBase, Prompt: contractPrompt(t), Stops: format.StopStrings,
+			Encode: tk.Encode, ErrNoTokenizer: tinker.ErrNoTokenizer,
+			// Weights a Tinker server serves under a name are sampler
+			// weights its trainer saved.
+			Adapter: func(t *testing.T) string {
+				ctx := context.Background()
+				sess, err := tc.StartSession(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(sess.Close)
+				id, err := tc.CreateModel(ctx, sess, contractBase, 8, 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				path, err := tc.SaveWeightsForSampler(ctx, id, "contract")
+				if err != nil {
+					t.Fatal(err)
+				}
+				return path
+			},
+			UnknownModelRefused: tinker.ErrNotServed,
+			// SkyRL checks no sampling range; a prompt token outside the
+			// vocabulary fails the future, which is not sent again.
+			Refuse:       func(req *policy.CompletionRequest) { req.Prompt = append(slices.Clone(req.Prompt), 1<<30) },
+			CompletePath: "/api/v1/asample",
+			Fault:        func(path string, n int, kind string) { s.Fault(t, path, n, kind) },
+			Requests:     s.Requests, Retries: 2,
+		}
+	})
+}

@@ -447,6 +447,11 @@ func (c *Client) Models(ctx context.Context) ([]string, error) {
 	return ids, nil
 }
 
+// ErrAlreadyLoaded is wrapped by a client whose server has no refusal of
+// its own for a name loaded twice (a Tinker client serving a name it
+// already serves); AlreadyLoaded recognises it.
+var ErrAlreadyLoaded = errors.New("already loaded")
+
 // AlreadyLoaded reports an error of LoadLoRA saying the adapter is already
 // loaded, which a retried load may meet when the first attempt did take:
 // vLLM answers 400 "... has already been loaded ..." (models/serving.py
@@ -454,6 +459,9 @@ func (c *Client) Models(ctx context.Context) ([]string, error) {
 // "error_message": "Failed to load LoRA adapter N because it is already
 // loaded"} (lora/lora_manager.py).
 func AlreadyLoaded(err error) bool {
+	if errors.Is(err, ErrAlreadyLoaded) {
+		return true
+	}
 	var se *transport.StatusError
 	return errors.As(err, &se) && se.Status == http.StatusBadRequest &&
 		(strings.Contains(se.Body, "already been loaded") || strings.Contains(se.Body, "because it is already loaded"))

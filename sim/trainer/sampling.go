@@ -374,6 +374,14 @@ func parseSamplerPath(p string) (id, ckpt string, ok bool) {
 // checks, then the sequences.
 func (s *Server) runSample(job sampleJob) (int, any) {
 	fail := func(msg string) (int, any) { return http.StatusBadRequest, map[string]any{"detail": msg} }
+	// The API layer checks no token id; the inference engine refuses one
+	// outside the vocabulary and the future fails (SIMULATED: the text is
+	// the simulator's; the client reads no failure text).
+	for _, id := range job.prompt {
+		if n := s.model.Tokenizer().VocabSize(); id < 0 || id >= n {
+			return fail(fmt.Sprintf("prompt token id %d is out of the vocabulary (size %d)", id, n))
+		}
+	}
 	var params lm.Params
 	if job.modelID == "" {
 		if job.base != s.baseModel {

@@ -52,8 +52,13 @@ type Backend struct {
 	// wrapping ErrNoChatTemplate.
 	ChatTemplate      bool
 	ErrNoChatTemplate error
-	// Adapter writes a PEFT adapter directory the server can load as a
-	// LoRA of Base and returns its path.
+	// ErrNoTokenizer, when set, is the error Tokenize and TokenizeChat
+	// wrap: a server with no tokenizer route at all (Tinker), for which
+	// the program tokenizes locally.
+	ErrNoTokenizer error
+	// Adapter writes weights the server can serve under a name of their
+	// own (LoadLoRA) and returns their path: a PEFT adapter directory, or
+	// for a Tinker server the tinker:// path of sampler weights it saved.
 	Adapter func(t *testing.T) string
 	// Weights writes a full model directory the server can load with
 	// UpdateWeightsFromDisk and returns its path; nil for a server without
@@ -79,6 +84,15 @@ type Backend struct {
 	// Retries is the client's transport Retries: the number of faulted
 	// attempts one call absorbs.
 	Retries int
+	// UnknownModelRefused says a request for a model the server was
+	// never given is refused as the program's error wrapping it, not a
+	// replica down (a Tinker client: its sampling sessions live on the
+	// server, so draining the replica would bring nothing back).
+	UnknownModelRefused error
+	// Refuse edits a valid request into one the server refuses once
+	// sent, and not again (nil: temperature -1, which vLLM and SGLang
+	// refuse).
+	Refuse func(req *policy.CompletionRequest)
 }
 
 // Run runs the contract suite against the backends newBackend makes, one
@@ -240,6 +254,12 @@ func score(t *testing.T, b *Backend) {
 func tokenize(t *testing.T, b *Backend) {
 	const text = "Who wrote The Old Man and the Sea? <search> Hemingway </search>"
 	ids, err := b.Policy.Tokenize(ctx(t), b.Base, text, false)
+	if b.ErrNoTokenizer != nil {
+		if !errors.Is(err, b.ErrNoTokenizer) {
+			t.Fatalf("tokenize: %v, want an error wrapping %v", err, b.ErrNoTokenizer)
+		}
+		t.Skip("the server has no tokenizer route: the program tokenizes locally (policy.tokenize: local)")
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,6 +274,12 @@ func tokenize(t *testing.T, b *Backend) {
 func tokenizeChat(t *testing.T, b *Backend) {
 	msgs := []policy.Message{{Role: "user", Content: "Who wrote The Old Man and the Sea?"}}
 	with, err := b.Policy.TokenizeChat(ctx(t), b.Base, msgs, true)
+	if b.ErrNoTokenizer != nil {
+		if !errors.Is(err, b.ErrNoTokenizer) {
+			t.Fatalf("tokenize chat: %v, want an error wrapping %v", err, b.ErrNoTokenizer)
+		}
+		t.Skip("the server has no tokenizer route: the program tokenizes locally (policy.tokenize: local)")
+	}
 	if !b.ChatTemplate {
 		if err == nil || !errors.Is(err, b.ErrNoChatTemplate) {
 			t.Fatalf("tokenize chat: %v, want an error wrapping %v", err, b.ErrNoChatTemplate)
@@ -389,6 +415,12 @@ func loraUnloadUnknown(t *testing.T, b *Backend) {
 func unknownModel(t *testing.T, b *Backend) {
 	_, err := b.Policy.Complete(ctx(t), policy.CompletionRequest{Model: "contract-never-loaded", Prompt: b.Prompt, MaxTokens: 4,
 		Sampling: policy.Neutral(), Seed: seed(4)})
+	if b.UnknownModelRefused != nil {
+		if !errors.Is(err, b.UnknownModelRefused) || policy.ReplicaDown(err) {
+			t.Fatalf("complete with a model never loaded: %v, want an error wrapping %v, not a replica down", err, b.UnknownModelRefused)
+		}
+		return
+	}
 	if err == nil || !policy.ReplicaDown(err) {
 		t.Fatalf("complete with a model never loaded: %v, want policy.ReplicaDown", err)
 	}
@@ -500,12 +532,22 @@ func faultsExhausted(t *testing.T, b *Backend) {
 // native /generate" (verify: 400): a refusal is sent once and is not a
 // replica down.
 func refusalNotRetried(t *testing.T, b *Backend) {
+	req := policy.CompletionRequest{Model: b.Base, Prompt: b.Prompt, MaxTokens: 4, Sampling: policy.Neutral(), Seed: seed(8)}
+	if b.Refuse != nil {
+		b.Refuse(&req)
+	} else {
+		req.Temperature = -1
+	}
+	// A first call may set up what requests need (a sampling session).
+	if b.Refuse != nil {
+		if _, err := b.Policy.Complete(ctx(t), policy.CompletionRequest{Model: b.Base, Prompt: b.Prompt, MaxTokens: 1, Sampling: policy.Neutral(), Seed: seed(8)}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	before := b.Requests(b.CompletePath)
-	s := policy.Neutral()
-	s.Temperature = -1
-	_, err := b.Policy.Complete(ctx(t), policy.CompletionRequest{Model: b.Base, Prompt: b.Prompt, MaxTokens: 4, Sampling: s, Seed: seed(8)})
+	_, err := b.Policy.Complete(ctx(t), req)
 	if err == nil {
-		t.Fatal("temperature -1 was accepted")
+		t.Fatalf("the refused request %+v was accepted", req)
 	}
 	if policy.ReplicaDown(err) {
 		t.Errorf("a refusal taken for a replica down: %v", err)

@@ -104,6 +104,11 @@ var _ policy.Policy = (*Client)(nil)
 // server takes token ids and has no tokenizer route.
 var ErrNoTokenizer = errors.New("a Tinker server has no tokenizer route: set policy.tokenize: local (the model's tokenizer.json in this process)")
 
+// ErrNotServed is wrapped by a request for a model name the client has no
+// sampling session for: the program's error, not a replica down (sampling
+// sessions live on the server and survive its restarts).
+var ErrNotServed = errors.New("not served")
+
 // New builds the policy client of the Tinker server tr speaks to.
 func New(tr *trainer.Client, o Options) (*Client, error) {
 	if tr == nil {
@@ -192,7 +197,7 @@ func (c *Client) target(ctx context.Context, model string) (string, error) {
 		return id, nil
 	}
 	if model != c.opts.BaseModel {
-		return "", fmt.Errorf("tinker policy %s: model %q has no sampling session (not the base model %q, and no sampler weights were served under that name)", c.URL(), model, c.opts.BaseModel)
+		return "", fmt.Errorf("tinker policy %s: model %q has no sampling session (not the base model %q, and no sampler weights were served under that name): %w", c.URL(), model, c.opts.BaseModel, ErrNotServed)
 	}
 	s, err := c.session(ctx)
 	if err != nil {
@@ -561,6 +566,12 @@ func (c *Client) LoadLoRA(ctx context.Context, name, path string) error {
 	if !strings.HasPrefix(path, "tinker://") {
 		return fmt.Errorf("tinker policy %s: cannot serve %s: a Tinker server samples weights it saved, named by a tinker:// path, not a directory", c.URL(), path)
 	}
+	c.mu.Lock()
+	_, dup := c.served[name]
+	c.mu.Unlock()
+	if dup {
+		return fmt.Errorf("tinker policy %s: %s is served already: %w", c.URL(), name, policy.ErrAlreadyLoaded)
+	}
 	s, err := c.session(ctx)
 	if err != nil {
 		return err
@@ -573,16 +584,21 @@ func (c *Client) LoadLoRA(ctx context.Context, name, path string) error {
 	return nil
 }
 
-// UnloadLoRA forgets name (see Forget).
+// UnloadLoRA forgets name (see Forget); a name not served is refused.
 func (c *Client) UnloadLoRA(_ context.Context, name string) error {
-	c.Forget(name)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.served[name]; !ok {
+		return fmt.Errorf("tinker policy %s: %s is not served", c.URL(), name)
+	}
+	delete(c.served, name)
 	return nil
 }
 
 // UpdateWeightsFromDisk is refused: a Tinker server samples the weights
 // its trainer saved (sync.kind tinker), not a directory.
 func (c *Client) UpdateWeightsFromDisk(_ context.Context, path string) error {
-	return fmt.Errorf("tinker policy %s: cannot load %s from disk: a Tinker server samples the weights its trainer saved (sync.kind tinker)", c.URL(), path)
+	return fmt.Errorf("tinker policy %s: cannot load %s from disk: a Tinker server samples the weights its trainer saved (sync.kind tinker): %w", c.URL(), path, policy.ErrWeightsFromDiskUnsupported)
 }
 
 // Health returns nil when GET /api/v1/healthz answers 2xx.
