@@ -48,6 +48,10 @@ func newTinker(t *testing.T) *tinker {
 		case "optim_step":
 			return map[string]any{"metrics": map[string]any{"grad_norm": 0.75}}
 		case "save_weights_for_sampler":
+			if _, ok := body["sampling_session_seq_id"]; ok {
+				// The SDK's ephemeral save: no path, a sampling session.
+				return map[string]any{"path": nil, "sampling_session_id": "sampling_e1", "type": "save_weights_for_sampler"}
+			}
 			return map[string]any{"path": "tinker://" + body["model_id"].(string) + "/sampler_weights/" + body["path"].(string)}
 		}
 		return map[string]any{}
