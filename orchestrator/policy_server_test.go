@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/hindsearch/hindsearch/clients/policy/sglang"
+	"github.com/hindsearch/hindsearch/clients/policy/tinker"
 	"github.com/hindsearch/hindsearch/orchestrator/setup"
 	"github.com/hindsearch/hindsearch/recipes"
 )
@@ -57,6 +58,67 @@ func TestSGLangServerGivesTheSameBatchesAsVLLM(t *testing.T) {
 			}
 			if a, b := fmt.Sprint(vllm.Evals), fmt.Sprint(sg.Evals); a != b {
 				t.Errorf("evaluations: vllm %s\nsglang %s", a, b)
+			}
+		})
+	}
+}
+
+// policy.server tinker samples through the embedded trainer's Tinker
+// routes (asample on sampling sessions of ephemeral saves) the same model
+// with the same sampler as the simulated vLLM: the same settings give
+// the same batches and evaluations, LoRA or full weights, on-policy or
+// one step off-policy (JAX, whose sampling sessions keep their
+// checkpoint's weights).
+func TestTinkerServerGivesTheSameBatchesAsVLLM(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs six short trainings")
+	}
+	for _, tc := range []struct {
+		name string
+		sets []string
+	}{
+		{"lora", []string{"sim.trainer.backend=jax"}},
+		{"full-fsdp", []string{"trainer.lora_rank=0", "sim.trainer.backend=fsdp"}},
+		{"lora-offpolicy", []string{"sim.trainer.backend=jax", "train.max_off_policy_steps=1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			run := func(sets ...string) *Summary {
+				t.Helper()
+				r := testRecipe(t, "", append(append([]string{}, tc.sets...), sets...)...)
+				deps, emb, err := setup.Connect(t.Context(), r, nil, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer emb.Close()
+				if r.Policy.Server == recipes.ServerTinker {
+					if _, ok := deps.Policies[0].(*tinker.Client); !ok || len(emb.Sim().Policies) != 0 {
+						t.Fatalf("policy %T with %d simulated policy servers, want the Tinker client alone", deps.Policies[0], len(emb.Sim().Policies))
+					}
+				}
+				sum, err := (&Runner{Recipe: r, Deps: deps}).Run(t.Context())
+				if err != nil {
+					t.Fatal(err)
+				}
+				return sum
+			}
+			sync := "sync.kind=lora"
+			if slices.Contains(tc.sets, "trainer.lora_rank=0") {
+				sync = "sync.kind=sglang_disk"
+			}
+			ref := []string{sync, "policy.tokenize=local"}
+			if sync == "sync.kind=sglang_disk" {
+				ref = append(ref, "policy.server=sglang")
+			}
+			if slices.Contains(tc.sets, "train.max_off_policy_steps=1") && sync == "sync.kind=sglang_disk" {
+				t.Fatal("sglang_disk cannot go off-policy")
+			}
+			want := run(ref...)
+			got := run("policy.server=tinker", "sync.kind=tinker", "policy.tokenize=local")
+			if a, b := stepDigests(want), stepDigests(got); !slices.Equal(a, b) {
+				t.Errorf("step digests: %s %v\ntinker %v", ref, a, b)
+			}
+			if a, b := fmt.Sprint(want.Evals), fmt.Sprint(got.Evals); a != b {
+				t.Errorf("evaluations: %s %s\ntinker %s", ref, a, b)
 			}
 		})
 	}
