@@ -21,12 +21,15 @@ bench:
 
 ## chaos: the sim recipe under heavy faults with kill -9 and --resume, compared with a clean run;
 ## then against one serve sim that outlives every kill, through vLLM's LoRA route and through
-## SGLang with full weights on the FSDP-like trainer (one model per server)
+## SGLang with full weights on the FSDP-like trainer (one model per server), and through the
+## Tinker sampling routes (policy.server tinker, sync.kind tinker)
 chaos: build
 	$(BIN) chaos $(RECIPE) --kills 4 --set train.steps=8 --set eval.every=4
 	$(BIN) chaos $(RECIPE) --servers --kills 3 --set train.steps=6 --set eval.every=3 --set sim.trainer.backend=fsdp
 	$(BIN) chaos $(RECIPE) --servers --kills 3 --set train.steps=6 --set eval.every=3 --set sim.trainer.backend=fsdp \
 		--set trainer.lora_rank=0 --set sync.kind=sglang_disk --set policy.server=sglang --set policy.tokenize=local
+	$(BIN) chaos $(RECIPE) --servers --kills 3 --set train.steps=6 --set eval.every=3 --set sim.trainer.backend=fsdp \
+		--set policy.server=tinker --set sync.kind=tinker --set policy.tokenize=local
 
 ## golden: the behaviour record a refactoring must leave unchanged (.ci/golden; --update rewrites it)
 golden:

@@ -90,6 +90,12 @@ func serveSim(ctx context.Context, e *env, r *recipes.Recipe, stdin io.Reader, j
 	}
 	judge := r.Judge.URL == recipes.Embedded
 	trainer := r.Trainer.URL == recipes.Embedded
+	// An embedded Tinker policy is the simulated trainer's sampling
+	// routes: no policy server of its own.
+	tinkerPolicy := r.Policy.Server == recipes.ServerTinker && replicas > 0
+	if tinkerPolicy {
+		replicas = 0
+	}
 	retr := r.Retriever.URL == recipes.Embedded
 	if replicas == 0 && !judge && !trainer && !retr {
 		return errors.New("serve sim: the recipe marks no role \"embedded\"")
@@ -124,6 +130,9 @@ func serveSim(ctx context.Context, e *env, r *recipes.Recipe, stdin io.Reader, j
 		}
 		defer servers.Close()
 		addrs.Policy = append(addrs.Policy, servers.PolicyURLs...)
+		if tinkerPolicy {
+			addrs.Policy = []string{servers.TrainerURL}
+		}
 		addrs.Judge, addrs.Trainer = servers.JudgeURL, servers.TrainerURL
 		if trainer {
 			addrs.CheckpointsDir = ckpt
