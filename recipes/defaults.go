@@ -141,6 +141,8 @@ func Defaults() Recipe {
 			Tokenizer:   TokenizerAuto,
 			Tokenize:    TokenizeServer,
 			Server:      ServerVLLM,
+			// What SkyRL answers a client that does not ask for protobuf.
+			TinkerResults: TinkerResultsJSON,
 		},
 		Judge: Judge{
 			URL:            Embedded,

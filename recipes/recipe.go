@@ -69,7 +69,22 @@ type Policy struct {
 	// Tinker server's asample; policy.tokenize local; "embedded" is the
 	// embedded trainer).
 	Server string `mapstructure:"server" yaml:"server"`
+	// TinkerResults is how a Tinker policy asks for sample results:
+	// TinkerResultsJSON (the default; what SkyRL answers a client that
+	// does not ask for protobuf) or TinkerResultsProtobuf (what the
+	// Tinker SDK 0.25 asks for; float32 logprobs). An answer in the other
+	// encoding is read too.
+	TinkerResults string `mapstructure:"tinker_results" yaml:"tinker_results"`
 }
+
+// Allowed values of policy.tinker_results.
+const (
+	// TinkerResultsJSON is policy.tinker_results for JSON results.
+	TinkerResultsJSON = "json"
+	// TinkerResultsProtobuf is policy.tinker_results for protobuf
+	// results (Accept: application/x-protobuf).
+	TinkerResultsProtobuf = "protobuf"
+)
 
 // Allowed values of policy.server.
 const (

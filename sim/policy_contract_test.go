@@ -228,3 +228,74 @@ func TestPolicyContractTinker(t *testing.T) {
 		}
 	})
 }
+
+// A Tinker client asking for protobuf results, as the SDK does, reads
+// what a JSON client reads, its logprobs rounded to float32 (SkyRL's
+// serialize_result), undefined prompt logprobs included.
+func TestTinkerProtobufResults(t *testing.T) {
+	ts := simtrainer.NewServer(sharedModel(t), contractBase, t.TempDir())
+	ts.Backend = simtrainer.BackendFSDP // prompt logprobs with a leading null
+	t.Cleanup(ts.Close)
+	s := serveSwitch(t, ts.Handler())
+	client := func(pb bool) *tinker.Client {
+		tc, err := trainer.New(contractOptions(s.URL), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := tinker.New(tc, tinker.Options{BaseModel: contractBase, Tokens: sharedModel(t).Tokenizer(), EndTokens: []string{"<|im_end|>"}, Protobuf: pb})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		return c
+	}
+	ctx := context.Background()
+	tc, _ := trainer.New(contractOptions(s.URL), "")
+	sess, err := tc.StartSession(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sess.Close)
+	mid, err := tc.CreateModel(ctx, sess, contractBase, 8, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss, err := tc.SaveForSampling(ctx, sess, mid, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, pb := client(false), client(true)
+	js.Serve("m", ss.SessionID)
+	pb.Serve("m", ss.SessionID)
+	seed := int64(3)
+	req := policy.CompletionRequest{Model: "m", Prompt: contractPrompt(t), MaxTokens: 300, Sampling: policy.Neutral(), Seed: &seed, Stop: format.StopStrings}
+	a, err := js.Complete(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := pb.Complete(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(a.TokenIDs, b.TokenIDs) || a.Text != b.Text || a.FinishReason != b.FinishReason || a.StopReason != b.StopReason {
+		t.Fatalf("json %+v\nprotobuf %+v", a, b)
+	}
+	for i := range a.Logprobs {
+		if float64(float32(a.Logprobs[i])) != b.Logprobs[i] {
+			t.Fatalf("logprob %d: json %v protobuf %v, want the float32 of the first", i, a.Logprobs[i], b.Logprobs[i])
+		}
+	}
+	sa, err := js.Score(ctx, "m", req.Prompt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := pb.Score(ctx, "m", req.Prompt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range sa {
+		if float64(float32(sa[i])) != sb[i] {
+			t.Fatalf("score %d: json %v protobuf %v", i, sa[i], sb[i])
+		}
+	}
+}

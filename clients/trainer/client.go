@@ -1,6 +1,7 @@
 package trainer
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -566,13 +567,23 @@ func (c *Client) resolveAll(ctx context.Context, op string, body any, lock *sync
 
 // resolve polls retrieve_future until the result of reqID is ready.
 func (c *Client) resolve(ctx context.Context, op, reqID string) (json.RawMessage, error) {
+	raw, err := c.resolveAs(ctx, op, reqID, nil, nil)
+	return json.RawMessage(raw), err
+}
+
+// resolveAs is resolve with extra headers on every poll (an Accept that
+// asks for a protobuf result): a result that is not JSON is returned as
+// it came when binary accepts it, and an answer that is neither valid
+// JSON nor accepted by binary counts as malformed (retried).
+func (c *Client) resolveAs(ctx context.Context, op, reqID string, headers map[string]string, binary func([]byte) error) ([]byte, error) {
 	wait := max(c.PollWaitMin, time.Millisecond)
 	body := map[string]string{"request_id": reqID}
 	for {
-		var raw json.RawMessage
+		out := &pollAnswer{binary: binary}
 		// SkyRL holds a poll, then answers 408: poll again at once
 		// rather than after the retry layer's backoff.
-		err := c.do(ctx, http.MethodPost, "retrieve_future", body, &raw, transport.Call{Retry: transport.RetryPoll})
+		err := c.do(ctx, http.MethodPost, "retrieve_future", body, out, transport.Call{Retry: transport.RetryPoll, Headers: headers})
+		raw := out.raw
 		if err != nil {
 			var se *transport.StatusError
 			switch {
@@ -589,6 +600,9 @@ func (c *Client) resolve(ctx context.Context, op, reqID string) (json.RawMessage
 			default:
 				return nil, fmt.Errorf("trainer %s: request %s: %w", op, reqID, err)
 			}
+		}
+		if out.isBinary {
+			return raw, nil // a protobuf result, asked for
 		}
 		var probe struct {
 			Type     string          `json:"type"`
@@ -608,6 +622,41 @@ func (c *Client) resolve(ctx context.Context, op, reqID string) (json.RawMessage
 		}
 		return raw, nil
 	}
+}
+
+// pollAnswer is a retrieve_future answer: JSON, or a binary result that
+// binary accepts. Anything else is malformed (the transport retries it).
+type pollAnswer struct {
+	binary   func([]byte) error
+	raw      []byte
+	isBinary bool
+}
+
+// DecodeJSON keeps a copy of body once it checks out.
+func (p *pollAnswer) DecodeJSON(body []byte) error {
+	switch {
+	case looksJSON(body):
+		if !json.Valid(body) {
+			return errors.New("invalid JSON")
+		}
+	case p.binary == nil:
+		return errors.New("not JSON")
+	default:
+		if err := p.binary(body); err != nil {
+			return fmt.Errorf("not JSON, and not the binary result asked for: %w", err)
+		}
+		p.isBinary = true
+	}
+	p.raw = append(p.raw[:0], body...)
+	return nil
+}
+
+// looksJSON reports whether b starts, after white space, as a JSON value
+// does (a protobuf message of the results asked for starts with a field
+// tag: 0x08 to 0x22).
+func looksJSON(b []byte) bool {
+	t := bytes.TrimLeft(b, " \t\r\n")
+	return len(t) > 0 && strings.ContainsRune(`{["-0123456789tfn`, rune(t[0]))
 }
 
 func isTimeout(err error) bool {

@@ -191,6 +191,15 @@ func (c *Client) Resolve(ctx context.Context, op, reqID string, out any) error {
 	return nil
 }
 
+// ResolveBinary is Resolve for a route whose result can come as
+// protobuf: every poll sends headers (e.g. Accept:
+// application/x-protobuf, as the SDK asks for sample results), and the
+// result is returned as it came, JSON or binary; binary checks a binary
+// answer (one it refuses is malformed, and polled again).
+func (c *Client) ResolveBinary(ctx context.Context, op, reqID string, headers map[string]string, binary func([]byte) error) ([]byte, error) {
+	return c.resolveAs(ctx, op, reqID, headers, binary)
+}
+
 // IsRequestError reports whether err is a future the server ran and
 // reported failed, and returns it.
 func IsRequestError(err error) (*RequestError, bool) {

@@ -376,7 +376,8 @@ func newPolicy(r *recipes.Recipe, o transport.Options, apiKey string, tok *roles
 		if err != nil {
 			return nil, err
 		}
-		opts := tinker.Options{BaseModel: r.Policy.Model, MaxInFlight: r.Policy.Concurrency}
+		opts := tinker.Options{BaseModel: r.Policy.Model, MaxInFlight: r.Policy.Concurrency,
+			Protobuf: r.Policy.TinkerResults == recipes.TinkerResultsProtobuf}
 		if tok != nil && tok.Vocab != nil {
 			opts.Tokens = tok.Vocab
 			opts.EndTokens = EndTokens(tok.Vocab)

@@ -2,13 +2,17 @@ package trainer
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"slices"
 	"strings"
+
+	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/hindsearch/hindsearch/sim/internal/httpx"
 	"github.com/hindsearch/hindsearch/sim/lm"
@@ -463,4 +467,64 @@ func (s *Server) noteRetrieved(id string) {
 		s.retrieved = s.retrieved[1:]
 		delete(s.futures, old)
 	}
+}
+
+// protobufAccept is the Accept value that makes SkyRL's retrieve_future
+// answer a sample result as protobuf (api.py: a substring match).
+const protobufAccept = "application/x-protobuf"
+
+// sampleProtobuf is SkyRL's _serialize_sample_output
+// (proto_serialization.py) of a runSample result: tinker_public.
+// SampleResponse with tokens as int32 and logprobs as float32 bytes,
+// undefined prompt logprobs as NaN.
+func sampleProtobuf(body any) ([]byte, bool) {
+	res, ok := body.(map[string]any)
+	if !ok {
+		return nil, false
+	}
+	var b []byte
+	seqs, _ := res["sequences"].([]map[string]any)
+	for _, seq := range seqs {
+		var m []byte
+		if seq["stop_reason"] == "length" {
+			m = protowire.AppendTag(m, 1, protowire.VarintType)
+			m = protowire.AppendVarint(m, 1)
+		}
+		var toks []byte
+		for _, id := range seq["tokens"].([]int) {
+			toks = binary.LittleEndian.AppendUint32(toks, uint32(int32(id)))
+		}
+		m = protowire.AppendTag(m, 2, protowire.BytesType)
+		m = protowire.AppendBytes(m, toks)
+		m = protowire.AppendTag(m, 3, protowire.BytesType)
+		m = protowire.AppendBytes(m, float32Bytes(seq["logprobs"].([]float64)))
+		b = protowire.AppendTag(b, 1, protowire.BytesType)
+		b = protowire.AppendBytes(b, m)
+	}
+	var lps []float64
+	switch v := res["prompt_logprobs"].(type) {
+	case []float64:
+		lps = v
+	case []any:
+		for _, x := range v {
+			f, ok := x.(float64)
+			if !ok {
+				f = math.NaN()
+			}
+			lps = append(lps, f)
+		}
+	}
+	if lps != nil {
+		b = protowire.AppendTag(b, 2, protowire.BytesType)
+		b = protowire.AppendBytes(b, float32Bytes(lps))
+	}
+	return b, true
+}
+
+func float32Bytes(v []float64) []byte {
+	out := make([]byte, 0, 4*len(v))
+	for _, f := range v {
+		out = binary.LittleEndian.AppendUint32(out, math.Float32bits(float32(f)))
+	}
+	return out
 }

@@ -1372,7 +1372,13 @@ func (s *Server) retrieveFuture(w http.ResponseWriter, r *http.Request) {
 	defer t.Stop()
 	select {
 	case <-f.done:
-		httpx.WriteJSON(w, f.status, f.body)
+		if pb, ok := sampleProtobuf(f.body); ok && f.sample && f.status == http.StatusOK && strings.Contains(strings.ToLower(r.Header.Get("Accept")), protobufAccept) {
+			w.Header().Set("Content-Type", protobufAccept)
+			w.WriteHeader(http.StatusOK)
+			_, _ = w.Write(pb)
+		} else {
+			httpx.WriteJSON(w, f.status, f.body)
+		}
 		if f.sample {
 			s.mu.Lock()
 			s.noteRetrieved(req.RequestID)

@@ -11,6 +11,7 @@ package tinker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -53,6 +54,11 @@ type Options struct {
 	// MaxBackoff bounds the total time one call waits out 429s
 	// (DefaultMaxBackoff when zero; the SDK waits without a bound).
 	MaxBackoff time.Duration
+	// Protobuf asks for sample results as protobuf, as the SDK (0.25)
+	// does (its float32 logprobs are what the server computed). Without
+	// it they are asked for as JSON, which SkyRL serves to a client that
+	// does not ask for protobuf; a protobuf answer is read either way.
+	Protobuf bool
 }
 
 // The SDK's sampling dispatch settings (lib/internal_client_holder.py,
@@ -265,12 +271,15 @@ type sampleRequest struct {
 // sampleResult is asample's result in JSON (SkyRL's SampleOutput,
 // skyrl/tinker/types.py; the SDK's SampleResponse).
 type sampleResult struct {
-	Sequences []struct {
-		Tokens     []int      `json:"tokens"`
-		Logprobs   []*float64 `json:"logprobs"`
-		StopReason string     `json:"stop_reason"`
-	} `json:"sequences"`
-	PromptLogprobs []*float64 `json:"prompt_logprobs"`
+	Sequences      []sampledSequence `json:"sequences"`
+	PromptLogprobs []*float64        `json:"prompt_logprobs"`
+}
+
+// sampledSequence is one sampled sequence of a result.
+type sampledSequence struct {
+	Tokens     []int      `json:"tokens"`
+	Logprobs   []*float64 `json:"logprobs"`
+	StopReason string     `json:"stop_reason"`
 }
 
 // unsupported names the sampling settings Tinker's SamplingParams lacks
@@ -485,13 +494,26 @@ func (c *Client) sample(ctx context.Context, model string, prompt []int, sp samp
 		if err != nil {
 			return err
 		}
-		err = c.tr.Resolve(ctx, "asample", reqID, out)
+		var headers map[string]string
+		if c.opts.Protobuf {
+			headers = map[string]string{"Accept": ProtobufAccept}
+		}
+		raw, err := c.tr.ResolveBinary(ctx, "asample", reqID, headers, checkSampleResponse)
 		if errors.Is(err, trainer.ErrExpired) && expired < 3 {
 			expired++
 			body.SeqID = c.nextSeq(id)
 			continue
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		if json.Valid(raw) {
+			if err := json.Unmarshal(raw, out); err != nil {
+				return fmt.Errorf("asample %s: decode result: %w", c.URL(), err)
+			}
+			return nil
+		}
+		return decodeSampleResponse(raw, out)
 	}
 }
 
