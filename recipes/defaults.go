@@ -100,6 +100,11 @@ const (
 	// JudgeAPIOpenAI is judge.api for OpenAI's hosted API: only the
 	// sampling fields it defines are sent.
 	JudgeAPIOpenAI = "openai"
+	// JudgeAPITinker is judge.api for a Tinker API server (asample on
+	// the judge model, the hosted service or SkyRL): the chat template
+	// is applied and the messages tokenized in this process, with
+	// judge.tokenizer.
+	JudgeAPITinker = "tinker"
 	// JudgeMaxTokens is judge.max_tokens_field for "max_tokens" (the
 	// default).
 	JudgeMaxTokens = "max_tokens"
@@ -152,6 +157,7 @@ func Defaults() Recipe {
 			Temperature:    0,
 			Concurrency:    16,
 			API:            JudgeAPIVLLM,
+			Tokenizer:      TokenizerAuto,
 			MaxTokensField: JudgeMaxTokens,
 		},
 		Retriever: Retriever{

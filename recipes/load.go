@@ -653,7 +653,7 @@ func isTokenizerName(s string) bool { return s == TokenizerAuto || s == Tokenize
 // path absolute: against cwd for overridden keys, else against fileDir.
 func resolvePaths(r *Recipe, fileDir, cwd string, overridden map[string]bool) {
 	abs := func(key, p string) string {
-		if p == "" || key == "policy.tokenizer" && isTokenizerName(p) {
+		if p == "" || (key == "policy.tokenizer" || key == "judge.tokenizer") && isTokenizerName(p) {
 			return p
 		}
 		if filepath.IsAbs(p) {
@@ -665,6 +665,7 @@ func resolvePaths(r *Recipe, fileDir, cwd string, overridden map[string]bool) {
 		return filepath.Join(fileDir, p)
 	}
 	r.Policy.Tokenizer = abs("policy.tokenizer", r.Policy.Tokenizer)
+	r.Judge.Tokenizer = abs("judge.tokenizer", r.Judge.Tokenizer)
 	r.Retriever.Corpus = abs("retriever.corpus", r.Retriever.Corpus)
 	r.Retriever.IndexDir = abs("retriever.index_dir", r.Retriever.IndexDir)
 	r.Trainer.CheckpointsDir = abs("trainer.checkpoints_dir", r.Trainer.CheckpointsDir)

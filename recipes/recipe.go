@@ -135,8 +135,15 @@ type Judge struct {
 	// sent, top_k, min_p and repetition_penalty included, so that none
 	// comes from the judge model's generation config) or JudgeAPIOpenAI
 	// (OpenAI's hosted API, which rejects those: only temperature, top_p,
-	// presence_penalty, frequency_penalty and seed are sent).
+	// presence_penalty, frequency_penalty and seed are sent) or
+	// JudgeAPITinker (a Tinker server's asample: the chat template applied
+	// and the messages tokenized here with judge.tokenizer).
 	API string `mapstructure:"api" yaml:"api"`
+	// Tokenizer is the judge model's tokenizer for judge.api tinker:
+	// TokenizerAuto (judge.model's tokenizer.json in the local Hugging
+	// Face cache) or the path of a tokenizer.json. Other judge APIs
+	// tokenize on the server and do not read it.
+	Tokenizer string `mapstructure:"tokenizer" yaml:"tokenizer"`
 	// MaxTokensField names the field judge.max_tokens is sent in:
 	// JudgeMaxTokens or JudgeMaxCompletionTokens (newer hosted OpenAI
 	// models refuse max_tokens).

@@ -217,7 +217,22 @@ func (r *Recipe) Validate() error {
 	atLeast("judge.max_tokens", r.Judge.MaxTokens, 1)
 	temperature("judge.temperature", r.Judge.Temperature)
 	atLeast("judge.concurrency", r.Judge.Concurrency, 1)
-	oneOf("judge.api", r.Judge.API, JudgeAPIVLLM, JudgeAPIOpenAI)
+	oneOf("judge.api", r.Judge.API, JudgeAPIVLLM, JudgeAPIOpenAI, JudgeAPITinker)
+	if r.Judge.API == JudgeAPITinker {
+		if r.Judge.URL == Embedded {
+			bad("judge.api", "%q needs a Tinker server at judge.url (the embedded judge speaks OpenAI's chat API; set judge.api %q)", JudgeAPITinker, JudgeAPIVLLM)
+		}
+		switch tk := r.Judge.Tokenizer; tk {
+		case TokenizerAuto:
+		case "":
+			bad("judge.tokenizer", "must be %q or a tokenizer.json file with judge.api %q", TokenizerAuto, JudgeAPITinker)
+		default:
+			file("judge.tokenizer", tk)
+		}
+		if r.Judge.MaxTokensField != JudgeMaxTokens {
+			bad("judge.max_tokens_field", "must be %q with judge.api %q (sent as sampling_params.max_tokens)", JudgeMaxTokens, JudgeAPITinker)
+		}
+	}
 	oneOf("judge.max_tokens_field", r.Judge.MaxTokensField, JudgeMaxTokens, JudgeMaxCompletionTokens)
 
 	endpoint("retriever.url", r.Retriever.URL)

@@ -77,6 +77,42 @@ func Qwen25Chat(msgs []policy.Message, addGenerationPrompt bool) string {
 	return b.String()
 }
 
+// Qwen3Chat is Qwen3's chat template without tools, for system, user and
+// generation-prompt turns (Qwen3's tokenizer_config.json, as
+// tinker-cookbook's Qwen3Renderer reproduces it): no default system
+// message; each message is "<|im_start|>{role}\n{content}<|im_end|>\n";
+// the generation prompt is "<|im_start|>assistant\n" (thinking left on,
+// the template's default, for the hybrid models).
+func Qwen3Chat(msgs []policy.Message, addGenerationPrompt bool) string {
+	var b strings.Builder
+	for _, m := range msgs {
+		b.WriteString("<|im_start|>" + m.Role + "\n" + m.Content + "<|im_end|>\n")
+	}
+	if addGenerationPrompt {
+		b.WriteString("<|im_start|>assistant\n")
+	}
+	return b.String()
+}
+
+// QwenEndTokens are the Qwen2.5 and Qwen3 instruct models' end-of-turn
+// tokens (generation_config.json eos_token_id: <|im_end|>, <|endoftext|>).
+var QwenEndTokens = []string{"<|im_end|>", "<|endoftext|>"}
+
+// ChatFor returns the chat template of model, by its family, and false
+// for a family whose template the program does not reproduce (only the
+// Qwen2.5 and Qwen3 families are: a server with no tokenizer route, as
+// Tinker, must never get an approximation).
+func ChatFor(model string) (ChatTemplate, bool) {
+	m := strings.ToLower(model)
+	switch {
+	case strings.Contains(m, "qwen3"):
+		return Qwen3Chat, true
+	case strings.Contains(m, "qwen2.5"):
+		return Qwen25Chat, true
+	}
+	return nil, false
+}
+
 // SimTokenizerSource is the Source of the simulator's tokenizer.
 const SimTokenizerSource = "the simulator's own tokenizer"
 

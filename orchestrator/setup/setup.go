@@ -265,11 +265,22 @@ func Connect(ctx context.Context, r *recipes.Recipe, environ []string, log io.Wr
 	if ju == recipes.Embedded {
 		ju = e.sim.JudgeURL
 	}
-	jc, err := judge.New(opts("judge", ju), r.Judge.Model, key(r.Judge.APIKeyEnv), roles.JudgeOptions(r)...)
-	if err != nil {
-		return fail(fmt.Errorf("judge.url: %w", err))
+	if r.Judge.API == recipes.JudgeAPITinker {
+		j, close, err := tinkerJudge(r, opts("judge", ju), key(r.Judge.APIKeyEnv), env, cfg.loadTokenizer)
+		if err != nil {
+			return fail(fmt.Errorf("judge.url: %w", err))
+		}
+		if close != nil {
+			e.closers = append(e.closers, close)
+		}
+		deps.Judge = j
+	} else {
+		jc, err := judge.New(opts("judge", ju), r.Judge.Model, key(r.Judge.APIKeyEnv), roles.JudgeOptions(r)...)
+		if err != nil {
+			return fail(fmt.Errorf("judge.url: %w", err))
+		}
+		deps.Judge = jc
 	}
-	deps.Judge = jc
 	tu := r.Trainer.URL
 	if tu == recipes.Embedded {
 		tu = e.sim.TrainerURL
@@ -393,7 +404,7 @@ func newPolicy(r *recipes.Recipe, o transport.Options, apiKey string, tok *roles
 // token. A Tinker server is sent them as stop strings.
 func EndTokens(v roles.Vocab) []string {
 	var out []string
-	for _, t := range []string{"<|im_end|>", "<|endoftext|>"} {
+	for _, t := range roles.QwenEndTokens {
 		ids := v.AppendEncode(nil, t)
 		if len(ids) != 1 {
 			continue
@@ -414,4 +425,60 @@ func envMap(environ []string) map[string]string {
 		}
 	}
 	return env
+}
+
+// tinkerJudge builds judge.api tinker's judge: the judge model sampled
+// through a Tinker server's asample, its chat template applied and its
+// messages tokenized here with judge.tokenizer. A tokenizer or template
+// that cannot be had gives a judge that fails with why (doctor reports
+// it); the returned func releases the client's session.
+func tinkerJudge(r *recipes.Recipe, o transport.Options, apiKey string, env map[string]string, load TokenizerLoader) (judge.Judge, func(), error) {
+	if load == nil {
+		load = loadTokenizerFile
+	}
+	chat, ok := roles.ChatFor(r.Judge.Model)
+	if !ok {
+		return judge.Unavailable{Server: o.BaseURL, Err: &roles.TokenizerError{
+			What: fmt.Sprintf("judge.model %q: the program reproduces the chat template of the Qwen2.5 and Qwen3 families only, and a Tinker server takes token ids", r.Judge.Model),
+			Fix:  "use a Qwen2.5 or Qwen3 judge with judge.api tinker, or an OpenAI-compatible judge (judge.api vllm or openai)"}}, nil, nil
+	}
+	path := r.Judge.Tokenizer
+	if path == recipes.TokenizerAuto {
+		p, _, err := hfCacheTokenizer(r.Judge.Model, env)
+		var te *roles.TokenizerError
+		if errors.As(err, &te) {
+			return judge.Unavailable{Server: o.BaseURL, Err: &roles.TokenizerError{What: "judge.tokenizer auto: " + te.What, Fix: te.Fix}}, nil, nil
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("judge.tokenizer auto: %w", err)
+		}
+		path = p
+	}
+	v, err := load(path)
+	if err != nil {
+		return judge.Unavailable{Server: o.BaseURL, Err: fmt.Errorf("judge.tokenizer: %w", err)}, nil, nil
+	}
+	tc, err := trainer.New(o, apiKey)
+	if err != nil {
+		return nil, nil, err
+	}
+	end := EndTokens(v)
+	c, err := tinker.New(tc, tinker.Options{BaseModel: r.Judge.Model, Tokens: v, EndTokens: end, MaxInFlight: r.Judge.Concurrency,
+		Protobuf: r.Policy.TinkerResults == recipes.TinkerResultsProtobuf})
+	if err != nil {
+		return nil, nil, err
+	}
+	render := func(msgs []judge.Message) string {
+		pm := make([]policy.Message, len(msgs))
+		for i, m := range msgs {
+			pm[i] = policy.Message{Role: m.Role, Content: m.Content}
+		}
+		return chat(pm, true)
+	}
+	j, err := judge.NewTokenChat(c, r.Judge.Model, render, func(text string) []int { return v.AppendEncode(nil, text) }, end)
+	if err != nil {
+		c.Close()
+		return nil, nil, err
+	}
+	return j, c.Close, nil
 }

@@ -68,6 +68,17 @@ func connectTokenizer(r *recipes.Recipe, env map[string]string, emb *sim.Servers
 			return nil, fmt.Errorf("policy.tokenizer %s: the simulator's tokenizer: %w", name, err)
 		}
 		return simTokenizer(tk), nil
+	}
+	chat, known := roles.ChatFor(r.Policy.Model)
+	if !known {
+		if r.Policy.Server == recipes.ServerTinker {
+			// No tokenizer route to check a guess against.
+			return nil, &roles.TokenizerError{What: fmt.Sprintf("policy.model %q: the program reproduces the tokenizer and chat template of the Qwen2.5 and Qwen3 families only, and a Tinker server has no tokenizer route to check another against", r.Policy.Model),
+				Fix: "use a Qwen2.5 or Qwen3 model, or serve the model with vLLM (policy.server vllm), whose /tokenize applies its own template"}
+		}
+		chat = roles.Qwen25Chat
+	}
+	switch {
 	case name == recipes.TokenizerAuto:
 		path, how, err := hfCacheTokenizer(r.Policy.Model, env)
 		var te *roles.TokenizerError
@@ -82,13 +93,13 @@ func connectTokenizer(r *recipes.Recipe, env map[string]string, emb *sim.Servers
 			return nil, fmt.Errorf("policy.tokenizer auto: %w", err)
 		}
 		note(fmt.Sprintf("policy.tokenizer auto: %s (%s)", path, how))
-		return &roles.Tokenizer{Vocab: v, Chat: roles.Qwen25Chat, Source: path + " (" + how + ")"}, nil
+		return &roles.Tokenizer{Vocab: v, Chat: chat, Source: path + " (" + how + ")"}, nil
 	}
 	v, err := load(name)
 	if err != nil {
 		return nil, fmt.Errorf("policy.tokenizer: %w", err)
 	}
-	return &roles.Tokenizer{Vocab: v, Chat: roles.Qwen25Chat, Source: name}, nil
+	return &roles.Tokenizer{Vocab: v, Chat: chat, Source: name}, nil
 }
 
 // hfHubCache is the Hugging Face hub cache directory as huggingface_hub
