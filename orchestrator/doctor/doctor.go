@@ -29,6 +29,7 @@ import (
 	"github.com/hindsearch/hindsearch/clients/policy"
 	"github.com/hindsearch/hindsearch/clients/policy/format"
 	"github.com/hindsearch/hindsearch/clients/policy/sglang"
+	"github.com/hindsearch/hindsearch/clients/policy/tinker"
 	"github.com/hindsearch/hindsearch/clients/retriever"
 	"github.com/hindsearch/hindsearch/clients/trainer"
 	"github.com/hindsearch/hindsearch/clients/transport"
@@ -72,6 +73,11 @@ type Check struct {
 	// recipe key or command. Set for CheckFail and CheckWarn.
 	Fix string
 }
+
+// HostedTinkerHost is the hosted Tinker service's host (the SDK's default
+// base URL is https://tinker.thinkingmachines.dev/services/tinker-prod):
+// it needs an API key.
+const HostedTinkerHost = "tinker.thinkingmachines.dev"
 
 // DefaultCheckTimeout bounds each check of Doctor and Preflight, retries
 // included.
@@ -234,6 +240,10 @@ func (c *checker) run(ctx context.Context) []Check {
 	var judgeC, retC, trainC, syncC []Check
 	var wg sync.WaitGroup
 	for i, p := range c.deps.Policies {
+		if tc, ok := p.(*tinker.Client); ok {
+			wg.Go(func() { reps[i] = c.tinkerPolicy(ctx, tc) })
+			continue
+		}
 		wg.Go(func() { reps[i] = c.policy(ctx, p) })
 	}
 	if c.full && c.deps.Judge != nil {
@@ -245,7 +255,8 @@ func (c *checker) run(ctx context.Context) []Check {
 	if c.deps.Trainer != nil {
 		wg.Go(func() { trainC = c.trainer(ctx, c.deps.Trainer) })
 	}
-	if c.full && c.r.Sync.Kind != recipes.SyncNone {
+	// sync.kind tinker moves no files: no sync.dir.
+	if c.full && c.r.Sync.Kind != recipes.SyncNone && c.r.Sync.Kind != recipes.SyncTinker {
 		wg.Go(func() { syncC = c.syncDir() })
 	}
 	wg.Wait()
@@ -289,6 +300,9 @@ type replicaChecks struct {
 	checks []Check
 	// reached is false when the replica did not answer GET /health.
 	reached bool
+	// tinker marks a Tinker policy's rows (tinkerPolicy): no tokenizer
+	// route to compare across replicas.
+	tinker bool
 	// unserved is set when GET /v1/models showed that policy.model is not
 	// served: the tokenizer probes are skipped. teacherUnserved likewise
 	// for the teacher model.
@@ -975,7 +989,7 @@ func loraRankFlag(rank int) int {
 func tokenizerChecks(r *recipes.Recipe, reps []replicaChecks) {
 	ref := -1
 	for i, rc := range reps {
-		if rc.reached && !rc.unserved && rc.idsErr == nil {
+		if rc.reached && !rc.unserved && rc.idsErr == nil && !rc.tinker {
 			ref = i
 			break
 		}
@@ -983,8 +997,8 @@ func tokenizerChecks(r *recipes.Recipe, reps []replicaChecks) {
 	teacher := teacherModel(r)
 	for i := range reps {
 		rc := &reps[i]
-		if !rc.reached {
-			continue // its rows are skipped already
+		if !rc.reached || rc.tinker {
+			continue // its rows are skipped already, or its own
 		}
 		ch := Check{Role: "policy", Server: rc.url, Name: "tokenizer"}
 		teacher := teacher
@@ -1077,6 +1091,9 @@ func (c *checker) apiKey(role, server, key, name string, st keyState) (Check, bo
 	switch {
 	case c.env[name] != "":
 		ch.Status, ch.Detail = CheckOK, name+" is set (value not shown)"
+	case strings.Contains(server, HostedTinkerHost):
+		ch.Status, ch.Detail = CheckFail, fmt.Sprintf("%s (named by %s) is not set, and the hosted Tinker service needs an API key", name, key)
+		ch.Fix = fmt.Sprintf("export %s=<your Tinker API key> (from the Tinker console) before running orchestrate", name)
 	case st == keyRefused:
 		ch.Status, ch.Detail = CheckFail, fmt.Sprintf("%s (named by %s) is not set, and the server refused the request without a key", name, key)
 		ch.Fix = fmt.Sprintf("export %s=<the key> before running orchestrate", name)
@@ -1115,17 +1132,30 @@ func (c *checker) judge(ctx context.Context, j judge.Judge) []Check {
 		MaxTokens: 8, Sampling: roles.JudgeSampling(c.r), Seed: &seed,
 	})
 	cancel()
+	route := "POST /v1/chat/completions"
+	if c.r.Judge.API == recipes.JudgeAPITinker {
+		route = "asample (judge.api tinker)"
+	}
+	var te *roles.TokenizerError
 	switch {
 	case err == nil:
-		ch.Status, ch.Detail = CheckOK, fmt.Sprintf("POST /v1/chat/completions answered (%d characters) for model %q", len(reply), c.r.Judge.Model)
+		ch.Status, ch.Detail = CheckOK, fmt.Sprintf("%s answered (%d characters) for model %q", route, len(reply), c.r.Judge.Model)
+	case errors.As(err, &te):
+		ch.Status, ch.Detail, ch.Fix = CheckFail, te.What, te.Fix
+	case keyStateOf(err) == keyRefused && c.r.Judge.API == recipes.JudgeAPITinker:
+		ch.Status, ch.Detail = CheckFail, route+" refused the credentials: "+reason(err)
+		ch.Fix = c.refusedFix("judge.api_key_env", c.r.Judge.APIKeyEnv) + " (it is sent as X-API-Key)"
 	case keyStateOf(err) == keyRefused:
-		ch.Status, ch.Detail = CheckFail, "POST /v1/chat/completions refused the credentials: "+reason(err)
+		ch.Status, ch.Detail = CheckFail, route+" refused the credentials: "+reason(err)
 		ch.Fix = c.refusedFix("judge.api_key_env", c.r.Judge.APIKeyEnv) + " (it is sent as Authorization: Bearer)"
+	case c.r.Judge.API == recipes.JudgeAPITinker:
+		ch.Status, ch.Detail = CheckFail, route+": "+reason(err)
+		ch.Fix = "check judge.url (a Tinker server that lists judge.model in get_server_capabilities) and the key judge.api_key_env names"
 	case transport.IsStatus(err, http.StatusNotFound):
-		ch.Status, ch.Detail = CheckFail, "POST /v1/chat/completions: "+reason(err)
+		ch.Status, ch.Detail = CheckFail, route+": "+reason(err)
 		ch.Fix = fmt.Sprintf("the server does not serve judge.model %q at /v1/chat/completions: set judge.model to a name from its GET /v1/models, or start vLLM with --served-model-name %s", c.r.Judge.Model, c.r.Judge.Model)
 	default:
-		ch.Status, ch.Detail = CheckFail, "POST /v1/chat/completions: "+reason(err)
+		ch.Status, ch.Detail = CheckFail, route+": "+reason(err)
 		ch.Fix = "start the judge server (vLLM's OpenAI server, port 8100 in docs/gpu.md) or fix judge.url"
 	}
 	var out []Check
@@ -1209,6 +1239,9 @@ func (c *checker) trainer(ctx context.Context, tr trainer.Trainer) []Check {
 		if keyStateOf(err) == keyRefused {
 			return c.refusedFix("trainer.api_key_env", c.r.Trainer.APIKeyEnv) + " (it is sent as X-API-Key)"
 		}
+		if strings.Contains(u, HostedTinkerHost) {
+			return "the hosted Tinker service did not answer: check this machine's network reaches it (and any proxy), or its status page"
+		}
 		return "start the Tinker API server (SkyRL, port 8300 in docs/gpu.md) or fix trainer.url"
 	}
 	key := keyUnknown
@@ -1220,7 +1253,12 @@ func (c *checker) trainer(ctx context.Context, tr trainer.Trainer) []Check {
 		}
 		out = append(out, weightsCheck(c.r, u), optimizerCheck(c.r, u))
 		// The embedded simulator's directory is sized by its own archives.
-		out = append(out, checkpointsDir(c.r.Trainer.CheckpointsDir, checkpointDiskNeed(c.r)))
+		if c.r.Sync.Kind == recipes.SyncTinker && c.r.Trainer.CheckpointsDir == "" {
+			out = append(out, Check{Role: "trainer", Server: u, Name: "checkpoints dir", Status: CheckSkip,
+				Detail: "sync.kind tinker reads no sampler archive: the checkpoints stay on the Tinker server, which the run's retention prunes (checkpoint.keep)"})
+		} else {
+			out = append(out, checkpointsDir(c.r.Trainer.CheckpointsDir, checkpointDiskNeed(c.r)))
+		}
 		if kc, ok := c.apiKey("trainer", u, "trainer.api_key_env", c.r.Trainer.APIKeyEnv, key); ok {
 			return append([]Check{kc}, out...)
 		}

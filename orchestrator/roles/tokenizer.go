@@ -105,7 +105,7 @@ var QwenEndTokens = []string{"<|im_end|>", "<|endoftext|>"}
 func ChatFor(model string) (ChatTemplate, bool) {
 	m := strings.ToLower(model)
 	switch {
-	case strings.Contains(m, "qwen3"):
+	case strings.Contains(m, "qwen3-"): // not Qwen3.5 and later, whose templates differ
 		return Qwen3Chat, true
 	case strings.Contains(m, "qwen2.5"):
 		return Qwen25Chat, true

@@ -41,13 +41,15 @@ import (
 // other keys: trainer.checkpoints_dir and sync.dir under output.dir, and
 // retriever.index_dir under the user cache directory. A remote trainer
 // needs trainer.checkpoints_dir set explicitly (SkyRL's checkpoints base on a
-// filesystem shared with this machine).
+// filesystem shared with this machine), unless sync.kind is tinker,
+// which reads no sampler archive.
 func ApplyRunDefaults(r *recipes.Recipe) error {
-	if r.Trainer.CheckpointsDir == "" {
-		if r.Trainer.URL != recipes.Embedded {
-			return errors.New("trainer.checkpoints_dir: required with a remote trainer: set it to the trainer's checkpoints base, on a filesystem this machine can read")
-		}
+	switch {
+	case r.Trainer.CheckpointsDir != "":
+	case r.Trainer.URL == recipes.Embedded:
 		r.Trainer.CheckpointsDir = filepath.Join(r.Output.Dir, "checkpoints")
+	case r.Sync.Kind != recipes.SyncTinker:
+		return errors.New("trainer.checkpoints_dir: required with a remote trainer: set it to the trainer's checkpoints base, on a filesystem this machine can read")
 	}
 	if r.Sync.Dir == "" {
 		r.Sync.Dir = filepath.Join(r.Output.Dir, "adapters")
@@ -447,7 +449,8 @@ func tinkerJudge(r *recipes.Recipe, o transport.Options, apiKey string, env map[
 		p, _, err := hfCacheTokenizer(r.Judge.Model, env)
 		var te *roles.TokenizerError
 		if errors.As(err, &te) {
-			return judge.Unavailable{Server: o.BaseURL, Err: &roles.TokenizerError{What: "judge.tokenizer auto: " + te.What, Fix: te.Fix}}, nil, nil
+			return judge.Unavailable{Server: o.BaseURL, Err: &roles.TokenizerError{What: "judge.tokenizer auto: " + te.What,
+				Fix: fmt.Sprintf("download it (huggingface-cli download %s tokenizer.json) or set judge.tokenizer to the judge model's tokenizer.json", r.Judge.Model)}}, nil, nil
 		}
 		if err != nil {
 			return nil, nil, fmt.Errorf("judge.tokenizer auto: %w", err)

@@ -1,0 +1,165 @@
+package doctor
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/hindsearch/hindsearch/clients/policy"
+	"github.com/hindsearch/hindsearch/clients/policy/tinker"
+	"github.com/hindsearch/hindsearch/orchestrator/roles"
+	"github.com/hindsearch/hindsearch/recipes"
+)
+
+// Doctor's rows for a Tinker policy (policy.server tinker): the server's
+// health and capabilities, a one-token asample that returns ids and
+// logprobs, prompt_logprobs, and the local tokenizer against what the
+// server samples (Tinker has no tokenizer route: the sampled ids must be
+// in the local vocabulary, read back to the same ids, and end at the
+// local tokenizer's end token).
+
+// tinkerProbe is the chat-templated question doctor samples from.
+const tinkerProbe = "Who composed the opera Carmen? Answer in one short sentence."
+
+// fsdpBaseRefusal is SkyRL's FSDP and Megatron backends' refusal of a
+// sample without a model id (skyrl_train_backend.py sample).
+const fsdpBaseRefusal = "Sampling requested for unknown model_id(s)"
+
+// tinkerPolicy checks one Tinker policy server.
+func (c *checker) tinkerPolicy(ctx context.Context, p *tinker.Client) replicaChecks {
+	rc := replicaChecks{url: p.URL(), tinker: true}
+	add := func(name string, st CheckStatus, detail, fix string) {
+		rc.checks = append(rc.checks, Check{Role: "policy", Server: rc.url, Name: name, Status: st, Detail: detail, Fix: fix})
+	}
+	names := []string{"capabilities", "sample", "prompt logprobs", localTokenizerRow}
+	cctx, cancel := c.bounded(ctx)
+	err := p.Health(cctx)
+	cancel()
+	if err != nil {
+		add("health", CheckFail, "GET /api/v1/healthz: "+reason(err),
+			"check the Tinker server's URL (policy.urls, trainer.url) and that it is up; for the hosted service, the URL its documentation gives")
+		for _, n := range names {
+			if n == localTokenizerRow {
+				if ch, bad := c.missingLocalTokenizer(rc.url); bad {
+					// Known without the server: say it now.
+					rc.checks = append(rc.checks, ch)
+					continue
+				}
+			}
+			add(n, CheckSkip, "the server did not answer GET /api/v1/healthz", "")
+		}
+		return rc
+	}
+	rc.reached = true
+	add("health", CheckOK, "GET /api/v1/healthz answered", "")
+	cctx, cancel = c.bounded(ctx)
+	models, err := p.Models(cctx)
+	cancel()
+	switch {
+	case err != nil:
+		add("capabilities", CheckFail, "GET /api/v1/get_server_capabilities: "+reason(err), "the server must answer get_server_capabilities (the Tinker API's)")
+	case !slices.Contains(models, c.r.Policy.Model):
+		add("capabilities", CheckFail, fmt.Sprintf("does not list %q (it lists %s)", c.r.Policy.Model, listOrNone(models)),
+			"set policy.model and trainer.base_model to a model the server lists")
+	default:
+		add("capabilities", CheckOK, "lists "+c.r.Policy.Model, "")
+	}
+	if !c.full {
+		return rc
+	}
+	tok, tokErr := c.deps.LocalTokenizer()
+	if tokErr != nil {
+		add("sample", CheckSkip, "no local tokenizer to build the prompt (see the local tokenizer row)", "")
+		add("prompt logprobs", CheckSkip, "no local tokenizer to build the prompt", "")
+		ch, _ := c.missingLocalTokenizer(rc.url)
+		rc.checks = append(rc.checks, ch)
+		return rc
+	}
+	prompt := tok.Vocab.AppendEncode(nil, tok.Chat([]policy.Message{{Role: "user", Content: tinkerProbe}}, true))
+	seed := int64(1)
+	cctx, cancel = c.bounded(ctx)
+	comp, err := p.Complete(cctx, policy.CompletionRequest{Model: c.r.Policy.Model, Prompt: prompt, MaxTokens: 48,
+		Sampling: policy.Greedy(), Seed: &seed})
+	cancel()
+	baseRefused := err != nil && strings.Contains(err.Error(), fsdpBaseRefusal)
+	switch {
+	case baseRefused && c.r.Sync.Kind == recipes.SyncTinker:
+		note := "the server does not sample the base model itself (SkyRL's FSDP or Megatron backend); the run samples it through an ephemeral save of its new model, which this check cannot make without creating one"
+		st, fix := CheckOK, ""
+		if c.r.Hindsight.Enabled && c.r.Hindsight.Teacher == recipes.TeacherInitial {
+			st, fix = CheckWarn, "on this backend every sampling session samples the newest saved weights, so hindsight.teacher initial scores with the current policy: use hindsight.teacher self, or the JAX backend"
+		}
+		add("sample", st, note, fix)
+		add("prompt logprobs", CheckSkip, note, "")
+		add(localTokenizerRow, CheckSkip, note, "")
+		return rc
+	case err != nil:
+		add("sample", CheckFail, "asample of 48 tokens: "+reason(err), tinkerFix(err))
+		add("prompt logprobs", CheckSkip, "the sample failed", "")
+		add(localTokenizerRow, CheckSkip, "the sample failed", "")
+		return rc
+	default:
+		add("sample", CheckOK, fmt.Sprintf("asample returned %d ids with logprobs (finish %s)", len(comp.TokenIDs), comp.FinishReason), "")
+	}
+	cctx, cancel = c.bounded(ctx)
+	lps, err := p.Score(cctx, c.r.Policy.Model, prompt)
+	cancel()
+	switch {
+	case err != nil:
+		add("prompt logprobs", CheckFail, "asample with prompt_logprobs: "+reason(err),
+			"the server must return prompt_logprobs (SkyRL's JAX backend needs a version with them; its limitations page predates them)")
+	case slices.ContainsFunc(lps[1:], func(x float64) bool { return !(x <= 0) || math.IsInf(x, 0) }):
+		add("prompt logprobs", CheckFail, "prompt_logprobs has values that are not finite logprobs", "")
+	default:
+		add("prompt logprobs", CheckOK, fmt.Sprintf("%d prompt logprobs for %d tokens", len(lps)-1, len(prompt)), "")
+	}
+	rc.checks = append(rc.checks, tinkerTokenizerCheck(rc.url, tok, comp))
+	return rc
+}
+
+// tinkerTokenizerCheck holds the local tokenizer to what the server
+// sampled: every id in the local vocabulary, the ids' text encoding back
+// to the same ids, and a stop at an end token being the local end
+// token's id.
+func tinkerTokenizerCheck(url string, tok *roles.Tokenizer, comp *policy.Completion) Check {
+	ch := Check{Role: "policy", Server: url, Name: localTokenizerRow}
+	fix := "point policy.tokenizer at the tokenizer.json of policy.model (the one the server loads); the program reproduces the Qwen2.5 and Qwen3 tokenizers"
+	var text []byte
+	for i, id := range comp.TokenIDs {
+		b, ok := tok.Vocab.TokenBytes(id)
+		if !ok {
+			ch.Status, ch.Detail, ch.Fix = CheckFail, fmt.Sprintf("sampled id %d (token %d) is not in the local tokenizer (%s)", id, i, tok.Source), fix
+			return ch
+		}
+		text = append(text, b...)
+	}
+	if comp.StopTokenID != nil {
+		want := tok.Vocab.AppendEncode(nil, roles.QwenEndTokens[0])
+		if len(want) != 1 || want[0] != *comp.StopTokenID {
+			ch.Status, ch.Detail, ch.Fix = CheckFail, fmt.Sprintf("the server stopped at id %d, the local tokenizer's %s is %v", *comp.StopTokenID, roles.QwenEndTokens[0], want), fix
+			return ch
+		}
+	}
+	again := tok.Vocab.AppendEncode(nil, string(text))
+	if !slices.Equal(again, comp.TokenIDs) {
+		// A model may sample a non-canonical split; the vocabulary agrees.
+		ch.Status, ch.Detail = CheckWarn, fmt.Sprintf("the %d sampled ids read back as %d ids locally (%s): a non-canonical split, or a different tokenizer", len(comp.TokenIDs), len(again), tokenDiff(comp.TokenIDs, again))
+		ch.Fix = fix
+		return ch
+	}
+	ch.Status, ch.Detail = CheckOK, fmt.Sprintf("the %d sampled ids are local ids and read back to themselves (%s)", len(comp.TokenIDs), tok.Source)
+	return ch
+}
+
+// tinkerFix says what to do about a failed asample.
+func tinkerFix(err error) string {
+	switch e := err.Error(); {
+	case strings.Contains(e, "401") || strings.Contains(e, "403"):
+		return "the server refused the key: export the variable trainer.api_key_env names (for the hosted service, TINKER_API_KEY)"
+	case strings.Contains(e, "decode"):
+		return "the server answered a result this client cannot read: try policy.tinker_results: protobuf (what the Tinker SDK asks for)"
+	}
+	return "see the server's answer above; docs/conformance.md (Tinker sampling) lists what each server refuses"
+}
