@@ -647,7 +647,9 @@ func normalize(r *Recipe) {
 
 // isTokenizerName reports whether a policy.tokenizer value names a
 // tokenizer rather than a file (auto, sim): it is not a path to resolve.
-func isTokenizerName(s string) bool { return s == TokenizerAuto || s == TokenizerSim }
+func isTokenizerName(s string) bool {
+	return s == TokenizerAuto || s == TokenizerSim || s == TokenizerQwen25 || s == TokenizerQwen3
+}
 
 // resolvePaths substitutes {name} in output.dir and makes every non-empty
 // path absolute: against cwd for overridden keys, else against fileDir.

@@ -109,6 +109,12 @@ const (
 	// TokenizerSim is policy.tokenizer for the simulator's tokenizer, built
 	// from the recipe as `orchestrate serve sim` builds it.
 	TokenizerSim = "sim"
+	// TokenizerQwen25 and TokenizerQwen3 are policy.tokenizer (and
+	// judge.tokenizer) for the program's own copies of the Qwen2.5 and
+	// Qwen3 families' tokenizers (clients/policy/tokenizer, equal to the
+	// models' tokenizer.json on their reference texts): no file needed.
+	TokenizerQwen25 = "qwen2.5"
+	TokenizerQwen3  = "qwen3"
 	// TokenizeServer is policy.tokenize for the policy server's /tokenize
 	// (the default).
 	TokenizeServer = "server"

@@ -163,6 +163,19 @@ func (r *Recipe) Validate() error {
 		}
 	}
 
+	// A built-in tokenizer is one model family's: the model must be of it.
+	builtinTokenizer := func(key, tk, model string) {
+		m := strings.ToLower(model)
+		fam := "Qwen/Qwen2.5-*"
+		ok := strings.Contains(m, "qwen2.5")
+		if tk == TokenizerQwen3 {
+			fam, ok = "Qwen/Qwen3-*", strings.Contains(m, "qwen3-")
+		}
+		if !ok {
+			bad(key, "%q is the %s family's tokenizer, and the model is %q: name that model's tokenizer.json, or %q", tk, fam, model, TokenizerAuto)
+		}
+	}
+
 	if !nameRE.MatchString(r.Name) || r.Name == "." || r.Name == ".." {
 		bad("name", "must be letters, digits, '_', '.' or '-', got %q", r.Name)
 	}
@@ -177,7 +190,11 @@ func (r *Recipe) Validate() error {
 	atLeast("policy.concurrency", r.Policy.Concurrency, 1)
 	switch tk := r.Policy.Tokenizer; {
 	case tk == "":
-		bad("policy.tokenizer", "must be %q, %q or a tokenizer.json file", TokenizerAuto, TokenizerSim)
+		bad("policy.tokenizer", "must be %q, %q, %q, %q or a tokenizer.json file", TokenizerAuto, TokenizerSim, TokenizerQwen25, TokenizerQwen3)
+	case (tk == TokenizerQwen25 || tk == TokenizerQwen3) && !slices.ContainsFunc(r.Policy.URLs, func(u string) bool { return u != Embedded }):
+		bad("policy.tokenizer", "%s with only embedded policies: the simulator tokenizes with its own vocabulary; set %q", tk, TokenizerAuto)
+	case tk == TokenizerQwen25 || tk == TokenizerQwen3:
+		builtinTokenizer("policy.tokenizer", tk, r.Policy.Model)
 	case tk == TokenizerAuto || tk == TokenizerSim:
 	case !slices.ContainsFunc(r.Policy.URLs, func(u string) bool { return u != Embedded }):
 		bad("policy.tokenizer", "a file (%s) with only embedded policies: the simulator tokenizes with its own vocabulary; set %q", tk, TokenizerAuto)
@@ -224,6 +241,8 @@ func (r *Recipe) Validate() error {
 		}
 		switch tk := r.Judge.Tokenizer; tk {
 		case TokenizerAuto:
+		case TokenizerQwen25, TokenizerQwen3:
+			builtinTokenizer("judge.tokenizer", tk, r.Judge.Model)
 		case "":
 			bad("judge.tokenizer", "must be %q or a tokenizer.json file with judge.api %q", TokenizerAuto, JudgeAPITinker)
 		default:

@@ -535,3 +535,31 @@ func TestValidateTinker(t *testing.T) {
 		}
 	}
 }
+
+// policy.tokenizer and judge.tokenizer qwen2.5 and qwen3 name the built-in
+// tokenizers, each for its own family only, and never for the simulator.
+func TestValidateBuiltinTokenizers(t *testing.T) {
+	r := valid(t)
+	r.Policy.URLs, r.Trainer.URL = []string{"https://tinker.example"}, "https://tinker.example"
+	r.Policy.Server, r.Policy.Tokenize, r.Sync.Kind = ServerTinker, TokenizeLocal, SyncTinker
+	r.Policy.Model, r.Trainer.BaseModel, r.Policy.Tokenizer = "Qwen/Qwen3-4B-Instruct-2507", "Qwen/Qwen3-4B-Instruct-2507", TokenizerQwen3
+	r.Judge.URL, r.Judge.API, r.Judge.Model, r.Judge.Tokenizer = "https://tinker.example", JudgeAPITinker, "Qwen/Qwen3-8B", TokenizerQwen3
+	if err := r.Validate(); err != nil {
+		t.Fatalf("qwen3 for Qwen3 models: %v", err)
+	}
+	for _, c := range []struct {
+		edit func(r *Recipe)
+		want string
+	}{
+		{func(r *Recipe) { r.Policy.Tokenizer = TokenizerQwen25 }, `policy.tokenizer: "qwen2.5" is the Qwen/Qwen2.5-* family's tokenizer, and the model is "Qwen/Qwen3-4B-Instruct-2507"`},
+		{func(r *Recipe) { r.Judge.Model = "Qwen/Qwen3.5-9B" }, `judge.tokenizer: "qwen3" is the Qwen/Qwen3-* family's tokenizer, and the model is "Qwen/Qwen3.5-9B"`},
+		{func(r *Recipe) { r.Policy.URLs, r.Trainer.URL = []string{Embedded}, Embedded }, `policy.tokenizer: qwen3 with only embedded policies`},
+		{func(r *Recipe) { r.Judge.URL = Embedded }, `judge.api: "tinker" needs a Tinker server at judge.url`},
+	} {
+		r := r
+		c.edit(&r)
+		if err := r.Validate(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v\nwant %s", err, c.want)
+		}
+	}
+}

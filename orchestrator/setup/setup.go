@@ -445,7 +445,14 @@ func tinkerJudge(r *recipes.Recipe, o transport.Options, apiKey string, env map[
 			Fix:  "use a Qwen2.5 or Qwen3 judge with judge.api tinker, or an OpenAI-compatible judge (judge.api vllm or openai)"}}, nil, nil
 	}
 	path := r.Judge.Tokenizer
-	if path == recipes.TokenizerAuto {
+	var v roles.Vocab
+	if path == recipes.TokenizerQwen25 || path == recipes.TokenizerQwen3 {
+		bt, err := builtinTokenizer(path, chat)
+		if err != nil {
+			return nil, nil, err
+		}
+		v = bt.Vocab
+	} else if path == recipes.TokenizerAuto {
 		p, _, err := hfCacheTokenizer(r.Judge.Model, env)
 		var te *roles.TokenizerError
 		if errors.As(err, &te) {
@@ -457,9 +464,11 @@ func tinkerJudge(r *recipes.Recipe, o transport.Options, apiKey string, env map[
 		}
 		path = p
 	}
-	v, err := load(path)
-	if err != nil {
-		return judge.Unavailable{Server: o.BaseURL, Err: fmt.Errorf("judge.tokenizer: %w", err)}, nil, nil
+	if v == nil {
+		var err error
+		if v, err = load(path); err != nil {
+			return judge.Unavailable{Server: o.BaseURL, Err: fmt.Errorf("judge.tokenizer: %w", err)}, nil, nil
+		}
 	}
 	tc, err := trainer.New(o, apiKey)
 	if err != nil {

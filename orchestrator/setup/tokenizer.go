@@ -79,6 +79,8 @@ func connectTokenizer(r *recipes.Recipe, env map[string]string, emb *sim.Servers
 		chat = roles.Qwen25Chat
 	}
 	switch {
+	case name == recipes.TokenizerQwen25 || name == recipes.TokenizerQwen3:
+		return builtinTokenizer(name, chat)
 	case name == recipes.TokenizerAuto:
 		path, how, err := hfCacheTokenizer(r.Policy.Model, env)
 		var te *roles.TokenizerError
@@ -189,4 +191,19 @@ func ResolveTokenizer(r *recipes.Recipe, environ []string, load TokenizerLoader,
 		note = func(string) {}
 	}
 	return connectTokenizer(r, envMap(environ), nil, load, note)
+}
+
+// builtinTokenizer is policy.tokenizer (or judge.tokenizer) qwen2.5 or
+// qwen3: the program's own copy of that family's tokenizer
+// (clients/policy/tokenizer).
+func builtinTokenizer(name string, chat roles.ChatTemplate) (*roles.Tokenizer, error) {
+	load := tokenizer.Qwen25
+	if name == recipes.TokenizerQwen3 {
+		load = tokenizer.Qwen3
+	}
+	tk, err := load()
+	if err != nil {
+		return nil, err
+	}
+	return &roles.Tokenizer{Vocab: tk, Chat: chat, Source: "the built-in " + name + " tokenizer"}, nil
 }

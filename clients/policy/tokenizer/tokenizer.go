@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	_ "embed"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -115,6 +116,52 @@ func Qwen25() (*Tokenizer, error) {
 	m, err := qwen25()
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer qwen2.5: %w", err)
+	}
+	return newTokenizer(m), nil
+}
+
+// qwen3Added are the added tokens Qwen3's tokenizer.json has beyond
+// Qwen2.5's (ids 151665-151668, all non-special, not normalised): its
+// vocabulary, merges, normaliser, pre-tokenizer and decoder are Qwen2.5's
+// (qwen2.5/SOURCES.md compares the two files).
+var qwen3Added = []addedJSON{
+	{ID: 151665, Content: "<tool_response>"},
+	{ID: 151666, Content: "</tool_response>"},
+	{ID: 151667, Content: "<think>"},
+	{ID: 151668, Content: "</think>"},
+}
+
+var qwen3 = sync.OnceValues(func() (*model, error) {
+	data, err := gunzipIf(qwen25JSON)
+	if err != nil {
+		return nil, err
+	}
+	var f map[string]json.RawMessage
+	if err := json.Unmarshal(data, &f); err != nil {
+		return nil, err
+	}
+	var added []addedJSON
+	if err := json.Unmarshal(f["added_tokens"], &added); err != nil {
+		return nil, err
+	}
+	if f["added_tokens"], err = json.Marshal(append(added, qwen3Added...)); err != nil {
+		return nil, err
+	}
+	if data, err = json.Marshal(f); err != nil {
+		return nil, err
+	}
+	return parse(data)
+})
+
+// Qwen3 returns the Qwen3 family's tokenizer (Qwen/Qwen3-*): Qwen2.5's
+// with the four added tokens Qwen3 adds (<tool_response>,
+// </tool_response>, <think>, </think>, which it then encodes as one id
+// each). It equals Qwen3's tokenizer.json (sha256 aeb13307…dae4) on the
+// reference texts of testdata/qwen3_reference.jsonl.
+func Qwen3() (*Tokenizer, error) {
+	m, err := qwen3()
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer qwen3: %w", err)
 	}
 	return newTokenizer(m), nil
 }

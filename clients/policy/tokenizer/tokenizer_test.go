@@ -105,6 +105,34 @@ func TestReferenceIDs(t *testing.T) {
 	checkRows(t, qwen(t), rows)
 }
 
+// TestQwen3ReferenceIDs: Qwen3's tokenizer (Qwen2.5's with four added
+// tokens) against ids made from Qwen3's own tokenizer.json
+// (testdata/make_reference_qwen3.mjs): corpus passages, questions, Qwen3
+// chat prompts, agent turns whose <think> and </think> are one id each,
+// <tool_response> blocks and every hard case.
+func TestQwen3ReferenceIDs(t *testing.T) {
+	rows := readRows(t, "qwen3_reference.jsonl")
+	if len(rows) < 1000 {
+		t.Fatalf("qwen3_reference.jsonl has %d texts, want at least 1000", len(rows))
+	}
+	tok, err := Qwen3()
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRows(t, tok, rows)
+	for text, id := range map[string]int{"<think>": 151667, "</think>": 151668, "<tool_response>": 151665, "</tool_response>": 151666} {
+		if got := tok.Encode(text); !slices.Equal(got, []int{id}) {
+			t.Errorf("Encode(%q) = %v, want [%d]", text, got, id)
+		}
+		if b, ok := tok.TokenBytes(id); !ok || string(b) != text || tok.IsSpecial(id) {
+			t.Errorf("id %d: bytes %q %v, special %v; want %q, not special", id, b, ok, tok.IsSpecial(id), text)
+		}
+	}
+	if q25 := qwen(t); !slices.Equal(q25.Encode("<think>"), []int{13708, 766, 29}) {
+		t.Errorf("Qwen2.5 encodes <think> as %v: Qwen3's added tokens leaked into it", q25.Encode("<think>"))
+	}
+}
+
 // TestHardCases: whitespace runs, \r\n, digits, contractions, accents
 // (decomposed too), CJK, emoji, every added token and the agent tags.
 func TestHardCases(t *testing.T) {
