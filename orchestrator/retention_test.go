@@ -271,3 +271,36 @@ func TestOverwriteReleasesTheKilledRunsModelAndCheckpoints(t *testing.T) {
 		t.Errorf("trainer_model.json names %q (%v), want the new run's model", id, err)
 	}
 }
+
+// sync.kind tinker keeps its ephemeral sampler checkpoints (ss<N>_seq<M>)
+// bounded too: the initial weights' and each step's are deleted once no
+// step samples them, through the same ledger; on JAX each is an adapter
+// archive, on FSDP a marker.
+func TestTinkerSamplerCheckpointsStayBounded(t *testing.T) {
+	for _, backend := range []string{"jax", "fsdp"} {
+		t.Run(backend, func(t *testing.T) {
+			r := testRecipe(t, "", "policy.server=tinker", "sync.kind=tinker", "policy.tokenize=local", "sim.trainer.backend="+backend,
+				"train.steps=12", "train.batch_size=2", "train.group_size=2", "checkpoint.every=4", "checkpoint.keep=2")
+			deps, emb, err := setup.Connect(context.Background(), r, nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer emb.Close()
+			ts := emb.Sim().Trainer
+			var out bytes.Buffer
+			// Kept: the newest state's samplers (resume), the newest step's
+			// (the next step samples it) and the one being made.
+			rn := &Runner{Recipe: r, Deps: deps, Out: &out, afterStep: func(step int) {
+				if u := ts.CheckpointUsage(); u.Samplers > 3 || u.States > 2 {
+					t.Errorf("after step %d the trainer holds %d sampler checkpoints and %d states, want at most 3 and 2", step, u.Samplers, u.States)
+				}
+			}}
+			if _, err := rn.Run(context.Background()); err != nil {
+				t.Fatalf("%v\n%s", err, out.String())
+			}
+			if strings.Contains(out.String(), "not deleted") {
+				t.Errorf("delete failures:\n%s", out.String())
+			}
+		})
+	}
+}
