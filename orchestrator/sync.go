@@ -16,33 +16,13 @@ import (
 func (ru *run) syncWeights(ctx context.Context, c *collected) (string, error) {
 	name := reUnsafe.ReplaceAllString(ru.r.Name, "_") + fmt.Sprintf("-step%04d", c.step)
 	done := c.clock.Start("sync")
+	var path string
+	var err error
 	if ss, ok := ru.sync.(fleet.SessionSync); ok {
-		path, err := ru.saveAndServe(ctx, ss, name, c.step)
-		done()
-		if err != nil {
-			return "", err
-		}
-		ru.mu.Lock()
-		ru.adapter = name
-		ru.adapters[c.step] = name
-		ru.samplers[name] = path
-		ru.lastStep = c.step
-		ru.mu.Unlock()
-		ru.pruneTrainer(ctx)
-		return name, nil
+		path, err = ru.saveAndServe(ctx, ss, name, c.step)
+	} else {
+		path, err = ru.saveAndApply(ctx, name, c.step)
 	}
-	if err := ru.ret.add(trainerCheckpoint{ModelID: ru.modelID, ID: "sampler_weights/" + name, Step: c.step}); err != nil {
-		done()
-		return "", err
-	}
-	path, err := ru.trainer.SaveWeightsForSampler(ctx, ru.modelID, name)
-	if err != nil {
-		done()
-		return "", fmt.Errorf("save_weights_for_sampler: %w", err)
-	}
-	ru.syncMu.Lock()
-	err = ru.sync.Apply(ctx, path, name)
-	ru.syncMu.Unlock()
 	done()
 	if err != nil {
 		return "", err
@@ -68,6 +48,23 @@ func (ru *run) ensure(ctx context.Context, model string) error {
 	ru.syncMu.Lock()
 	defer ru.syncMu.Unlock()
 	return ru.sync.Ensure(ctx, model)
+}
+
+// saveAndApply is the sync of the kinds that move files: a named
+// save_weights_for_sampler (recorded in the retention ledger first), whose
+// archive the sync kind brings to the replicas. It returns the sampler
+// path.
+func (ru *run) saveAndApply(ctx context.Context, name string, step int) (string, error) {
+	if err := ru.ret.add(trainerCheckpoint{ModelID: ru.modelID, ID: "sampler_weights/" + name, Step: step}); err != nil {
+		return "", err
+	}
+	path, err := ru.trainer.SaveWeightsForSampler(ctx, ru.modelID, name)
+	if err != nil {
+		return "", fmt.Errorf("save_weights_for_sampler: %w", err)
+	}
+	ru.syncMu.Lock()
+	defer ru.syncMu.Unlock()
+	return path, ru.sync.Apply(ctx, path, name)
 }
 
 // saveAndServe is sync.kind tinker's sync: an ephemeral

@@ -517,16 +517,7 @@ func (c *Client) modelCall(ctx context.Context, op, modelID string, build func(s
 
 // submit POSTs body to route op and returns the future's request id.
 func (c *Client) submit(ctx context.Context, op string, body any) (string, error) {
-	var f struct {
-		RequestID string `json:"request_id"`
-	}
-	if err := c.do(ctx, http.MethodPost, op, body, &f); err != nil {
-		return "", fmt.Errorf("trainer %s: %w", op, err)
-	}
-	if f.RequestID == "" {
-		return "", fmt.Errorf("trainer %s %s: no request_id in response", op, c.URL())
-	}
-	return f.RequestID, nil
+	return c.Submit(ctx, op, body, transport.Call{})
 }
 
 var errExpired = errors.New("future expired")
