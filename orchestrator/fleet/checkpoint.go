@@ -40,12 +40,24 @@ func serveFullWeights(ctx context.Context, r *recipes.Recipe, ps []policy.Policy
 // of a standalone evaluation, and returns the model name to request: ""
 // is policy.model; a path is an adapter (a directory, or a sampler archive
 // unpacked under sync.dir) loaded under its file name, or with sync.kind
-// sglang_disk full weights loaded in place under policy.model; anything
-// else must be a model every replica already serves. Errors name
-// --checkpoint and the replica.
+// sglang_disk full weights loaded in place under policy.model; a
+// tinker:// path is sampler weights a Tinker server saved, served through
+// a sampling session (policy.server tinker); anything else must be a model
+// every replica already serves. Errors name --checkpoint and the replica.
 func ServeCheckpoint(ctx context.Context, r *recipes.Recipe, ps []policy.Policy, ckpt string) (string, error) {
 	if ckpt == "" {
 		return r.Policy.Model, nil
+	}
+	if strings.HasPrefix(ckpt, "tinker://") {
+		// Sampler weights a Tinker server saved: a Tinker policy samples
+		// them through a sampling session over the path.
+		name := reUnsafeName.ReplaceAllString(strings.TrimPrefix(ckpt, "tinker://"), "_")
+		for _, p := range ps {
+			if err := p.LoadLoRA(ctx, name, ckpt); err != nil && !policy.AlreadyLoaded(err) {
+				return "", fmt.Errorf("--checkpoint: %w", err)
+			}
+		}
+		return name, nil
 	}
 	info, err := os.Stat(ckpt)
 	if err != nil {

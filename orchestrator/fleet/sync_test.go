@@ -996,3 +996,28 @@ func TestSampledBy(t *testing.T) {
 func sglangBody(path string) map[string]any {
 	return map[string]any{"model_path": path, "load_format": "auto", "abort_all_requests": false}
 }
+
+// A tinker:// --checkpoint is served through a sampling session over the
+// path; a non-Tinker replica refuses it (it loads directories).
+func TestServeCheckpointTinkerPath(t *testing.T) {
+	r := recipes.Defaults()
+	p := &loadRecorder{}
+	name, err := ServeCheckpoint(context.Background(), &r, []policy.Policy{p}, "tinker://model-1/sampler_weights/run-step0004")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if name != "model-1_sampler_weights_run-step0004" || len(p.loads) != 1 || p.loads[0] != [2]string{name, "tinker://model-1/sampler_weights/run-step0004"} {
+		t.Errorf("name %q, loads %v", name, p.loads)
+	}
+}
+
+// loadRecorder is a policy that records LoadLoRA calls.
+type loadRecorder struct {
+	policy.Policy
+	loads [][2]string
+}
+
+func (l *loadRecorder) LoadLoRA(_ context.Context, name, path string) error {
+	l.loads = append(l.loads, [2]string{name, path})
+	return nil
+}
