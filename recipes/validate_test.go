@@ -350,7 +350,7 @@ func TestValidatePolicyTokenizer(t *testing.T) {
 		{[]string{Embedded, "http://gpu:8000"}, file, TokenizeServer, ""},
 		{[]string{Embedded}, file, TokenizeServer, "policy.tokenizer: a file (" + file + ") with only embedded policies: the simulator tokenizes with its own vocabulary; set \"auto\""},
 		{[]string{"http://gpu:8000"}, file + ".gz", TokenizeServer, "policy.tokenizer: " + file + ".gz: no such file"},
-		{[]string{"http://gpu:8000"}, "", TokenizeServer, `policy.tokenizer: must be "auto", "sim" or a tokenizer.json file`},
+		{[]string{"http://gpu:8000"}, "", TokenizeServer, `policy.tokenizer: must be "auto", "sim", "qwen2.5", "qwen3" or a tokenizer.json file`},
 		{[]string{"http://gpu:8000"}, TokenizerAuto, "both", `policy.tokenize: must be one of server, local, got "both"`},
 	}
 	for _, c := range cases {
