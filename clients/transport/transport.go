@@ -227,6 +227,8 @@ type StatusError struct {
 	// server (and acted, if the call is not idempotent) before its answer
 	// was lost.
 	Attempts int
+	// Header is the answer's header (set by Stream; nil from Do).
+	Header http.Header
 }
 
 // Error returns e.g. "judge http://127.0.0.1:1234/v1/chat/completions:
