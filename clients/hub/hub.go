@@ -152,11 +152,14 @@ func New(endpoint, token string, opts transport.Options) (*Client, error) {
 }
 
 // Token returns the hub token as huggingface_hub finds it: HF_TOKEN, else
-// the token file HF_TOKEN_PATH, else HF_HOME/token (HF_HOME: else
-// XDG_CACHE_HOME/huggingface, else ~/.cache/huggingface); "" when none.
+// the legacy HUGGING_FACE_HUB_TOKEN, else the token file HF_TOKEN_PATH,
+// else HF_HOME/token (HF_HOME: else XDG_CACHE_HOME/huggingface, else
+// ~/.cache/huggingface), trimmed; "" when none.
 func Token(env map[string]string) string {
-	if t := strings.TrimSpace(env["HF_TOKEN"]); t != "" {
-		return t
+	for _, k := range []string{"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"} {
+		if t := strings.TrimSpace(env[k]); t != "" {
+			return t
+		}
 	}
 	path := env["HF_TOKEN_PATH"]
 	if path == "" {
