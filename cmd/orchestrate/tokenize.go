@@ -42,8 +42,10 @@ func newTokenizeCmd(e *env) *cobra.Command {
              quotes them ("\xe4\xb8" for part of a character), then an empty
              line
 
---tokenizer is a tokenizer.json file (plain or gzip-compressed) or qwen2.5
-(the default): Qwen2.5's tokenizer, built into the binary. An input line
+--tokenizer is a tokenizer.json file (plain or gzip-compressed), qwen2.5
+(the default: Qwen2.5's tokenizer, built into the binary) or qwen3 (Qwen3's:
+Qwen2.5's with <think>, </think>, <tool_response>, </tool_response> as one
+id each). An input line
 that is not what the mode takes is an error naming the line.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -51,15 +53,18 @@ that is not what the mode takes is an error naming the line.`,
 		},
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&f.tokenizer, "tokenizer", "qwen2.5", "tokenizer.json file (plain or .gz), or qwen2.5 for the built-in Qwen2.5 tokenizer")
+	fs.StringVar(&f.tokenizer, "tokenizer", "qwen2.5", "tokenizer.json file (plain or .gz), or qwen2.5 or qwen3 for a built-in tokenizer")
 	fs.BoolVar(&f.decode, "decode", false, "read JSON arrays of ids, write JSON strings")
 	fs.BoolVar(&f.pieces, "pieces", false, "write each token's id and exact bytes")
 	return cmd
 }
 
 func loadTokenizer(name string) (*tokenizer.Tokenizer, error) {
-	if name == "" || name == "qwen2.5" {
+	switch name {
+	case "", "qwen2.5":
 		return tokenizer.Qwen25()
+	case "qwen3":
+		return tokenizer.Qwen3()
 	}
 	return tokenizer.Load(name)
 }

@@ -2,5 +2,5 @@
 
 package doctor
 
-// freeBytes cannot read free space on this platform.
-func freeBytes(string) (int64, bool) { return 0, false }
+// FreeBytes cannot read free space on this platform.
+func FreeBytes(string) (int64, bool) { return 0, false }

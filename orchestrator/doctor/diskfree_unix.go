@@ -8,9 +8,9 @@ import (
 	"syscall"
 )
 
-// freeBytes is the space free to this user on the filesystem of dir (or
+// FreeBytes is the space free to this user on the filesystem of dir (or
 // of its nearest existing parent); false when it cannot be read.
-func freeBytes(dir string) (int64, bool) {
+func FreeBytes(dir string) (int64, bool) {
 	for d := dir; ; d = filepath.Dir(d) {
 		if _, err := os.Stat(d); err == nil {
 			var st syscall.Statfs_t

@@ -1409,7 +1409,7 @@ func checkpointsDir(dir string, need diskNeed) Check {
 		}
 		return ch
 	}
-	free, ok := freeBytes(dir)
+	free, ok := FreeBytes(dir)
 	switch {
 	case !ok:
 		ch.Detail += fmt.Sprintf("; the trainer needs ~%s at peak (%s), free space unknown", gb(need.bytes), need.how)
