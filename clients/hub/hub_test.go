@@ -15,7 +15,7 @@ import (
 	"github.com/hindsearch/hindsearch/clients/transport"
 )
 
-func client(t *testing.T, h *hubtest.Hub, token string) *Client {
+func client(t testing.TB, h *hubtest.Hub, token string) *Client {
 	o := transport.DefaultOptions("hub", h.URL)
 	o.Timeout = 0
 	o.RetryWaitMin, o.RetryWaitMax = time.Millisecond, 2*time.Millisecond

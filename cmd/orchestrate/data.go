@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"path"
 	"strings"
+	"sync"
 
 	"github.com/spf13/cobra"
 
@@ -12,6 +14,7 @@ import (
 	"github.com/hindsearch/hindsearch/clients/transport"
 	"github.com/hindsearch/hindsearch/orchestrator/bundle"
 	"github.com/hindsearch/hindsearch/orchestrator/doctor"
+	"github.com/hindsearch/hindsearch/orchestrator/progress"
 )
 
 // dataFlags are the flags of data get and data verify.
@@ -19,6 +22,7 @@ type dataFlags struct {
 	dir      string
 	dryRun   bool
 	parallel int
+	progress string
 }
 
 func newDataCmd(e *env) *cobra.Command {
@@ -51,6 +55,7 @@ only metadata requests. --dry-run stops after the plan.`,
 	get.Flags().StringVar(&f.dir, "dir", "", "the data directory (default: HINDSEARCH_DATA, else ~/.cache/hindsearch/data)")
 	get.Flags().BoolVar(&f.dryRun, "dry-run", false, "print the plan and the disk preflight, fetch nothing")
 	get.Flags().IntVar(&f.parallel, "parallel", hub.DefaultParallel, "ranges a large file is fetched in at once (1: one stream)")
+	get.Flags().StringVar(&f.progress, "progress", "auto", "progress of each file: auto (bars on a terminal, else a line every 10 s), bars, lines or off")
 	verify := &cobra.Command{
 		Use:   "verify [NAME...]",
 		Short: "Run the named bundles' checks again on what is on disk (every bundle when none is named)",
@@ -108,6 +113,37 @@ func runData(ctx context.Context, e *env, f dataFlags, names []string, verify bo
 		return err
 	}
 	c.Parallel = f.parallel
+	if !verify {
+		mode, err := progress.ParseMode(f.progress, isTerminal(e.stderr))
+		if err != nil {
+			return err
+		}
+		rep := progress.New(e.stderr, mode, 0)
+		defer rep.Close()
+		var mu sync.Mutex
+		tasks := map[string]*progress.Task{}
+		finished := map[string]bool{}
+		c.Progress = func(file hub.File, done, total int64) {
+			mu.Lock()
+			defer mu.Unlock()
+			k := file.String()
+			if finished[k] {
+				return // bytes fetched again after a dropped range
+			}
+			t := tasks[k]
+			if t == nil {
+				t = rep.Start(path.Base(file.Path), int(total>>20), "MB")
+				tasks[k] = t
+			}
+			if d := done>>20 - t.Count(); d > 0 {
+				t.Add(int(d))
+			}
+			if done >= total {
+				t.Done()
+				finished[k] = true
+			}
+		}
+	}
 	opts := bundle.Options{Hub: c, Cache: hub.Cache(env), Dir: dir, DryRun: f.dryRun, Free: doctor.FreeBytes, Out: e.stdout,
 		BuildBM25: func(ctx context.Context, corpus, dir string) (int, error) {
 			ix, err := bm25.Open(ctx, corpus, dir, nil)

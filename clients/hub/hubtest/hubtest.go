@@ -21,6 +21,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Hub is a fake hub.
@@ -39,6 +40,9 @@ type Hub struct {
 	Requests map[string]int
 	// Ranged counts the answers of file bytes to a Range header.
 	Ranged int
+	// Throttle, when above 0, limits each answer of file bytes to that
+	// many bytes a second (a storage backend's per-connection rate).
+	Throttle int
 }
 
 type repo struct {
@@ -209,6 +213,18 @@ func (h *Hub) bytes(w http.ResponseWriter, r *http.Request, data []byte) {
 			if conn, _, err := hj.Hijack(); err == nil {
 				conn.Close()
 			}
+		}
+		return
+	}
+	if h.Throttle > 0 {
+		chunk := max(h.Throttle/50, 1)
+		for len(body) > 0 {
+			n := min(chunk, len(body))
+			if _, err := w.Write(body[:n]); err != nil {
+				return
+			}
+			body = body[n:]
+			time.Sleep(20 * time.Millisecond)
 		}
 		return
 	}
