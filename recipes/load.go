@@ -148,6 +148,7 @@ func LoadChain(path string, sets []string, environ []string) (*Recipe, []string,
 	}
 
 	normalize(&r)
+	r.dataDir = DataDir(envMapOf(environ))
 	resolvePaths(&r, top.dir, cwd, overridden)
 	if err := r.Validate(); err != nil {
 		return nil, nil, fmt.Errorf("recipe %s: %w", path, err)
@@ -305,12 +306,12 @@ func absPaths(cfg map[string]any, dir string) {
 	var key string
 	abs := func(v any) any {
 		s, ok := v.(string)
-		if !ok || s == "" || filepath.IsAbs(s) || key == "policy.tokenizer" && isTokenizerName(s) {
+		if !ok || s == "" || filepath.IsAbs(s) || (key == "policy.tokenizer" || key == "judge.tokenizer") && isTokenizerName(s) || strings.HasPrefix(s, DataPrefix) {
 			return v
 		}
 		return filepath.Join(dir, s)
 	}
-	for _, key = range []string{"policy.tokenizer", "retriever.corpus", "retriever.index_dir", "trainer.checkpoints_dir", "sync.dir", "output.dir", "train.data", "eval.datasets"} {
+	for _, key = range []string{"policy.tokenizer", "judge.tokenizer", "retriever.corpus", "retriever.index_dir", "trainer.checkpoints_dir", "sync.dir", "output.dir", "train.data", "eval.datasets"} {
 		section, leaf, _ := strings.Cut(key, ".")
 		for sk, sv := range cfg {
 			sm, ok := sv.(map[string]any)
@@ -658,6 +659,17 @@ func resolvePaths(r *Recipe, fileDir, cwd string, overridden map[string]bool) {
 		if p == "" || (key == "policy.tokenizer" || key == "judge.tokenizer") && isTokenizerName(p) {
 			return p
 		}
+		if ref, ok := strings.CutPrefix(p, DataPrefix); ok && r.dataDir != "" {
+			// A file of a bundle of `orchestrate data get`: under the
+			// data directory, in the bundle's folder.
+			bundle, _, _ := strings.Cut(ref, "/")
+			full := filepath.Join(r.dataDir, filepath.FromSlash(ref))
+			if r.dataRefs == nil {
+				r.dataRefs = map[string]string{}
+			}
+			r.dataRefs[full] = bundle
+			return full
+		}
 		if filepath.IsAbs(p) {
 			return filepath.Clean(p)
 		}
@@ -679,4 +691,36 @@ func resolvePaths(r *Recipe, fileDir, cwd string, overridden map[string]bool) {
 		r.Eval.Datasets[name] = abs("eval.datasets."+name, p)
 	}
 	r.Output.Dir = abs("output.dir", strings.ReplaceAll(r.Output.Dir, NamePlaceholder, r.Name))
+}
+
+// DataPrefix starts a path value that names a file of a data bundle
+// (`orchestrate data get`): data:<bundle>/<file>, read under the data
+// directory (DataDir).
+const DataPrefix = "data:"
+
+// DataDir is the data directory `orchestrate data get` writes and data:
+// paths are read from: HINDSEARCH_DATA, else XDG_CACHE_HOME/hindsearch/
+// data, else ~/.cache/hindsearch/data.
+func DataDir(env map[string]string) string {
+	if d := env["HINDSEARCH_DATA"]; d != "" {
+		return d
+	}
+	if x := env["XDG_CACHE_HOME"]; x != "" {
+		return filepath.Join(x, "hindsearch", "data")
+	}
+	if h := env["HOME"]; h != "" {
+		return filepath.Join(h, ".cache", "hindsearch", "data")
+	}
+	return ""
+}
+
+// envMapOf is environ's KEY=VALUE pairs as a map.
+func envMapOf(environ []string) map[string]string {
+	env := map[string]string{}
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			env[k] = v
+		}
+	}
+	return env
 }

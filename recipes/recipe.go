@@ -37,6 +37,12 @@ type Recipe struct {
 	// "key=value" overrides applied on top of it (after --set), for
 	// orchestrate ablate.
 	Variants map[string][]string `mapstructure:"variants" yaml:"variants"`
+
+	// dataDir is the data directory data: paths were resolved against;
+	// dataRefs maps each such resolved path to its bundle (for the error
+	// naming the data get command when it is missing).
+	dataDir  string
+	dataRefs map[string]string
 }
 
 // Policy configures the policy servers (vLLM replicas).

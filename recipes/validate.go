@@ -159,6 +159,10 @@ func (r *Recipe) Validate() error {
 			return
 		}
 		if msg := checkFile(p); msg != "" {
+			if b, ok := r.dataRefs[p]; ok {
+				bad(key, "%s: %s: the %s bundle is not on disk: run `orchestrate data get %s`", p, msg, b, b)
+				return
+			}
 			bad(key, "%s: %s", p, msg)
 		}
 	}

@@ -3,6 +3,7 @@ package recipes
 import (
 	"errors"
 	"math"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -561,5 +562,34 @@ func TestValidateBuiltinTokenizers(t *testing.T) {
 		if err := r.Validate(); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v\nwant %s", err, c.want)
 		}
+	}
+}
+
+// A data:<bundle>/<file> path is read under the data directory
+// (HINDSEARCH_DATA); a missing one names the data get command.
+func TestDataPaths(t *testing.T) {
+	f := newFixture(t)
+	data := t.TempDir()
+	env := []string{"HINDSEARCH_DATA=" + data, "HOME=" + t.TempDir()}
+	sets := []string{"eval.datasets.nq=data:eval-sets/nq.jsonl"}
+	path := f.write(t, minimal)
+	_, err := Load(path, sets, env)
+	want := filepath.Join(data, "eval-sets", "nq.jsonl") + ": no such file: the eval-sets bundle is not on disk: run `orchestrate data get eval-sets`"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("%v\nwant %s", err, want)
+	}
+	if err := os.MkdirAll(filepath.Join(data, "eval-sets"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	src, _ := os.ReadFile(filepath.Join(f.dir, "qa", "nq.jsonl"))
+	if err := os.WriteFile(filepath.Join(data, "eval-sets", "nq.jsonl"), src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Load(path, sets, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Eval.Datasets["nq"]; got != filepath.Join(data, "eval-sets", "nq.jsonl") {
+		t.Errorf("eval.datasets.nq = %s", got)
 	}
 }

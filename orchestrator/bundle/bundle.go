@@ -19,6 +19,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/hindsearch/hindsearch/clients/hub"
+	"github.com/hindsearch/hindsearch/recipes"
 )
 
 //go:embed manifest.yaml
@@ -205,16 +206,11 @@ func (m *Manifest) Describe(w io.Writer) {
 	fmt.Fprintf(w, "%-16s %s\n", "tokenizer:ORG/NAME", "a model's tokenizer.json, tokenizer_config.json and generation_config.json (into the Hugging Face cache)")
 }
 
-// DefaultDir is the data directory when --dir is not given:
-// HINDSEARCH_DATA, else ~/.cache/hindsearch/data.
+// DefaultDir is the data directory when --dir is not given, where a
+// recipe's data: paths are read (recipes.DataDir): HINDSEARCH_DATA, else
+// ~/.cache/hindsearch/data.
 func DefaultDir(env map[string]string) string {
-	if d := env["HINDSEARCH_DATA"]; d != "" {
-		return d
-	}
-	if x := env["XDG_CACHE_HOME"]; x != "" {
-		return filepath.Join(x, "hindsearch", "data")
-	}
-	return filepath.Join(env["HOME"], ".cache", "hindsearch", "data")
+	return recipes.DataDir(env)
 }
 
 // exists reports whether p exists (a link is followed).
