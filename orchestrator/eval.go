@@ -164,7 +164,7 @@ func Evaluate(ctx context.Context, r *recipes.Recipe, deps roles.Deps, opt EvalO
 	if _, err := deps.LocalTokenizer(); err != nil {
 		return nil, err
 	}
-	sets, err := dataset.EvalSets(r)
+	sets, subset, err := dataset.EvalSetsWithSubset(r)
 	if err != nil {
 		return nil, err
 	}
@@ -183,6 +183,9 @@ func Evaluate(ctx context.Context, r *recipes.Recipe, deps roles.Deps, opt EvalO
 				return nil, fmt.Errorf("save recipe: %w", err)
 			}
 		}
+	}
+	if err := subset.Write(filepath.Join(dir.Path, results.SubsetFile)); err != nil {
+		return nil, fmt.Errorf("record the evaluation subset: %w", err)
 	}
 	model, err := fleet.ServeCheckpoint(ctx, r, deps.Policies, opt.Checkpoint)
 	if err != nil {

@@ -58,11 +58,18 @@ func (ru *run) load() error {
 		}
 		ru.trainSet = append(ru.trainSet, qs...)
 	}
-	sets, err := dataset.EvalSets(r)
+	sets, subset, err := dataset.EvalSetsWithSubset(r)
 	if err != nil {
 		return err
 	}
 	ru.evalSet = sets
+	// Which questions the evaluations use, by id: eval.subset takes the
+	// file back.
+	if len(sets) > 0 {
+		if err := subset.Write(filepath.Join(ru.dir.Path, results.SubsetFile)); err != nil {
+			return fmt.Errorf("record the evaluation subset: %w", err)
+		}
+	}
 	if r.Train.ExcludeEval {
 		ru.trainSet, ru.excluded = dataset.Exclude(ru.trainSet, sets)
 		if len(ru.trainSet) == 0 && r.Train.Steps > 0 {

@@ -237,6 +237,8 @@ func Defaults() Recipe {
 			Every:      10,
 			Datasets:   map[string]string{},
 			PerDataset: 0,
+			Subset:     SubsetFirst,
+			SubsetSeed: 1,
 		},
 		Output: Output{
 			Dir:             "runs/" + NamePlaceholder,

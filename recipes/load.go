@@ -306,12 +306,13 @@ func absPaths(cfg map[string]any, dir string) {
 	var key string
 	abs := func(v any) any {
 		s, ok := v.(string)
-		if !ok || s == "" || filepath.IsAbs(s) || (key == "policy.tokenizer" || key == "judge.tokenizer") && isTokenizerName(s) || strings.HasPrefix(s, DataPrefix) {
+		if !ok || s == "" || filepath.IsAbs(s) || (key == "policy.tokenizer" || key == "judge.tokenizer") && isTokenizerName(s) || strings.HasPrefix(s, DataPrefix) ||
+			key == "eval.subset" && (s == SubsetFirst || s == SubsetRandom || s == SubsetAll) {
 			return v
 		}
 		return filepath.Join(dir, s)
 	}
-	for _, key = range []string{"policy.tokenizer", "judge.tokenizer", "retriever.corpus", "retriever.index_dir", "trainer.checkpoints_dir", "sync.dir", "output.dir", "train.data", "eval.datasets"} {
+	for _, key = range []string{"policy.tokenizer", "judge.tokenizer", "retriever.corpus", "retriever.index_dir", "trainer.checkpoints_dir", "sync.dir", "output.dir", "train.data", "eval.datasets", "eval.subset"} {
 		section, leaf, _ := strings.Cut(key, ".")
 		for sk, sv := range cfg {
 			sm, ok := sv.(map[string]any)
@@ -684,6 +685,9 @@ func resolvePaths(r *Recipe, fileDir, cwd string, overridden map[string]bool) {
 	r.Retriever.IndexDir = abs("retriever.index_dir", r.Retriever.IndexDir)
 	r.Trainer.CheckpointsDir = abs("trainer.checkpoints_dir", r.Trainer.CheckpointsDir)
 	r.Sync.Dir = abs("sync.dir", r.Sync.Dir)
+	if s := r.Eval.Subset; s != SubsetFirst && s != SubsetRandom && s != SubsetAll {
+		r.Eval.Subset = abs("eval.subset", s)
+	}
 	for i, p := range r.Train.Data {
 		r.Train.Data[i] = abs("train.data", p)
 	}

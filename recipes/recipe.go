@@ -3,6 +3,11 @@
 // then --set overrides) and how it is validated.
 package recipes
 
+import (
+	"fmt"
+	"path/filepath"
+)
+
 // Embedded is the URL value that starts a role's embedded implementation on
 // a loopback port.
 const Embedded = "embedded"
@@ -358,7 +363,26 @@ type Eval struct {
 	// Sizes overrides PerDataset for the datasets it names (a name of
 	// Datasets to its number of questions, the first N; 0: whole file).
 	Sizes map[string]int `mapstructure:"sizes" yaml:"sizes,omitempty"`
+	// Subset is how the N questions of a dataset are chosen: SubsetFirst
+	// (the file's first N, the default), SubsetRandom (N drawn with
+	// SubsetSeed, in file order), SubsetAll (the whole file, whatever N
+	// says), or the path of a subset manifest a run wrote
+	// (eval_subset.json): the very questions it lists, by id.
+	Subset string `mapstructure:"subset" yaml:"subset"`
+	// SubsetSeed seeds SubsetRandom's draw.
+	SubsetSeed int64 `mapstructure:"subset_seed" yaml:"subset_seed"`
 }
+
+// Allowed values of eval.subset (besides a manifest file).
+const (
+	// SubsetFirst is eval.subset for a file's first N questions.
+	SubsetFirst = "first"
+	// SubsetRandom is eval.subset for N questions drawn with
+	// eval.subset_seed.
+	SubsetRandom = "random"
+	// SubsetAll is eval.subset for whole files.
+	SubsetAll = "all"
+)
 
 // EvalSize is the number of questions evaluated from dataset name: its
 // eval.sizes entry if any, else eval.per_dataset (0: the whole file).
@@ -367,6 +391,35 @@ func (e Eval) EvalSize(name string) int {
 		return n
 	}
 	return e.PerDataset
+}
+
+// Describe is the choice in a few words for a table's caption, e.g.
+// "first 50 of each", "random 1000 (seed 7)", "all questions".
+func (e Eval) Describe() string {
+	switch e.Subset {
+	case SubsetAll:
+		return "all questions"
+	case SubsetFirst, SubsetRandom, "":
+		how := "first"
+		if e.Subset == SubsetRandom {
+			how = "random"
+		}
+		if e.PerDataset <= 0 && len(e.Sizes) == 0 {
+			return "all questions"
+		}
+		d := fmt.Sprintf("%s %d of each", how, e.PerDataset)
+		if e.PerDataset <= 0 {
+			d = how + " N of some"
+		}
+		if len(e.Sizes) > 0 {
+			d += " (eval.sizes for some)"
+		}
+		if e.Subset == SubsetRandom {
+			d += fmt.Sprintf(", seed %d", e.SubsetSeed)
+		}
+		return d
+	}
+	return "the questions of " + filepath.Base(e.Subset)
 }
 
 // Output configures the run directory.

@@ -327,6 +327,14 @@ func (r *Recipe) Validate() error {
 		}
 	}
 
+	switch s := r.Eval.Subset; s {
+	case SubsetFirst, SubsetRandom, SubsetAll:
+	case "":
+		bad("eval.subset", "must be %q, %q, %q or a subset manifest file (eval_subset.json)", SubsetFirst, SubsetRandom, SubsetAll)
+	default:
+		file("eval.subset", s)
+	}
+
 	atLeast("checkpoint.every", r.Checkpoint.Every, 1)
 	atLeast("checkpoint.keep", r.Checkpoint.Keep, 1)
 

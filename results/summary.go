@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/hindsearch/hindsearch/recipes"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -190,6 +191,11 @@ func addCIs(d *RunDir, s *RunSummary, opts SummaryOptions) error {
 	return nil
 }
 
+// SubsetFile is the run directory's manifest of the evaluated questions:
+// per dataset, the source file's sha256, how they were chosen and their
+// ids (orchestrator/dataset.Subset; eval.subset accepts it back).
+const SubsetFile = "eval_subset.json"
+
 // recipeSwitches is the part of a saved recipe a caption names.
 type recipeSwitches struct {
 	Name      string `yaml:"name"`
@@ -202,6 +208,14 @@ type recipeSwitches struct {
 		Coef       *float64 `yaml:"coef"`
 		Clamp      *float64 `yaml:"clamp"`
 	} `yaml:"hindsight"`
+	// Eval says which questions were evaluated (eval_subset.json lists
+	// them).
+	Eval *struct {
+		PerDataset int            `yaml:"per_dataset"`
+		Sizes      map[string]int `yaml:"sizes"`
+		Subset     string         `yaml:"subset"`
+		SubsetSeed int64          `yaml:"subset_seed"`
+	} `yaml:"eval"`
 }
 
 // recipeCaption returns "<base name>: <switches>" from dir's recipe.yaml,
@@ -256,6 +270,14 @@ func recipeCaption(dir string) (string, error) {
 		if h.Clamp != nil {
 			parts = append(parts, "clamp="+num(*h.Clamp))
 		}
+	}
+	if e := r.Eval; e != nil && e.Subset != "" {
+		// Saved before eval.subset existed: the caption says nothing.
+		q := recipes.Eval{PerDataset: e.PerDataset, Sizes: e.Sizes, Subset: e.Subset, SubsetSeed: e.SubsetSeed}.Describe()
+		if _, err := os.Stat(filepath.Join(dir, SubsetFile)); err == nil {
+			q += ", ids in " + SubsetFile
+		}
+		parts = append(parts, "questions: "+q)
 	}
 	return base + ": " + strings.Join(parts, " "), nil
 }

@@ -171,23 +171,11 @@ func Answers(r *recipes.Recipe) (map[string][]string, error) {
 }
 
 // EvalSets loads eval.datasets, each cut to its eval.sizes entry or
-// eval.per_dataset questions.
+// eval.per_dataset questions, chosen as eval.subset says (see
+// EvalSetsWithSubset, which also returns the manifest of the choice).
 func EvalSets(r *recipes.Recipe) (map[string][]Question, error) {
-	sets := map[string][]Question{}
-	for name, f := range r.Eval.Datasets {
-		qs, err := Load(f)
-		if err != nil {
-			return nil, fmt.Errorf("eval.datasets.%s: %w", name, err)
-		}
-		if n := r.Eval.EvalSize(name); n > 0 && len(qs) > n {
-			qs = qs[:n]
-		}
-		for i := range qs {
-			qs[i].Dataset = name
-		}
-		sets[name] = qs
-	}
-	return sets, nil
+	sets, _, err := EvalSetsWithSubset(r)
+	return sets, err
 }
 
 // Exclude returns train without the questions of sets (by normalised

@@ -1,6 +1,7 @@
 package dataset
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -188,5 +189,60 @@ func TestExcludeEvalAndContamination(t *testing.T) {
 	}
 	if w := Contamination(kept, sets); w != "" {
 		t.Errorf("contamination after exclusion = %q", w)
+	}
+}
+
+// eval.subset: first N, a seeded random N (the same every time, in file
+// order, another draw per seed), all; the manifest names each question
+// by id with the file's sha256, and read back as eval.subset gives the
+// very same questions; a manifest of another file is refused.
+func TestEvalSubsets(t *testing.T) {
+	var lines []string
+	for i := 0; i < 40; i++ {
+		lines = append(lines, fmt.Sprintf(`{"id": "q%d", "question": "question %d?", "golden_answers": ["a%d"]}`, i, i, i))
+	}
+	f := writeDataFile(t, "nq.jsonl", strings.Join(lines, "\n")+"\n")
+	r := recipes.Defaults()
+	r.Eval.Datasets = map[string]string{"nq": f}
+	r.Eval.PerDataset = 5
+	ids := func(qs []Question) string {
+		var s []string
+		for _, q := range qs {
+			s = append(s, q.ID)
+		}
+		return strings.Join(s, ",")
+	}
+	sets, man, err := EvalSetsWithSubset(&r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ids(sets["nq"]); got != "q0,q1,q2,q3,q4" || man.Datasets["nq"].How != "first" || man.Datasets["nq"].Total != 40 {
+		t.Errorf("first: %s %+v", got, man.Datasets["nq"])
+	}
+	r.Eval.Subset = recipes.SubsetRandom
+	a, _, _ := EvalSetsWithSubset(&r)
+	b, man, _ := EvalSetsWithSubset(&r)
+	r.Eval.SubsetSeed = 2
+	c, _, _ := EvalSetsWithSubset(&r)
+	if ids(a["nq"]) != ids(b["nq"]) || ids(a["nq"]) == ids(c["nq"]) || ids(a["nq"]) == "q0,q1,q2,q3,q4" {
+		t.Errorf("random: %s, again %s, seed 2 %s", ids(a["nq"]), ids(b["nq"]), ids(c["nq"]))
+	}
+	path := filepath.Join(t.TempDir(), "eval_subset.json")
+	if err := man.Write(path); err != nil {
+		t.Fatal(err)
+	}
+	r.Eval.Subset, r.Eval.PerDataset = path, 0
+	back, _, err := EvalSetsWithSubset(&r)
+	if err != nil || ids(back["nq"]) != ids(a["nq"]) {
+		t.Errorf("from the manifest: %s %v, want %s", ids(back["nq"]), err, ids(a["nq"]))
+	}
+	r.Eval.Datasets["nq"] = writeDataFile(t, "nq2.jsonl", lines[0]+"\n")
+	if _, _, err := EvalSetsWithSubset(&r); err == nil || !strings.Contains(err.Error(), "not the same questions") {
+		t.Errorf("another file: %v", err)
+	}
+	r.Eval.Subset = recipes.SubsetAll
+	r.Eval.Datasets["nq"], r.Eval.PerDataset = f, 5
+	if all, _, _ := EvalSetsWithSubset(&r); len(all["nq"]) != 40 {
+		t.Errorf("all: %d questions", len(all["nq"]))
 	}
 }

@@ -1,0 +1,184 @@
+package dataset
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+
+	"github.com/hindsearch/hindsearch/recipes"
+)
+
+// Subset says exactly which questions an evaluation used, per dataset: a
+// run writes it (results.SubsetFile), and eval.subset accepts it back, so that two
+// projects evaluate on the same questions.
+type Subset struct {
+	// Datasets maps an eval.datasets name to its questions.
+	Datasets map[string]SubsetSet `json:"datasets"`
+}
+
+// SubsetSet is one dataset's chosen questions.
+type SubsetSet struct {
+	// File is the source file's name, SHA256 its contents' hash: a
+	// manifest applied to another file is refused.
+	File   string `json:"file"`
+	SHA256 string `json:"sha256"`
+	// Total is the file's question count; N the chosen ones.
+	Total int `json:"total"`
+	N     int `json:"n"`
+	// How is first, random or all (or manifest: read from one); Seed
+	// the random draw's seed.
+	How  string `json:"how"`
+	Seed int64  `json:"seed,omitempty"`
+	// IDs are the chosen questions' ids, in evaluation order.
+	IDs []string `json:"ids"`
+}
+
+// EvalSetsWithSubset loads eval.datasets and chooses each dataset's
+// questions as eval.subset says (see recipes.Eval.Subset), returning the
+// sets and the manifest of the choice.
+func EvalSetsWithSubset(r *recipes.Recipe) (map[string][]Question, *Subset, error) {
+	var from *Subset
+	switch r.Eval.Subset {
+	case recipes.SubsetFirst, recipes.SubsetRandom, recipes.SubsetAll, "":
+	default:
+		s, err := ReadSubset(r.Eval.Subset)
+		if err != nil {
+			return nil, nil, fmt.Errorf("eval.subset: %w", err)
+		}
+		from = s
+	}
+	sets := map[string][]Question{}
+	man := &Subset{Datasets: map[string]SubsetSet{}}
+	names := make([]string, 0, len(r.Eval.Datasets))
+	for name := range r.Eval.Datasets {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		f := r.Eval.Datasets[name]
+		qs, err := Load(f)
+		if err != nil {
+			return nil, nil, fmt.Errorf("eval.datasets.%s: %w", name, err)
+		}
+		sum, err := fileSHA256(f)
+		if err != nil {
+			return nil, nil, fmt.Errorf("eval.datasets.%s: %w", name, err)
+		}
+		set := SubsetSet{File: filepath.Base(f), SHA256: sum, Total: len(qs), How: r.Eval.Subset}
+		n := r.Eval.EvalSize(name)
+		switch {
+		case from != nil:
+			want, ok := from.Datasets[name]
+			if !ok {
+				return nil, nil, fmt.Errorf("eval.subset %s: no dataset %q (it has %s)", r.Eval.Subset, name, from.names())
+			}
+			if want.SHA256 != sum {
+				return nil, nil, fmt.Errorf("eval.subset %s: dataset %q was chosen from a file with sha256 %s, and %s has %s: not the same questions", r.Eval.Subset, name, want.SHA256, f, sum)
+			}
+			byID := make(map[string]Question, len(qs))
+			for _, q := range qs {
+				byID[q.ID] = q
+			}
+			var picked []Question
+			for _, id := range want.IDs {
+				q, ok := byID[id]
+				if !ok {
+					return nil, nil, fmt.Errorf("eval.subset %s: dataset %q: no question with id %q in %s", r.Eval.Subset, name, id, f)
+				}
+				picked = append(picked, q)
+			}
+			qs, set.How, set.Seed = picked, "manifest", want.Seed
+		case r.Eval.Subset == recipes.SubsetAll || n <= 0 || n >= len(qs):
+			if r.Eval.Subset == recipes.SubsetRandom {
+				set.Seed = r.Eval.SubsetSeed
+			}
+		case r.Eval.Subset == recipes.SubsetRandom:
+			qs = randomSubset(qs, n, r.Eval.SubsetSeed, name)
+			set.Seed = r.Eval.SubsetSeed
+		default:
+			qs = qs[:n]
+		}
+		for i := range qs {
+			qs[i].Dataset = name
+			set.IDs = append(set.IDs, qs[i].ID)
+		}
+		set.N = len(qs)
+		sets[name] = qs
+		man.Datasets[name] = set
+	}
+	return sets, man, nil
+}
+
+// randomSubset draws n of qs with seed (and the dataset's name, so that
+// each dataset gets its own draw), keeping file order.
+func randomSubset(qs []Question, n int, seed int64, name string) []Question {
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	rng := rand.New(rand.NewPCG(uint64(seed), h.Sum64()))
+	idx := rng.Perm(len(qs))[:n]
+	slices.Sort(idx)
+	out := make([]Question, n)
+	for i, j := range idx {
+		out[i] = qs[j]
+	}
+	return out
+}
+
+func fileSHA256(p string) (string, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// ReadSubset reads a subset manifest.
+func ReadSubset(path string) (*Subset, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var s Subset
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("%s: not a subset manifest: %w", path, err)
+	}
+	if len(s.Datasets) == 0 {
+		return nil, fmt.Errorf("%s: a subset manifest with no datasets", path)
+	}
+	return &s, nil
+}
+
+// Write writes the manifest to path (by way of a temporary file).
+func (s *Subset) Write(path string) error {
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+func (s *Subset) names() string {
+	var ns []string
+	for n := range s.Datasets {
+		ns = append(ns, n)
+	}
+	sort.Strings(ns)
+	return fmt.Sprint(ns)
+}
