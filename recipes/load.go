@@ -148,7 +148,7 @@ func LoadChain(path string, sets []string, environ []string) (*Recipe, []string,
 	}
 
 	normalize(&r)
-	r.dataDir = DataDir(envMapOf(environ))
+	r.dataDir = DataDir(EnvMap(environ))
 	resolvePaths(&r, top.dir, cwd, overridden)
 	if err := r.Validate(); err != nil {
 		return nil, nil, fmt.Errorf("recipe %s: %w", path, err)
@@ -718,8 +718,8 @@ func DataDir(env map[string]string) string {
 	return ""
 }
 
-// envMapOf is environ's KEY=VALUE pairs as a map.
-func envMapOf(environ []string) map[string]string {
+// EnvMap is environ's KEY=VALUE pairs as a map.
+func EnvMap(environ []string) map[string]string {
 	env := map[string]string{}
 	for _, kv := range environ {
 		if k, v, ok := strings.Cut(kv, "="); ok {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"path"
-	"strings"
 	"sync"
 
 	"github.com/spf13/cobra"
@@ -15,6 +14,7 @@ import (
 	"github.com/hindsearch/hindsearch/orchestrator/bundle"
 	"github.com/hindsearch/hindsearch/orchestrator/doctor"
 	"github.com/hindsearch/hindsearch/orchestrator/progress"
+	"github.com/hindsearch/hindsearch/recipes"
 )
 
 // dataFlags are the flags of data get and data verify.
@@ -82,12 +82,7 @@ only metadata requests. --dry-run stops after the plan.`,
 }
 
 func runData(ctx context.Context, e *env, f dataFlags, names []string, verify bool) error {
-	env := map[string]string{}
-	for _, kv := range e.environ {
-		if k, v, ok := strings.Cut(kv, "="); ok {
-			env[k] = v
-		}
-	}
+	env := recipes.EnvMap(e.environ)
 	m, err := bundle.Load()
 	if err != nil {
 		return err

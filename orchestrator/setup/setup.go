@@ -15,7 +15,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/hindsearch/hindsearch/clients/judge"
@@ -194,7 +193,7 @@ func Connect(ctx context.Context, r *recipes.Recipe, environ []string, log io.Wr
 	for _, o := range options {
 		o(&cfg)
 	}
-	env := envMap(environ)
+	env := recipes.EnvMap(environ)
 	key := func(name string) string {
 		if name == "" {
 			return ""
@@ -416,17 +415,6 @@ func EndTokens(v roles.Vocab) []string {
 		}
 	}
 	return out
-}
-
-// envMap is environ's KEY=VALUE pairs as a map.
-func envMap(environ []string) map[string]string {
-	env := map[string]string{}
-	for _, kv := range environ {
-		if k, v, ok := strings.Cut(kv, "="); ok {
-			env[k] = v
-		}
-	}
-	return env
 }
 
 // tinkerJudge builds judge.api tinker's judge: the judge model sampled

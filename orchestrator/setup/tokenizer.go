@@ -190,7 +190,7 @@ func ResolveTokenizer(r *recipes.Recipe, environ []string, load TokenizerLoader,
 	if note == nil {
 		note = func(string) {}
 	}
-	return connectTokenizer(r, envMap(environ), nil, load, note)
+	return connectTokenizer(r, recipes.EnvMap(environ), nil, load, note)
 }
 
 // builtinTokenizer is policy.tokenizer (or judge.tokenizer) qwen2.5 or
