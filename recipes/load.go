@@ -148,8 +148,7 @@ func LoadChain(path string, sets []string, environ []string) (*Recipe, []string,
 	}
 
 	normalize(&r)
-	r.dataDir = DataDir(EnvMap(environ))
-	resolvePaths(&r, top.dir, cwd, overridden)
+	resolvePaths(&r, top.dir, cwd, overridden, DataDir(EnvMap(environ)))
 	if err := r.Validate(); err != nil {
 		return nil, nil, fmt.Errorf("recipe %s: %w", path, err)
 	}
@@ -655,16 +654,16 @@ func isTokenizerName(s string) bool {
 
 // resolvePaths substitutes {name} in output.dir and makes every non-empty
 // path absolute: against cwd for overridden keys, else against fileDir.
-func resolvePaths(r *Recipe, fileDir, cwd string, overridden map[string]bool) {
+func resolvePaths(r *Recipe, fileDir, cwd string, overridden map[string]bool, dataDir string) {
 	abs := func(key, p string) string {
 		if p == "" || (key == "policy.tokenizer" || key == "judge.tokenizer") && isTokenizerName(p) {
 			return p
 		}
-		if ref, ok := strings.CutPrefix(p, DataPrefix); ok && r.dataDir != "" {
+		if ref, ok := strings.CutPrefix(p, DataPrefix); ok {
 			// A file of a bundle of `orchestrate data get`: under the
 			// data directory, in the bundle's folder.
 			bundle, _, _ := strings.Cut(ref, "/")
-			full := filepath.Join(r.dataDir, filepath.FromSlash(ref))
+			full := filepath.Join(dataDir, filepath.FromSlash(ref))
 			if r.dataRefs == nil {
 				r.dataRefs = map[string]string{}
 			}
@@ -715,7 +714,10 @@ func DataDir(env map[string]string) string {
 	if h := env["HOME"]; h != "" {
 		return filepath.Join(h, ".cache", "hindsearch", "data")
 	}
-	return ""
+	if c, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(c, "hindsearch", "data")
+	}
+	return filepath.Join(os.TempDir(), "hindsearch", "data")
 }
 
 // EnvMap is environ's KEY=VALUE pairs as a map.

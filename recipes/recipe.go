@@ -43,11 +43,11 @@ type Recipe struct {
 	// orchestrate ablate.
 	Variants map[string][]string `mapstructure:"variants" yaml:"variants"`
 
-	// dataDir is the data directory data: paths were resolved against;
-	// dataRefs maps each such resolved path to its bundle (for the error
-	// naming the data get command when it is missing).
-	dataDir  string
+	// dataRefs maps each path resolved from a data: value to its bundle
+	// (for the error naming the data get command when it is missing).
 	dataRefs map[string]string
+	// missingData are the data: paths not on disk (MissingData).
+	missingData Problems
 }
 
 // Policy configures the policy servers (vLLM replicas).

@@ -88,6 +88,7 @@ func (ps Problems) Error() string {
 // passes it, and a command that trains must also call ValidateTraining.
 func (r *Recipe) Validate() error {
 	var ps Problems
+	r.missingData = nil
 	bad := func(key, format string, args ...any) {
 		ps = append(ps, Problem{Key: key, Message: fmt.Sprintf(format, args...)})
 	}
@@ -160,7 +161,11 @@ func (r *Recipe) Validate() error {
 		}
 		if msg := checkFile(p); msg != "" {
 			if b, ok := r.dataRefs[p]; ok {
-				bad(key, "%s: %s: the %s bundle is not on disk: run `orchestrate data get %s`", p, msg, b, b)
+				// Not a problem of the recipe: of this machine, until
+				// the bundle is fetched (MissingData; run and doctor
+				// refuse to start without it).
+				r.missingData = append(r.missingData, Problem{Key: key,
+					Message: fmt.Sprintf("%s: %s: the %s bundle is not on disk: run `orchestrate data get %s`", p, msg, b, b)})
 				return
 			}
 			bad(key, "%s: %s", p, msg)
@@ -515,6 +520,18 @@ func (r *Recipe) Validate() error {
 		return nil
 	}
 	return ps
+}
+
+// MissingData returns the data: paths of the recipe whose bundle is not on
+// disk yet, each naming the `orchestrate data get` command that fetches
+// it (a Problems), or nil. Validate does not fail on them (a recipe is
+// checked on machines without the data); a command that reads the data
+// must.
+func (r *Recipe) MissingData() error {
+	if len(r.missingData) == 0 {
+		return nil
+	}
+	return r.missingData
 }
 
 // ValidateTraining returns nil when the recipe can train, or a Problems

@@ -566,14 +566,20 @@ func TestValidateBuiltinTokenizers(t *testing.T) {
 }
 
 // A data:<bundle>/<file> path is read under the data directory
-// (HINDSEARCH_DATA); a missing one names the data get command.
+// (HINDSEARCH_DATA); a missing one does not make the recipe invalid (it is
+// checked on machines without the data) but MissingData names the data
+// get command.
 func TestDataPaths(t *testing.T) {
 	f := newFixture(t)
 	data := t.TempDir()
 	env := []string{"HINDSEARCH_DATA=" + data, "HOME=" + t.TempDir()}
 	sets := []string{"eval.datasets.nq=data:eval-sets/nq.jsonl"}
 	path := f.write(t, minimal)
-	_, err := Load(path, sets, env)
+	r0, err := Load(path, sets, env)
+	if err != nil {
+		t.Fatalf("a missing data: file made the recipe invalid: %v", err)
+	}
+	err = r0.MissingData()
 	want := filepath.Join(data, "eval-sets", "nq.jsonl") + ": no such file: the eval-sets bundle is not on disk: run `orchestrate data get eval-sets`"
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("%v\nwant %s", err, want)
@@ -586,8 +592,8 @@ func TestDataPaths(t *testing.T) {
 		t.Fatal(err)
 	}
 	r, err := Load(path, sets, env)
-	if err != nil {
-		t.Fatal(err)
+	if err != nil || r.MissingData() != nil {
+		t.Fatal(err, r.MissingData())
 	}
 	if got := r.Eval.Datasets["nq"]; got != filepath.Join(data, "eval-sets", "nq.jsonl") {
 		t.Errorf("eval.datasets.nq = %s", got)

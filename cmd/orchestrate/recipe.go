@@ -26,6 +26,10 @@ names a base, a first comment line lists the files layered, in order.`,
 			if err != nil {
 				return err
 			}
+			if err := r.MissingData(); err != nil {
+				// The recipe is valid; this machine lacks its data.
+				fmt.Fprintf(e.stderr, "note: %v\n", err)
+			}
 			red := r.Redacted()
 			y, err := red.YAML()
 			if err != nil {

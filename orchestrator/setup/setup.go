@@ -43,6 +43,10 @@ import (
 // filesystem shared with this machine), unless sync.kind is tinker,
 // which reads no sampler archive.
 func ApplyRunDefaults(r *recipes.Recipe) error {
+	// The data a data: path names must be on this machine now.
+	if err := r.MissingData(); err != nil {
+		return fmt.Errorf("data: %w", err)
+	}
 	switch {
 	case r.Trainer.CheckpointsDir != "":
 	case r.Trainer.URL == recipes.Embedded:
