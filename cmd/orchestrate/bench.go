@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime/pprof"
+	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -15,6 +17,7 @@ func newBenchCmd(e *env) *cobra.Command {
 	o := bench.Options{Recipe: "recipes/sim.yaml", Scale: 1}
 	var jsonPath string
 	var keep bool
+	var passages int
 	var cpuProfile, memProfile string
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -39,6 +42,14 @@ The figures are ratios measured in the same run; they are SIMULATED.`,
 				if !keep {
 					defer os.RemoveAll(d)
 				}
+			}
+			if slices.Contains(o.Only, "retrieval") {
+				// The retrieval scale benchmark runs alone (it is not a
+				// scheduling scenario and takes the machine's memory).
+				if len(o.Only) > 1 {
+					return fmt.Errorf("--only retrieval runs alone, not with %v", o.Only)
+				}
+				return runRetrievalBench(cmd, e, filepath.Dir(o.Recipe), o.Dir, passages, jsonPath)
 			}
 			argv, err := bench.SimCommand()
 			if err != nil {
@@ -95,6 +106,38 @@ The figures are ratios measured in the same run; they are SIMULATED.`,
 	cmd.Flags().BoolVar(&keep, "keep", false, "keep the temporary directory")
 	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of this process (the orchestrator side) to this file")
 	cmd.Flags().StringVar(&memProfile, "memprofile", "", "write an allocation profile of this process (the orchestrator side) to this file at the end")
-	cmd.Flags().StringSliceVar(&o.Only, "only", nil, "run only these scenarios: speedup, hindsight, replicas, cpu")
+	cmd.Flags().StringSliceVar(&o.Only, "only", nil, "run only these scenarios: speedup, hindsight, replicas, cpu; or retrieval alone (with --passages)")
+	cmd.Flags().IntVar(&passages, "passages", 100_000, "--only retrieval: passages of the generated Wikipedia-like corpus")
 	return cmd
+}
+
+// runRetrievalBench runs the retrieval scale benchmark and prints its
+// table (and JSON).
+// The shipped corpus and questions are read from recipeDir's data/ (the
+// --recipe's directory).
+func runRetrievalBench(cmd *cobra.Command, e *env, recipeDir, dir string, passages int, jsonPath string) error {
+	var qs []string
+	for _, n := range []string{"nq", "hotpotqa", "triviaqa", "popqa", "2wikimultihopqa", "musique", "bamboogle"} {
+		qs = append(qs, filepath.Join(recipeDir, "data", "qa", n+".jsonl"))
+	}
+	rep, err := bench.Retrieval(cmd.Context(), bench.RetrievalOptions{Passages: passages, Dir: dir, Out: e.stderr,
+		Corpus: filepath.Join(recipeDir, "data", "corpus", "passages.jsonl"), Questions: qs})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "retrieval at %d passages (generated corpus; the real embedded BM25 index and server):\n", rep.Passages)
+	fmt.Fprintf(e.stdout, "  build %.1f s (%.0f passages/s), index %.1f MB, peak RSS %.0f MB, serving RSS %.0f MB, start %.1f s\n",
+		rep.BuildSeconds, rep.BuildPerSecond, float64(rep.IndexBytes)/(1<<20), float64(rep.PeakRSSBytes)/(1<<20), float64(rep.ServingRSSBytes)/(1<<20), rep.StartSeconds)
+	for _, p := range rep.Phases {
+		fmt.Fprintf(e.stdout, "  %-10s %6.1f queries/s  (calls of %d at concurrency %d: p50 %.1f ms, p99 %.1f ms)\n",
+			p.Name, p.QueriesPerSec, p.Batch, p.Concurrency, p.CallP50Millis, p.CallP99Millis)
+	}
+	if jsonPath != "" {
+		b, err := json.MarshalIndent(rep, "", "  ")
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(jsonPath, append(b, '\n'), 0o644)
+	}
+	return nil
 }

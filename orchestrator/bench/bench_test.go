@@ -84,3 +84,21 @@ func TestLowerMedian(t *testing.T) {
 		}
 	}
 }
+
+// The retrieval scale benchmark generates a corpus, builds and serves the
+// real embedded index, and measures both query phases.
+func TestRetrievalBenchmark(t *testing.T) {
+	rep, err := Retrieval(context.Background(), RetrievalOptions{Passages: 300, Dir: t.TempDir(), Seconds: 0.3,
+		Corpus: "../../recipes/data/corpus/passages.jsonl", Questions: []string{"../../recipes/data/qa/nq.jsonl"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Passages != 300 || rep.BuildPerSecond <= 0 || rep.IndexBytes <= 0 || len(rep.Phases) != 2 {
+		t.Fatalf("%+v", rep)
+	}
+	for _, p := range rep.Phases {
+		if p.Queries == 0 || p.QueriesPerSec <= 0 || p.CallP99Millis < p.CallP50Millis {
+			t.Errorf("%+v", p)
+		}
+	}
+}

@@ -1,0 +1,320 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hindsearch/hindsearch/clients/retriever"
+	"github.com/hindsearch/hindsearch/clients/retriever/bm25"
+	"github.com/hindsearch/hindsearch/clients/transport"
+	"github.com/hindsearch/hindsearch/orchestrator/dataset"
+)
+
+// RetrievalOptions configure the retrieval scale benchmark (orchestrate
+// bench --only retrieval --passages N): a Wikipedia-like corpus of
+// Passages passages is generated, indexed by the embedded BM25 retriever,
+// served over HTTP on loopback and queried with real benchmark questions,
+// as a rollout queries it.
+type RetrievalOptions struct {
+	// Passages is the generated corpus's size.
+	Passages int
+	// Corpus is the shipped corpus whose word frequencies the generated
+	// passages follow; Questions are question files whose questions are
+	// the queries.
+	Corpus    string
+	Questions []string
+	// Dir holds the generated corpus and the index.
+	Dir string
+	// Seconds bounds each query phase (default 10).
+	Seconds float64
+	Out     io.Writer
+}
+
+// RetrievalReport is what the scale benchmark measures.
+type RetrievalReport struct {
+	Passages        int     `json:"passages"`
+	BuildSeconds    float64 `json:"build_seconds"`
+	BuildPerSecond  float64 `json:"build_passages_per_second"`
+	IndexBytes      int64   `json:"index_bytes"`
+	PeakRSSBytes    int64   `json:"peak_rss_bytes"`
+	ServingRSSBytes int64   `json:"serving_rss_bytes"`
+	StartSeconds    float64 `json:"start_seconds"`
+	// Phases are the query phases: batches of 64 queries (one /retrieve
+	// call each, 1 at a time), and single queries at concurrency 8.
+	Phases []RetrievalPhase `json:"phases"`
+	// Simulated is false: the index and server are the real embedded
+	// retriever; only the corpus is generated.
+	Simulated bool `json:"simulated"`
+}
+
+// RetrievalPhase is one query phase's figures.
+type RetrievalPhase struct {
+	Name           string  `json:"name"`
+	Batch          int     `json:"batch"`
+	Concurrency    int     `json:"concurrency"`
+	Queries        int     `json:"queries"`
+	QueriesPerSec  float64 `json:"queries_per_second"`
+	CallP50Millis  float64 `json:"call_p50_ms"`
+	CallP99Millis  float64 `json:"call_p99_ms"`
+	QueriesPerCall int     `json:"queries_per_call"`
+}
+
+// Retrieval runs the scale benchmark.
+func Retrieval(ctx context.Context, o RetrievalOptions) (*RetrievalReport, error) {
+	if o.Out == nil {
+		o.Out = io.Discard
+	}
+	if o.Passages < 100 {
+		return nil, fmt.Errorf("--passages %d: want at least 100", o.Passages)
+	}
+	if o.Seconds <= 0 {
+		o.Seconds = 10
+	}
+	words, weights, err := wordTable(o.Corpus)
+	if err != nil {
+		return nil, err
+	}
+	var queries []string
+	for _, f := range o.Questions {
+		qs, err := dataset.Load(f)
+		if err != nil {
+			return nil, err
+		}
+		for _, q := range qs {
+			queries = append(queries, q.Question)
+		}
+	}
+	if len(queries) == 0 {
+		return nil, fmt.Errorf("no questions to query with")
+	}
+	corpus := filepath.Join(o.Dir, fmt.Sprintf("corpus-%d.jsonl", o.Passages))
+	t0 := time.Now()
+	if err := writeCorpus(corpus, o.Passages, words, weights); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(o.Out, "retrieval: generated %d passages in %.1fs (%s)\n", o.Passages, time.Since(t0).Seconds(), corpus)
+	rep := &RetrievalReport{Passages: o.Passages}
+	indexDir := filepath.Join(o.Dir, "index")
+	t0 = time.Now()
+	ix, err := bm25.Open(ctx, corpus, indexDir, nil)
+	if err != nil {
+		return nil, err
+	}
+	rep.BuildSeconds = time.Since(t0).Seconds()
+	rep.BuildPerSecond = float64(o.Passages) / rep.BuildSeconds
+	rep.IndexBytes = dirBytes(indexDir)
+	_, rep.PeakRSSBytes = rss()
+	ix.Close()
+	// Start from the built index, as a server that restarts does.
+	t0 = time.Now()
+	ix, err = bm25.Open(ctx, corpus, indexDir, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer ix.Close()
+	rep.StartSeconds = time.Since(t0).Seconds()
+	fmt.Fprintf(o.Out, "retrieval: built in %.1fs (%.0f passages/s), %s on disk, started again in %.1fs\n",
+		rep.BuildSeconds, rep.BuildPerSecond, human(rep.IndexBytes), rep.StartSeconds)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	srv := &http.Server{Handler: ix.Handler(bm25.StyleDense), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(l) }()
+	defer srv.Close()
+	to := transport.DefaultOptions("retriever", "http://"+l.Addr().String())
+	to.PoolSize = 16
+	rc, err := retriever.New(to)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	for _, ph := range []RetrievalPhase{{Name: "batch64", Batch: 64, Concurrency: 1}, {Name: "single-c8", Batch: 1, Concurrency: 8}} {
+		got, err := queryPhase(ctx, rc, queries, ph, time.Duration(o.Seconds*float64(time.Second)))
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(o.Out, "retrieval: %s: %.1f queries/s, a call p50 %.1f ms, p99 %.1f ms\n", got.Name, got.QueriesPerSec, got.CallP50Millis, got.CallP99Millis)
+		rep.Phases = append(rep.Phases, got)
+	}
+	rep.ServingRSSBytes, _ = rss()
+	return rep, nil
+}
+
+// queryPhase sends /retrieve calls of ph.Batch queries, ph.Concurrency at
+// a time, top-3, for d.
+func queryPhase(ctx context.Context, rc *retriever.Client, queries []string, ph RetrievalPhase, d time.Duration) (RetrievalPhase, error) {
+	var mu sync.Mutex
+	var lat []float64
+	var firstErr error
+	next := 0
+	deadline := time.Now().Add(d)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w := 0; w < ph.Concurrency; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(deadline) && ctx.Err() == nil {
+				mu.Lock()
+				batch := make([]string, ph.Batch)
+				for i := range batch {
+					batch[i] = queries[next%len(queries)]
+					next++
+				}
+				mu.Unlock()
+				t := time.Now()
+				_, err := rc.Retrieve(ctx, batch, 3)
+				ms := float64(time.Since(t).Microseconds()) / 1000
+				mu.Lock()
+				if err != nil && firstErr == nil {
+					firstErr = err
+				}
+				lat = append(lat, ms)
+				mu.Unlock()
+				if err != nil {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return ph, firstErr
+	}
+	el := time.Since(start).Seconds()
+	sort.Float64s(lat)
+	ph.Queries = len(lat) * ph.Batch
+	ph.QueriesPerCall = ph.Batch
+	ph.QueriesPerSec = float64(ph.Queries) / el
+	ph.CallP50Millis = lat[len(lat)/2]
+	ph.CallP99Millis = lat[min(len(lat)-1, len(lat)*99/100)]
+	return ph, nil
+}
+
+// wordTable is the word frequencies of a corpus's passages: generated
+// passages draw their words from it, so term statistics are Wikipedia's
+// (the shipped corpus is Wikipedia passages).
+func wordTable(path string) ([]string, []float64, error) {
+	texts, err := dataset.LoadCorpus(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	count := map[string]int{}
+	for _, t := range texts {
+		for _, w := range strings.Fields(t) {
+			count[w]++
+		}
+	}
+	words := make([]string, 0, len(count))
+	for w := range count {
+		words = append(words, w)
+	}
+	slices.Sort(words)
+	cum := make([]float64, len(words))
+	total := 0.0
+	for i, w := range words {
+		total += float64(count[w])
+		cum[i] = total
+	}
+	return words, cum, nil
+}
+
+// writeCorpus writes n passages of about 100 words drawn from the table,
+// each with a two-word title, in wiki-18's JSONL shape.
+func writeCorpus(path string, n int, words []string, cum []float64) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	rng := rand.New(rand.NewPCG(uint64(n), 7))
+	total := cum[len(cum)-1]
+	draw := func() string {
+		x := rng.Float64() * total
+		return words[sort.SearchFloat64s(cum, x)]
+	}
+	var sb strings.Builder
+	for i := 0; i < n; i++ {
+		sb.Reset()
+		sb.WriteString(`"` + draw() + " " + draw() + `"` + "\n")
+		k := 80 + rng.IntN(41)
+		for j := 0; j < k; j++ {
+			if j > 0 {
+				sb.WriteByte(' ')
+			}
+			sb.WriteString(draw())
+		}
+		b, _ := json.Marshal(map[string]string{"id": strconv.Itoa(i), "contents": sb.String()})
+		w.Write(b)
+		w.WriteByte('\n')
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func dirBytes(dir string) int64 {
+	var n int64
+	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if info, err := d.Info(); err == nil {
+				n += info.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+// rss returns this process's resident set size and its peak (VmRSS,
+// VmHWM of /proc/self/status; 0 where there is no /proc).
+func rss() (now, peak int64) {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 2 {
+			v, _ := strconv.ParseInt(f[1], 10, 64)
+			switch f[0] {
+			case "VmRSS:":
+				now = v << 10
+			case "VmHWM:":
+				peak = v << 10
+			}
+		}
+	}
+	return now, peak
+}
+
+func human(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MB", float64(n)/(1<<20))
+	}
+	return fmt.Sprintf("%.1f KB", float64(n)/(1<<10))
+}
