@@ -132,6 +132,7 @@ func runRetrievalBench(cmd *cobra.Command, e *env, recipeDir, dir string, passag
 		fmt.Fprintf(e.stdout, "  %-10s %6.1f queries/s  (calls of %d at concurrency %d: p50 %.1f ms, p99 %.1f ms)\n",
 			p.Name, p.QueriesPerSec, p.Batch, p.Concurrency, p.CallP50Millis, p.CallP99Millis)
 	}
+	fmt.Fprintf(e.stdout, "  recall@3 on the shipped corpus and questions: %.3f (%d questions)\n", rep.RecallAt3, rep.RecallQuestions)
 	if jsonPath != "" {
 		b, err := json.MarshalIndent(rep, "", "  ")
 		if err != nil {

@@ -93,7 +93,8 @@ func TestRetrievalBenchmark(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Passages != 300 || rep.BuildPerSecond <= 0 || rep.IndexBytes <= 0 || len(rep.Phases) != 2 {
+	if rep.Passages != 300 || rep.BuildPerSecond <= 0 || rep.IndexBytes <= 0 || len(rep.Phases) != 2 ||
+		rep.RecallQuestions != 300 || !(rep.RecallAt3 > 0 && rep.RecallAt3 < 1) {
 		t.Fatalf("%+v", rep)
 	}
 	for _, p := range rep.Phases {

@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hindsearch/hindsearch/clients/policy/format"
 	"github.com/hindsearch/hindsearch/clients/retriever"
 	"github.com/hindsearch/hindsearch/clients/retriever/bm25"
 	"github.com/hindsearch/hindsearch/clients/transport"
@@ -57,6 +58,12 @@ type RetrievalReport struct {
 	// Phases are the query phases: batches of 64 queries (one /retrieve
 	// call each, 1 at a time), and single queries at concurrency 8.
 	Phases []RetrievalPhase `json:"phases"`
+	// RecallAt3 is, on the shipped corpus and questions (not the
+	// generated corpus), the share of questions whose top 3 passages hold
+	// one of its gold answers (normalised as exact match normalises);
+	// RecallQuestions is how many were asked.
+	RecallAt3       float64 `json:"recall_at_3"`
+	RecallQuestions int     `json:"recall_questions"`
 	// Simulated is false: the index and server are the real embedded
 	// retriever; only the corpus is generated.
 	Simulated bool `json:"simulated"`
@@ -153,7 +160,61 @@ func Retrieval(ctx context.Context, o RetrievalOptions) (*RetrievalReport, error
 		rep.Phases = append(rep.Phases, got)
 	}
 	rep.ServingRSSBytes, _ = rss()
+	if err := recallAt3(ctx, o, rep); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(o.Out, "retrieval: recall@3 on the shipped corpus %.3f (%d questions)\n", rep.RecallAt3, rep.RecallQuestions)
 	return rep, nil
+}
+
+// recallAt3 measures the index's quality on the shipped corpus: the share
+// of the shipped questions whose top-3 passages contain a gold answer.
+func recallAt3(ctx context.Context, o RetrievalOptions, rep *RetrievalReport) error {
+	ix, err := bm25.Open(ctx, o.Corpus, filepath.Join(o.Dir, "index-shipped"), nil)
+	if err != nil {
+		return err
+	}
+	defer ix.Close()
+	hit, n := 0, 0
+	for _, f := range o.Questions {
+		qs, err := dataset.Load(f)
+		if err != nil {
+			return err
+		}
+		texts := make([]string, len(qs))
+		for i, q := range qs {
+			texts[i] = q.Question
+		}
+		res, err := ix.Search(ctx, texts, 3)
+		if err != nil {
+			return err
+		}
+		for i, q := range qs {
+			n++
+			if passagesHold(res[i], q.Golds) {
+				hit++
+			}
+		}
+	}
+	if n > 0 {
+		rep.RecallAt3, rep.RecallQuestions = float64(hit)/float64(n), n
+	}
+	return nil
+}
+
+// passagesHold reports whether any hit's text holds one of golds, both
+// normalised as exact match normalises them (format.Normalize), as whole
+// words.
+func passagesHold(hits []retriever.Hit, golds []string) bool {
+	for _, h := range hits {
+		text := " " + format.Normalize(h.Contents) + " "
+		for _, g := range golds {
+			if ng := format.Normalize(g); ng != "" && strings.Contains(text, " "+ng+" ") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // queryPhase sends /retrieve calls of ph.Batch queries, ph.Concurrency at
