@@ -625,9 +625,3 @@ func (c *Client) fetchRanges(ctx context.Context, f File, m Meta, part string, p
 	}
 	return ctx.Err()
 }
-
-// fileSHA256Bytes is fileSHA256 of bytes in memory (tests).
-func fileSHA256Bytes(b []byte) (string, error) {
-	s := sha256.Sum256(b)
-	return hex.EncodeToString(s[:]), nil
-}

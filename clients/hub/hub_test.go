@@ -3,6 +3,8 @@ package hub
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"math/rand/v2"
 	"os"
@@ -191,8 +193,8 @@ func TestTokenAndCache(t *testing.T) {
 }
 
 func sha256Hex(b []byte) string {
-	h, _ := fileSHA256Bytes(b)
-	return h
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
 }
 
 // What Get writes reads back as huggingface_hub reads its cache

@@ -2,8 +2,6 @@ package trainer
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -151,8 +149,8 @@ func (c *Client) CreateSamplingSession(ctx context.Context, s *Session, baseMode
 }
 
 // Submit POSTs body to the future route op (relative to /api/v1/) with
-// the call options opt and returns the future's request id; Resolve waits
-// for its result. They serve routes that change no model state and so
+// the call options opt and returns the future's request id; ResolveBinary
+// waits for its result. They serve routes that change no model state and so
 // need no seq_id ordering (asample); a training call goes through the
 // methods of its own.
 func (c *Client) Submit(ctx context.Context, op string, body any, opt transport.Call) (string, error) {
@@ -168,42 +166,18 @@ func (c *Client) Submit(ctx context.Context, op string, body any, opt transport.
 	return f.RequestID, nil
 }
 
-// ErrExpired is Resolve's error for a future the server no longer has
-// (410): the request must be submitted again.
+// ErrExpired is ResolveBinary's error for a future the server no longer
+// has (410): the request must be submitted again.
 var ErrExpired = errExpired
 
-// Resolve polls retrieve_future for request reqID of route op until it
-// resolves, and decodes its result into out (when not nil): a 408 (SkyRL's
-// held poll) or a try_again answer is polled again; a failed future
-// (SkyRL's 400 {"detail"}, the hosted service's 200 {"error",
-// "category"}) is a *RequestError; a 410 is ErrExpired.
-func (c *Client) Resolve(ctx context.Context, op, reqID string, out any) error {
-	raw, err := c.resolve(ctx, op, reqID)
-	if err != nil {
-		return err
-	}
-	if out == nil {
-		return nil
-	}
-	if err := json.Unmarshal(raw, out); err != nil {
-		return fmt.Errorf("trainer %s %s: decode result: %w", op, c.URL(), err)
-	}
-	return nil
-}
-
-// ResolveBinary is Resolve for a route whose result can come as
-// protobuf: every poll sends headers (e.g. Accept:
-// application/x-protobuf, as the SDK asks for sample results), and the
-// result is returned as it came, JSON or binary; binary checks a binary
-// answer (one it refuses is malformed, and polled again).
+// ResolveBinary polls retrieve_future for request reqID of route op until
+// it resolves, for a route whose result can come as protobuf: a 408
+// (SkyRL's held poll) or a try_again answer is polled again; a failed
+// future (SkyRL's 400 {"detail"}, the hosted service's 200 {"error",
+// "category"}) is a *RequestError; a 410 is ErrExpired. Every poll sends
+// headers (e.g. Accept: application/x-protobuf, as the SDK asks for sample
+// results), and the result is returned as it came, JSON or binary; binary
+// checks a binary answer (one it refuses is malformed, and polled again).
 func (c *Client) ResolveBinary(ctx context.Context, op, reqID string, headers map[string]string, binary func([]byte) error) ([]byte, error) {
 	return c.resolveAs(ctx, op, reqID, headers, binary)
-}
-
-// IsRequestError reports whether err is a future the server ran and
-// reported failed, and returns it.
-func IsRequestError(err error) (*RequestError, bool) {
-	var re *RequestError
-	ok := errors.As(err, &re)
-	return re, ok
 }

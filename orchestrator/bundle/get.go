@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/parquet-go/parquet-go"
@@ -295,7 +296,7 @@ func Verify(ctx context.Context, bundles []Named, o Options) error {
 		for _, f := range b.Files {
 			consumedByStep := false
 			for _, s := range b.Make {
-				if s.Kind != "bm25" && containsStr(s.From, f.name()) {
+				if s.Kind != "bm25" && slices.Contains(s.From, f.name()) {
 					consumedByStep = true
 				}
 			}
@@ -311,15 +312,6 @@ func Verify(ctx context.Context, bundles []Named, o Options) error {
 		return fmt.Errorf("%d problems:\n\t%s", len(failed), strings.Join(failed, "\n\t"))
 	}
 	return nil
-}
-
-func containsStr(xs []string, x string) bool {
-	for _, v := range xs {
-		if v == x {
-			return true
-		}
-	}
-	return false
 }
 
 // check runs b's checks in dir, writing one line each.
@@ -437,7 +429,7 @@ func checkParquet(p string, c Check) (string, error) {
 		cols = append(cols, fl.Name())
 	}
 	for _, want := range c.Columns {
-		if !containsStr(cols, want) {
+		if !slices.Contains(cols, want) {
 			return "", fmt.Errorf("no column %q (it has %s)", want, strings.Join(cols, ", "))
 		}
 	}

@@ -174,7 +174,7 @@ func (c *Client) Serves(name string) bool {
 }
 
 // session returns the client's own session, starting it on first need.
-func (c *Client) session(ctx context.Context) (*trainer.Session, error) {
+func (c *Client) session() (*trainer.Session, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.sess != nil {
@@ -188,7 +188,6 @@ func (c *Client) session(ctx context.Context) (*trainer.Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	_ = ctx
 	c.sess = s
 	return s, nil
 }
@@ -205,7 +204,7 @@ func (c *Client) target(ctx context.Context, model string) (string, error) {
 	if model != c.opts.BaseModel {
 		return "", fmt.Errorf("tinker policy %s: model %q has no sampling session (not the base model %q, and no sampler weights were served under that name): %w", c.URL(), model, c.opts.BaseModel, ErrNotServed)
 	}
-	s, err := c.session(ctx)
+	s, err := c.session()
 	if err != nil {
 		return "", err
 	}
@@ -594,7 +593,7 @@ func (c *Client) LoadLoRA(ctx context.Context, name, path string) error {
 	if dup {
 		return fmt.Errorf("tinker policy %s: %s is served already: %w", c.URL(), name, policy.ErrAlreadyLoaded)
 	}
-	s, err := c.session(ctx)
+	s, err := c.session()
 	if err != nil {
 		return err
 	}
