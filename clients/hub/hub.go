@@ -315,6 +315,12 @@ func (c *Client) Get(ctx context.Context, f File, dir string) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	return c.Fetch(ctx, f, m, dir)
+}
+
+// Fetch is Get with f's metadata already asked for (Meta): a caller that
+// planned with it makes no second metadata request.
+func (c *Client) Fetch(ctx context.Context, f File, m Meta, dir string) (Result, error) {
 	repo := filepath.Join(dir, RepoFolder(f.Repo, f.Type))
 	blob := filepath.Join(repo, "blobs", m.Etag)
 	pointer := filepath.Join(repo, "snapshots", m.Commit, filepath.FromSlash(f.Path))

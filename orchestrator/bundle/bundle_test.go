@@ -136,10 +136,13 @@ func TestGetPaperBundles(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", w, out.String())
 		}
 	}
-	gets := h.Requests["GET"]
+	gets, heads := h.Requests["GET"], h.Requests["HEAD"]
 	out.Reset()
 	if err := Get(ctx, bs, o); err != nil {
 		t.Fatal(err)
+	}
+	if n := h.Requests["HEAD"] - heads; n != 7 {
+		t.Errorf("second get: %d metadata requests, want one per file (7)", n)
 	}
 	if h.Requests["GET"] != gets || !strings.Contains(out.String(), "wiki18: up to date") {
 		t.Errorf("second get: %d GETs more\n%s", h.Requests["GET"]-gets, out.String())

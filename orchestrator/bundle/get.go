@@ -154,12 +154,10 @@ func (o Options) getOne(ctx context.Context, b Named, metas []hub.Meta) error {
 	}
 	paths := map[string]string{}
 	for i, f := range b.Files {
-		res, err := o.Hub.Get(ctx, f.file(), o.Cache)
+		// The preflight asked for the metadata: no second request.
+		res, err := o.Hub.Fetch(ctx, f.file(), metas[i], o.Cache)
 		if err != nil {
 			return err
-		}
-		if res.Meta.Etag != metas[i].Etag {
-			return fmt.Errorf("%s changed on the hub while it was fetched (etag %s, then %s): run again", f.file(), metas[i].Etag, res.Meta.Etag)
 		}
 		how := "in the cache"
 		if res.Fetched {
