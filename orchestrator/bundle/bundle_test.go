@@ -194,3 +194,47 @@ func TestShippedManifest(t *testing.T) {
 		t.Errorf("unknown bundle: %v", err)
 	}
 }
+
+// A bm25 step builds the index once: its check takes the count the build
+// gave; verify opens it (once).
+func TestBM25BuiltOnce(t *testing.T) {
+	m, err := Parse([]byte(`bundles:
+  wiki18:
+    about: stand-in corpus
+    files:
+      - {repo: PeterJinGo/wiki-18-corpus, type: dataset, path: wiki-18.jsonl.gz}
+    make:
+      - {kind: gunzip, from: [wiki-18.jsonl.gz], to: wiki-18.jsonl}
+  wiki18-bm25:
+    about: stand-in index
+    needs: [wiki18]
+    make:
+      - {kind: bm25, from: [wiki18/wiki-18.jsonl], to: bm25}
+    checks:
+      - {kind: bm25, file: bm25, docs: 3}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := fakeHub(t)
+	var out bytes.Buffer
+	o := opts(t, h, &out)
+	calls := 0
+	o.BuildBM25 = func(_ context.Context, corpus, dir string) (int, error) {
+		calls++
+		if _, err := os.Stat(corpus); err != nil {
+			return 0, err
+		}
+		return 3, nil
+	}
+	bs, _ := m.Resolve([]string{"wiki18-bm25"})
+	if err := Get(context.Background(), bs, o); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if calls != 1 || !strings.Contains(out.String(), "check wiki18-bm25/bm25: 3 documents") {
+		t.Errorf("%d builds\n%s", calls, out.String())
+	}
+	if err := Verify(context.Background(), bs, o); err != nil || calls != 2 {
+		t.Errorf("verify: %v, %d opens in all", err, calls)
+	}
+}

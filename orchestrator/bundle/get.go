@@ -153,6 +153,9 @@ func (o Options) getOne(ctx context.Context, b Named, metas []hub.Meta) error {
 		}
 	}
 	paths := map[string]string{}
+	// built holds the document counts of the BM25 indexes just built, so
+	// that their checks do not open them (and read the corpus) again.
+	built := map[string]int{}
 	for i, f := range b.Files {
 		// The preflight asked for the metadata: no second request.
 		res, err := o.Hub.Fetch(ctx, f.file(), metas[i], o.Cache)
@@ -172,11 +175,11 @@ func (o Options) getOne(ctx context.Context, b Named, metas []hub.Meta) error {
 		}
 	}
 	for _, s := range b.Make {
-		if err := o.make(ctx, s, dir, paths); err != nil {
+		if err := o.make(ctx, s, dir, paths, built); err != nil {
 			return fmt.Errorf("%s %s: %w", s.Kind, s.To, err)
 		}
 	}
-	if err := o.check(ctx, b, dir); err != nil {
+	if err := o.check(ctx, b, dir, built); err != nil {
 		return err
 	}
 	var d doneRecord
@@ -198,8 +201,9 @@ func relink(target, link string) error {
 }
 
 // make runs one step, writing its output by way of a temporary file (a
-// killed step leaves no half output under its name).
-func (o Options) make(ctx context.Context, s Step, dir string, paths map[string]string) error {
+// killed step leaves no half output under its name); a BM25 index's
+// document count goes into built.
+func (o Options) make(ctx context.Context, s Step, dir string, paths map[string]string, built map[string]int) error {
 	out := filepath.Join(dir, s.To)
 	switch s.Kind {
 	case "bm25":
@@ -215,6 +219,7 @@ func (o Options) make(ctx context.Context, s Step, dir string, paths map[string]
 			return err
 		}
 		fmt.Fprintf(o.Out, "  %s: BM25 index of %d passages\n", out, n)
+		built[s.To] = n
 		return nil
 	}
 	tmp := out + ".partial"
@@ -302,7 +307,7 @@ func Verify(ctx context.Context, bundles []Named, o Options) error {
 				failed = append(failed, fmt.Sprintf("%s/%s: missing: run orchestrate data get %s", b.Name, f.name(), b.Name))
 			}
 		}
-		if err := o.check(ctx, b, dir); err != nil {
+		if err := o.check(ctx, b, dir, nil); err != nil {
 			failed = append(failed, fmt.Sprintf("%s: %v", b.Name, err))
 		}
 	}
@@ -312,14 +317,15 @@ func Verify(ctx context.Context, bundles []Named, o Options) error {
 	return nil
 }
 
-// check runs b's checks in dir, writing one line each.
-func (o Options) check(ctx context.Context, b Named, dir string) error {
+// check runs b's checks in dir, writing one line each; built holds the
+// document counts of BM25 indexes this get built (nil: open them).
+func (o Options) check(ctx context.Context, b Named, dir string, built map[string]int) error {
 	for _, c := range b.Checks {
 		p := filepath.Join(dir, c.File)
 		var got string
 		var err error
 		if c.Kind == "bm25" {
-			got, err = o.checkBM25(ctx, b, c, p)
+			got, err = o.checkBM25(ctx, b, c, p, built)
 		} else {
 			got, err = runCheck(ctx, c, p)
 		}
@@ -331,14 +337,18 @@ func (o Options) check(ctx context.Context, b Named, dir string) error {
 	return nil
 }
 
-// checkBM25 opens the index the bundle's bm25 step built at p (it is not
-// built again) and compares its document count.
-func (o Options) checkBM25(ctx context.Context, b Named, c Check, p string) (string, error) {
+// checkBM25 compares the document count of the index the bundle's bm25
+// step built at p: the count the build gave, or, for an index built
+// before, the one opening it gives (it is not built again).
+func (o Options) checkBM25(ctx context.Context, b Named, c Check, p string, built map[string]int) (string, error) {
 	for _, s := range b.Make {
 		if s.Kind == "bm25" && s.To == c.File && len(s.From) == 1 && o.BuildBM25 != nil {
-			n, err := o.BuildBM25(ctx, filepath.Join(o.Dir, s.From[0]), p)
-			if err != nil {
-				return "", err
+			n, ok := built[c.File]
+			if !ok {
+				var err error
+				if n, err = o.BuildBM25(ctx, filepath.Join(o.Dir, s.From[0]), p); err != nil {
+					return "", err
+				}
 			}
 			if c.Docs > 0 && int64(n) != c.Docs || n == 0 {
 				return "", fmt.Errorf("the index holds %d documents, want %d", n, c.Docs)
