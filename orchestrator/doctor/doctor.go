@@ -319,6 +319,22 @@ type replicaChecks struct {
 	local *Check
 }
 
+// unreached adds the rows names of a replica that did not answer its
+// health check: each skipped with why, except the local tokenizer row when
+// it is known to fail without the server.
+func (c *checker) unreached(rc *replicaChecks, names []string, why string) {
+	for _, n := range names {
+		if n == localTokenizerRow {
+			if ch, bad := c.missingLocalTokenizer(rc.url); bad {
+				// Known without the server: say it now.
+				rc.checks = append(rc.checks, ch)
+				continue
+			}
+		}
+		rc.checks = append(rc.checks, Check{Role: "policy", Server: rc.url, Name: n, Status: CheckSkip, Detail: why})
+	}
+}
+
 // policy checks one replica.
 func (c *checker) policy(ctx context.Context, p policy.Policy) replicaChecks {
 	rc := replicaChecks{url: p.URL()}
@@ -334,16 +350,7 @@ func (c *checker) policy(ctx context.Context, p policy.Policy) replicaChecks {
 			fix = "start SGLang (python -m sglang.launch_server --model-path MODEL ...) at this address (see docs/gpu.md), or fix policy.urls (policy.server is sglang)"
 		}
 		add("health", CheckFail, "GET /health: "+reason(err), fix)
-		for _, n := range c.policyCheckNames() {
-			if n == localTokenizerRow {
-				if ch, bad := c.missingLocalTokenizer(rc.url); bad {
-					// Known without the server: say it now.
-					rc.checks = append(rc.checks, ch)
-					continue
-				}
-			}
-			add(n, CheckSkip, "the server did not answer GET /health", "")
-		}
+		c.unreached(&rc, c.policyCheckNames(), "the server did not answer GET /health")
 		return rc
 	}
 	rc.reached = true

@@ -40,16 +40,7 @@ func (c *checker) tinkerPolicy(ctx context.Context, p *tinker.Client) replicaChe
 	if err != nil {
 		add("health", CheckFail, "GET /api/v1/healthz: "+reason(err),
 			"check the Tinker server's URL (policy.urls, trainer.url) and that it is up; for the hosted service, the URL its documentation gives")
-		for _, n := range names {
-			if n == localTokenizerRow {
-				if ch, bad := c.missingLocalTokenizer(rc.url); bad {
-					// Known without the server: say it now.
-					rc.checks = append(rc.checks, ch)
-					continue
-				}
-			}
-			add(n, CheckSkip, "the server did not answer GET /api/v1/healthz", "")
-		}
+		c.unreached(&rc, names, "the server did not answer GET /api/v1/healthz")
 		return rc
 	}
 	rc.reached = true
