@@ -1,11 +1,9 @@
 package trainer
 
 import (
-	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"math/rand/v2"
 	"net/http"
@@ -94,7 +92,7 @@ func (s *Server) createSamplingSession(w http.ResponseWriter, r *http.Request) {
 		BaseModel            *string `json:"base_model"`
 		ModelPath            *string `json:"model_path"`
 	}
-	if err := decodeLoose(r, &req); err != nil {
+	if err := httpx.Decode(r, &req); err != nil {
 		detail(w, http.StatusUnprocessableEntity, "%v", err)
 		return
 	}
@@ -185,7 +183,7 @@ type sampleJob struct {
 
 func (s *Server) asample(w http.ResponseWriter, r *http.Request) {
 	var req sampleRequest
-	if err := decodeLoose(r, &req); err != nil {
+	if err := httpx.Decode(r, &req); err != nil {
 		detail(w, http.StatusUnprocessableEntity, "%v", err)
 		return
 	}
@@ -293,22 +291,6 @@ func (s *Server) asample(w http.ResponseWriter, r *http.Request) {
 		close(f.done)
 	}()
 	httpx.WriteJSON(w, http.StatusOK, map[string]any{"future_id": rid, "status": "pending", "request_id": rid})
-}
-
-// decodeLoose decodes a JSON body, ignoring fields it does not know
-// (pydantic's default, which SkyRL's request models keep).
-func decodeLoose(r *http.Request, v any) error {
-	body, err := io.ReadAll(io.LimitReader(r.Body, httpx.MaxBody+1))
-	if err != nil {
-		return fmt.Errorf("read body: %w", err)
-	}
-	if len(body) > httpx.MaxBody {
-		return fmt.Errorf("body over %d bytes", httpx.MaxBody)
-	}
-	if err := json.NewDecoder(bytes.NewReader(body)).Decode(v); err != nil {
-		return fmt.Errorf("invalid request body: %w", err)
-	}
-	return nil
 }
 
 // promptTokens joins a ModelInput's encoded_text chunks (SkyRL infers a

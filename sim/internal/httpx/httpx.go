@@ -25,6 +25,16 @@ const MaxBody = 64 << 20
 // fields, so the simulator accepts exactly the documented wire formats; a
 // body over MaxBody bytes is an error.
 func DecodeStrict(r *http.Request, v any) error {
+	return decode(r, v, true)
+}
+
+// Decode is DecodeStrict ignoring fields it does not know, as pydantic's
+// default does (SkyRL's request models keep it).
+func Decode(r *http.Request, v any) error {
+	return decode(r, v, false)
+}
+
+func decode(r *http.Request, v any, strict bool) error {
 	body, err := io.ReadAll(io.LimitReader(r.Body, MaxBody+1))
 	if err != nil {
 		return fmt.Errorf("read body: %w", err)
@@ -33,7 +43,9 @@ func DecodeStrict(r *http.Request, v any) error {
 		return fmt.Errorf("body over %d bytes", MaxBody)
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
+	if strict {
+		dec.DisallowUnknownFields()
+	}
 	if err := dec.Decode(v); err != nil {
 		return fmt.Errorf("invalid request body: %w", err)
 	}
