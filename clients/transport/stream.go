@@ -2,8 +2,8 @@ package transport
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -48,21 +48,12 @@ func (c *Client) Stream(ctx context.Context, opt Call, method, target string, he
 		c.opts.OnDone(Observation{Role: c.role, Method: method, Path: p, Status: status, Attempts: cl.attempts, Err: err})
 	}
 	if err != nil {
-		if raw != nil && raw.Body != nil {
-			raw.Body.Close()
-		}
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return nil, fmt.Errorf("%s %s: %w", c.role, shown, c.redactErr(err))
+		return nil, c.sendError(shown, raw, err)
 	}
 	if status >= 200 && status <= 299 || opt.NoRedirect && status >= 300 && status <= 399 {
 		return raw, nil
 	}
-	b := make([]byte, maxErrorBody)
-	n, _ := raw.Body.Read(b)
+	b, _ := io.ReadAll(io.LimitReader(raw.Body, maxErrorBody))
 	raw.Body.Close()
-	return nil, &StatusError{Role: c.role, URL: shown.String(), Status: status, Body: c.redact(strings.ToValidUTF8(string(b[:n]), "?")),
-		Attempts: max(cl.attempts, 1) + cl.resent, Header: raw.Header}
+	return nil, c.statusError(cl, shown, raw, b)
 }

@@ -227,7 +227,7 @@ type StatusError struct {
 	// server (and acted, if the call is not idempotent) before its answer
 	// was lost.
 	Attempts int
-	// Header is the answer's header (set by Stream; nil from Do).
+	// Header is the answer's header.
 	Header http.Header
 }
 
@@ -512,14 +512,7 @@ func (c *Client) once(ctx context.Context, cl *call, method, full string, shown 
 		raw = resp.RawResponse
 	}
 	if err != nil {
-		if raw != nil && raw.Body != nil {
-			raw.Body.Close()
-		}
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return 0, fmt.Errorf("%s %s: %w", c.role, shown, c.redactErr(err))
+		return 0, c.sendError(shown, raw, err)
 	}
 	st := raw.StatusCode
 	bp := bodyPool.Get().(*[]byte)
@@ -534,12 +527,7 @@ func (c *Client) once(ctx context.Context, cl *call, method, full string, shown 
 		return st, fmt.Errorf("%s %s: read response: %w", c.role, shown, c.redactErr(err))
 	}
 	if st < 200 || st > 299 {
-		b := body
-		if len(b) > maxErrorBody {
-			b = b[:maxErrorBody]
-		}
-		return st, &StatusError{Role: c.role, URL: shown.String(), Status: st, Body: c.redact(strings.ToValidUTF8(string(b), "?")),
-			Attempts: max(cl.attempts, 1) + cl.resent}
+		return st, c.statusError(cl, shown, raw, body)
 	}
 	switch o := out.(type) {
 	case nil:
@@ -563,6 +551,30 @@ func (c *Client) once(ctx context.Context, cl *call, method, full string, shown 
 		return st, &decodeError{fmt.Sprintf("%s %s: decode response: %s", c.role, shown, c.redact(err.Error()))}
 	}
 	return st, nil
+}
+
+// sendError is the failure of a request that got no answer: the role,
+// the URL and the cause (out of resty's *url.Error), secrets redacted. A
+// response that came with it is closed.
+func (c *Client) sendError(shown shownURL, raw *http.Response, err error) error {
+	if raw != nil && raw.Body != nil {
+		raw.Body.Close()
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	return fmt.Errorf("%s %s: %w", c.role, shown, c.redactErr(err))
+}
+
+// statusError is a non-2xx answer as a *StatusError: its status, header
+// and the start of body (at most maxErrorBody bytes), redacted.
+func (c *Client) statusError(cl *call, shown shownURL, raw *http.Response, body []byte) *StatusError {
+	if len(body) > maxErrorBody {
+		body = body[:maxErrorBody]
+	}
+	return &StatusError{Role: c.role, URL: shown.String(), Status: raw.StatusCode, Body: c.redact(strings.ToValidUTF8(string(body), "?")),
+		Attempts: max(cl.attempts, 1) + cl.resent, Header: raw.Header}
 }
 
 // readBody reads and closes resp's body, appending to buf (grown to the
