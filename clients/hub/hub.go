@@ -172,26 +172,45 @@ func Token(env map[string]string) string {
 	return strings.TrimSpace(string(b))
 }
 
-// Home is HF_HOME as huggingface_hub resolves it.
+// Home is HF_HOME as huggingface_hub resolves it (constants.py): HF_HOME,
+// else XDG_CACHE_HOME/huggingface, else ~/.cache/huggingface, a leading ~
+// expanded as os.path.expanduser does.
 func Home(env map[string]string) string {
 	if h := env["HF_HOME"]; h != "" {
-		return h
+		return expandHome(h, env)
 	}
 	if x := env["XDG_CACHE_HOME"]; x != "" {
-		return filepath.Join(x, "huggingface")
+		return filepath.Join(expandHome(x, env), "huggingface")
 	}
-	return filepath.Join(env["HOME"], ".cache", "huggingface")
+	return filepath.Join(homeDir(env), ".cache", "huggingface")
 }
 
 // Cache is the hub cache directory: HF_HUB_CACHE, else the legacy
-// HUGGINGFACE_HUB_CACHE, else HF_HOME/hub.
+// HUGGINGFACE_HUB_CACHE, else Home/hub.
 func Cache(env map[string]string) string {
 	for _, k := range []string{"HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"} {
 		if v := env[k]; v != "" {
-			return v
+			return expandHome(v, env)
 		}
 	}
 	return filepath.Join(Home(env), "hub")
+}
+
+// homeDir is HOME, else the user's home directory.
+func homeDir(env map[string]string) string {
+	if h := env["HOME"]; h != "" {
+		return h
+	}
+	h, _ := os.UserHomeDir()
+	return h
+}
+
+// expandHome expands a leading ~ to homeDir.
+func expandHome(p string, env map[string]string) string {
+	if p == "~" || strings.HasPrefix(p, "~/") {
+		return filepath.Join(homeDir(env), p[1:])
+	}
+	return p
 }
 
 // Error is the hub's refusal of a file: its status and, when the hub

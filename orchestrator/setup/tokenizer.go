@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/hindsearch/hindsearch/clients/hub"
 	"github.com/hindsearch/hindsearch/clients/policy"
 	"github.com/hindsearch/hindsearch/clients/policy/tokenizer"
 	"github.com/hindsearch/hindsearch/orchestrator/roles"
@@ -104,49 +105,13 @@ func connectTokenizer(r *recipes.Recipe, env map[string]string, emb *sim.Servers
 	return &roles.Tokenizer{Vocab: v, Chat: chat, Source: name}, nil
 }
 
-// hfHubCache is the Hugging Face hub cache directory as huggingface_hub
-// finds it (constants.py): HF_HUB_CACHE, else the legacy
-// HUGGINGFACE_HUB_CACHE, else HF_HOME/hub, else
-// XDG_CACHE_HOME/huggingface/hub, else ~/.cache/huggingface/hub.
-func hfHubCache(env map[string]string) string {
-	for _, k := range []string{"HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"} {
-		if v := env[k]; v != "" {
-			return expandHome(v, env)
-		}
-	}
-	if v := env["HF_HOME"]; v != "" {
-		return filepath.Join(expandHome(v, env), "hub")
-	}
-	if v := env["XDG_CACHE_HOME"]; v != "" {
-		return filepath.Join(expandHome(v, env), "huggingface", "hub")
-	}
-	return filepath.Join(homeDir(env), ".cache", "huggingface", "hub")
-}
-
-// homeDir is HOME from env, else the user's home directory.
-func homeDir(env map[string]string) string {
-	if h := env["HOME"]; h != "" {
-		return h
-	}
-	h, _ := os.UserHomeDir()
-	return h
-}
-
-// expandHome expands a leading ~ (huggingface_hub calls expanduser).
-func expandHome(p string, env map[string]string) string {
-	if p == "~" || strings.HasPrefix(p, "~/") {
-		return filepath.Join(homeDir(env), p[1:])
-	}
-	return p
-}
-
 // hfCacheTokenizer finds model's tokenizer.json in the Hugging Face cache:
 // models--ORG--NAME/snapshots/REV/tokenizer.json, REV being the revision
 // refs/main names (what vLLM loads without --revision), else the only
 // snapshot that has a tokenizer.json. how says which; the error names the
 // path looked at and the fix.
 func hfCacheTokenizer(model string, env map[string]string) (path, how string, err error) {
-	repo := filepath.Join(hfHubCache(env), "models--"+strings.ReplaceAll(model, "/", "--"))
+	repo := filepath.Join(hub.Cache(env), "models--"+strings.ReplaceAll(model, "/", "--"))
 	snaps := filepath.Join(repo, "snapshots")
 	fix := fmt.Sprintf("download it (huggingface-cli download %s tokenizer.json) or set policy.tokenizer to the tokenizer.json of the model the policy servers serve (policy servers started by `orchestrate serve sim`: policy.tokenizer: sim)", model)
 	if ref, rerr := os.ReadFile(filepath.Join(repo, "refs", "main")); rerr == nil {

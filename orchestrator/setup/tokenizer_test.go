@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/hindsearch/hindsearch/clients/hub"
 )
 
 // policy.tokenizer auto finds policy.model's tokenizer.json in the Hugging
@@ -57,8 +59,8 @@ func TestHFCacheTokenizer(t *testing.T) {
 		{map[string]string{"HOME": home, "HF_HOME": "~/hf"}, filepath.Join(home, "hf/hub")},
 		{map[string]string{"HOME": home}, filepath.Join(home, ".cache/huggingface/hub")},
 	} {
-		if got := hfHubCache(c.env); got != c.want {
-			t.Errorf("hfHubCache(%v) = %q, want %q", c.env, got, c.want)
+		if got := hub.Cache(c.env); got != c.want {
+			t.Errorf("hub.Cache(%v) = %q, want %q", c.env, got, c.want)
 		}
 	}
 }
