@@ -217,7 +217,7 @@ func Evaluate(ctx context.Context, r *recipes.Recipe, deps roles.Deps, opt EvalO
 	if err := recordEval(dir, step, opt.Strategy, recs, qrecs); err != nil {
 		return nil, err
 	}
-	caption := fmt.Sprintf("EM (%%) of %s, strategy %s, greedy, step %d. recipe %s", model, opt.Strategy, step, r.Name)
+	caption := fmt.Sprintf("EM (%%) of %s, strategy %s, greedy, step %d. recipe %s. Questions: %s (%s)", model, opt.Strategy, step, r.Name, r.Eval.Describe(), results.SubsetFile)
 	if len(deps.Simulated) > 0 {
 		caption += ". SIMULATED (" + strings.Join(deps.Simulated, ", ") + " by the embedded simulator)"
 	}

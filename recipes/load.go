@@ -306,7 +306,7 @@ func absPaths(cfg map[string]any, dir string) {
 	abs := func(v any) any {
 		s, ok := v.(string)
 		if !ok || s == "" || filepath.IsAbs(s) || (key == "policy.tokenizer" || key == "judge.tokenizer") && isTokenizerName(s) || strings.HasPrefix(s, DataPrefix) ||
-			key == "eval.subset" && (s == SubsetFirst || s == SubsetRandom || s == SubsetAll) {
+			key == "eval.subset" && isSubsetName(s) {
 			return v
 		}
 		return filepath.Join(dir, s)
@@ -684,8 +684,16 @@ func resolvePaths(r *Recipe, fileDir, cwd string, overridden map[string]bool, da
 	r.Retriever.IndexDir = abs("retriever.index_dir", r.Retriever.IndexDir)
 	r.Trainer.CheckpointsDir = abs("trainer.checkpoints_dir", r.Trainer.CheckpointsDir)
 	r.Sync.Dir = abs("sync.dir", r.Sync.Dir)
-	if s := r.Eval.Subset; s != SubsetFirst && s != SubsetRandom && s != SubsetAll {
+	r.Eval.SubsetFiles = nil
+	if s := r.Eval.Subset; !isSubsetName(s) {
 		r.Eval.Subset = abs("eval.subset", s)
+	} else if s == SubsetRand1000 {
+		r.Eval.SubsetFiles = map[string]string{}
+		for name := range r.Eval.Datasets {
+			if _, ok := SearchR1TestSizes[name]; ok {
+				r.Eval.SubsetFiles[name] = abs("eval.subset", DataPrefix+Rand1000Bundle+"/"+name+".jsonl")
+			}
+		}
 	}
 	for i, p := range r.Train.Data {
 		r.Train.Data[i] = abs("train.data", p)

@@ -366,11 +366,18 @@ type Eval struct {
 	// Subset is how the N questions of a dataset are chosen: SubsetFirst
 	// (the file's first N, the default), SubsetRandom (N drawn with
 	// SubsetSeed, in file order), SubsetAll (the whole file, whatever N
-	// says), or the path of a subset manifest a run wrote
-	// (eval_subset.json): the very questions it lists, by id.
+	// says), SubsetSearchR1Test (whole files, each of the size of its
+	// dataset in Search-R1's test split), SubsetRand1000 (ASearcher's
+	// published random 1,000 of each, found in the files by question),
+	// or the path of a subset manifest a run wrote (eval_subset.json):
+	// the very questions it lists, by id.
 	Subset string `mapstructure:"subset" yaml:"subset"`
 	// SubsetSeed seeds SubsetRandom's draw.
 	SubsetSeed int64 `mapstructure:"subset_seed" yaml:"subset_seed"`
+	// SubsetFiles maps a dataset name to the file of a named subset's
+	// questions (SubsetRand1000: the eval-rand1000 bundle's), resolved
+	// by Load; not a recipe key.
+	SubsetFiles map[string]string `mapstructure:"-" yaml:"-"`
 }
 
 // Allowed values of eval.subset (besides a manifest file).
@@ -382,7 +389,40 @@ const (
 	SubsetRandom = "random"
 	// SubsetAll is eval.subset for whole files.
 	SubsetAll = "all"
+	// SubsetSearchR1Test is eval.subset for Search-R1's full test split:
+	// whole files, refused unless each has its dataset's count there
+	// (SearchR1TestSizes).
+	SubsetSearchR1Test = "searchr1-test"
+	// SubsetRand1000 is eval.subset for the field's "rand1000" subsets:
+	// the questions of ASearcher's published files (inclusionAI/
+	// ASearcher-test-data, <Name>_rand1000/test.jsonl, and Bamboogle's
+	// 125), fetched as the eval-rand1000 bundle and found in each
+	// eval.datasets file by normalised question text.
+	SubsetRand1000 = "rand1000"
 )
+
+// SearchR1TestSizes is each dataset's question count in Search-R1's test
+// split (51,713 in all: FlashRAG's test file for nq, triviaqa, popqa and
+// bamboogle, its dev file for the multi-hop three; counts from FlashRAG's
+// README, as Search-R1's qa_search_test_merge.py chooses the splits).
+var SearchR1TestSizes = map[string]int{
+	"nq": 3610, "triviaqa": 11313, "popqa": 14267, "hotpotqa": 7405,
+	"2wikimultihopqa": 12576, "musique": 2417, "bamboogle": 125,
+}
+
+// Rand1000Bundle is the data bundle of SubsetRand1000's files, one per
+// dataset name of SearchR1TestSizes: data:eval-rand1000/<name>.jsonl.
+const Rand1000Bundle = "eval-rand1000"
+
+// isSubsetName reports whether an eval.subset value names a way of
+// choosing rather than a manifest file.
+func isSubsetName(s string) bool {
+	switch s {
+	case SubsetFirst, SubsetRandom, SubsetAll, SubsetSearchR1Test, SubsetRand1000:
+		return true
+	}
+	return false
+}
 
 // EvalSize is the number of questions evaluated from dataset name: its
 // eval.sizes entry if any, else eval.per_dataset (0: the whole file).
@@ -399,6 +439,10 @@ func (e Eval) Describe() string {
 	switch e.Subset {
 	case SubsetAll:
 		return "all questions"
+	case SubsetSearchR1Test:
+		return "Search-R1's full test split"
+	case SubsetRand1000:
+		return "ASearcher's rand1000 (1,000 of each, Bamboogle's 125)"
 	case SubsetFirst, SubsetRandom, "":
 		how := "first"
 		if e.Subset == SubsetRandom {

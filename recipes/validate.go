@@ -334,8 +334,17 @@ func (r *Recipe) Validate() error {
 
 	switch s := r.Eval.Subset; s {
 	case SubsetFirst, SubsetRandom, SubsetAll:
+	case SubsetSearchR1Test, SubsetRand1000:
+		// Named for the seven datasets: each name must be one of them.
+		for _, name := range slices.Sorted(maps.Keys(r.Eval.Datasets)) {
+			if _, ok := SearchR1TestSizes[name]; !ok {
+				bad("eval.datasets."+name, "eval.subset %s names the questions of %s only, and not of %q", s, strings.Join(slices.Sorted(maps.Keys(SearchR1TestSizes)), ", "), name)
+			} else if s == SubsetRand1000 {
+				file("eval.subset", r.Eval.SubsetFiles[name])
+			}
+		}
 	case "":
-		bad("eval.subset", "must be %q, %q, %q or a subset manifest file (eval_subset.json)", SubsetFirst, SubsetRandom, SubsetAll)
+		bad("eval.subset", "must be %q, %q, %q, %q, %q or a subset manifest file (eval_subset.json)", SubsetFirst, SubsetRandom, SubsetAll, SubsetSearchR1Test, SubsetRand1000)
 	default:
 		file("eval.subset", s)
 	}

@@ -599,3 +599,29 @@ func TestDataPaths(t *testing.T) {
 		t.Errorf("eval.datasets.nq = %s", got)
 	}
 }
+
+// eval.subset rand1000 reads the eval-rand1000 bundle's file of each
+// dataset (a missing one names the data get command); the named subsets
+// cover the seven datasets only, naming the key of another.
+func TestNamedSubsetKeys(t *testing.T) {
+	f := newFixture(t)
+	data := t.TempDir()
+	env := []string{"HINDSEARCH_DATA=" + data, "HOME=" + t.TempDir()}
+	path := f.write(t, minimal)
+	nq := filepath.Join(f.dir, "qa", "nq.jsonl")
+	r, err := Load(path, []string{"eval.subset=rand1000", "eval.datasets.nq=" + nq}, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := filepath.Join(data, "eval-rand1000", "nq.jsonl") + ": no such file: the eval-rand1000 bundle is not on disk: run `orchestrate data get eval-rand1000`"
+	if err := r.MissingData(); err == nil || !strings.Contains(err.Error(), want) || r.Eval.SubsetFiles["nq"] != filepath.Join(data, "eval-rand1000", "nq.jsonl") {
+		t.Errorf("%v\nwant %s; files %v", err, want, r.Eval.SubsetFiles)
+	}
+	if r.Eval.Subset != SubsetRand1000 || r.Eval.Describe() != "ASearcher's rand1000 (1,000 of each, Bamboogle's 125)" {
+		t.Errorf("subset %q: %s", r.Eval.Subset, r.Eval.Describe())
+	}
+	for _, s := range []string{SubsetRand1000, SubsetSearchR1Test} {
+		_, err = Load(path, []string{"eval.subset=" + s, "eval.datasets.mine=" + nq}, env)
+		wantErr(t, err, `eval.datasets.mine: eval.subset `+s+` names the questions of 2wikimultihopqa, bamboogle, hotpotqa, musique, nq, popqa, triviaqa only, and not of "mine"`)
+	}
+}

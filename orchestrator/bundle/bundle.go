@@ -78,7 +78,7 @@ type Step struct {
 
 // Check holds a file of the bundle to what it must be: lines (a JSONL
 // file's line count), parquet (rows, columns), questions (a question
-// file the loader reads), faiss (the index header's vector count), bm25
+// file the loader reads, with Questions of them), faiss (the index header's vector count), bm25
 // (the index's document count). A zero count checks only that there are
 // some.
 type Check struct {
@@ -89,6 +89,8 @@ type Check struct {
 	Columns []string `yaml:"columns"`
 	Vectors int64    `yaml:"vectors"`
 	Docs    int64    `yaml:"docs"`
+	// Questions is a questions check's count.
+	Questions int `yaml:"questions"`
 }
 
 // Load reads the shipped manifest.

@@ -60,7 +60,13 @@ func testManifest(t *testing.T) *Manifest {
     files:
       - {repo: RUC-NLPIR/FlashRAG_datasets, type: dataset, path: nq/test.jsonl, as: nq.jsonl}
     checks:
-      - {kind: questions, file: nq.jsonl}
+      - {kind: questions, file: nq.jsonl, questions: 1}
+  eval-rand1000:
+    about: stand-in ASearcher subset
+    files:
+      - {repo: inclusionAI/ASearcher-test-data, type: dataset, path: NQ_rand1000/test.jsonl, as: nq.jsonl}
+    checks:
+      - {kind: questions, file: nq.jsonl, questions: 1}
   paper:
     about: all
     needs: [wiki18, wiki18-e5-flat, eval-sets, "tokenizer:Qwen/Qwen2.5-3B-Instruct"]
@@ -79,6 +85,7 @@ func fakeHub(t *testing.T) *hubtest.Hub {
 	h.Add("dataset", "PeterJinGo/wiki-18-e5-index", "part_aa", idx[:30], true, false)
 	h.Add("dataset", "PeterJinGo/wiki-18-e5-index", "part_ab", idx[30:], true, false)
 	h.Add("dataset", "RUC-NLPIR/FlashRAG_datasets", "nq/test.jsonl", []byte(`{"id": "test_0", "question": "who wrote hamlet", "golden_answers": ["Shakespeare"]}`+"\n"), false, false)
+	h.Add("dataset", "inclusionAI/ASearcher-test-data", "NQ_rand1000/test.jsonl", []byte(`{"question": "who wrote hamlet", "answer": ["Shakespeare"]}`+"\n"), false, false)
 	for _, f := range []string{"tokenizer.json", "tokenizer_config.json", "generation_config.json"} {
 		h.Add("model", "Qwen/Qwen2.5-3B-Instruct", f, []byte(`{}`), false, false)
 	}
@@ -153,6 +160,24 @@ func TestGetPaperBundles(t *testing.T) {
 	_ = os.Remove(filepath.Join(o.Dir, "eval-sets", "nq.jsonl"))
 	if err := Verify(ctx, bs, o); err == nil || !strings.Contains(err.Error(), "orchestrate data get eval-sets") {
 		t.Errorf("verify after a removal: %v", err)
+	}
+}
+
+// ASearcher's subset files are fetched and read; a questions check holds
+// the count.
+func TestGetRand1000(t *testing.T) {
+	h := fakeHub(t)
+	var out bytes.Buffer
+	o := opts(t, h, &out)
+	m := testManifest(t)
+	bs, _ := m.Resolve([]string{"eval-rand1000"})
+	if err := Get(context.Background(), bs, o); err != nil || !strings.Contains(out.String(), "check eval-rand1000/nq.jsonl: 1 questions") {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	m.Bundles["eval-rand1000"].Checks[0].Questions = 1000
+	bs, _ = m.Resolve([]string{"eval-rand1000"})
+	if err := Verify(context.Background(), bs, o); err == nil || !strings.Contains(err.Error(), "1 questions, want 1000") {
+		t.Errorf("verify of a short file: %v", err)
 	}
 }
 

@@ -377,6 +377,9 @@ func runCheck(ctx context.Context, c Check, p string) (string, error) {
 		if err != nil {
 			return "", err
 		}
+		if c.Questions > 0 && len(qs) != c.Questions {
+			return "", fmt.Errorf("%d questions, want %d", len(qs), c.Questions)
+		}
 		return fmt.Sprintf("%d questions", len(qs)), nil
 	case "faiss":
 		n, d, err := FaissHeader(p)

@@ -38,8 +38,11 @@ func Load(path string) ([]Question, error) {
 }
 
 // loadJSONL reads a FlashRAG JSONL file ({"id", "question",
-// "golden_answers"} per line). Errors name the file and line. The dataset
-// name defaults to the file name without extension.
+// "golden_answers"} per line), or ASearcher's test files (inclusionAI/
+// ASearcher-test-data: the gold answers in "answer", a string or a list,
+// or "gt", and no id: ids are the file name and line). Errors name the
+// file and line. The dataset name defaults to the file name without
+// extension.
 func loadJSONL(path string) ([]Question, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -61,6 +64,8 @@ func loadJSONL(path string) ([]Question, error) {
 			ID       json.RawMessage `json:"id"`
 			Question *string         `json:"question"`
 			Golds    []string        `json:"golden_answers"`
+			Answer   json.RawMessage `json:"answer"`
+			GT       json.RawMessage `json:"gt"`
 			Dataset  string          `json:"dataset"`
 		}
 		if err := json.Unmarshal(b, &raw); err != nil {
@@ -69,6 +74,20 @@ func loadJSONL(path string) ([]Question, error) {
 		if raw.Question == nil || strings.TrimSpace(*raw.Question) == "" {
 			return nil, fmt.Errorf("%s:%d: no \"question\"", path, line)
 		}
+		if raw.Golds == nil {
+			// ASearcher's rows, read as its evaluate.py does: answer,
+			// else gt; a string or a list of strings.
+			a := raw.Answer
+			if len(a) == 0 {
+				a = raw.GT
+			}
+			var one string
+			if err := json.Unmarshal(a, &one); err == nil {
+				raw.Golds = []string{one}
+			} else if len(a) > 0 && json.Unmarshal(a, &raw.Golds) != nil {
+				return nil, fmt.Errorf("%s:%d: \"answer\" is neither a string nor a list of strings", path, line)
+			}
+		}
 		var golds []string
 		for _, g := range raw.Golds {
 			if strings.TrimSpace(g) != "" {
@@ -76,7 +95,7 @@ func loadJSONL(path string) ([]Question, error) {
 			}
 		}
 		if len(golds) == 0 {
-			return nil, fmt.Errorf("%s:%d: no gold answer in \"golden_answers\"", path, line)
+			return nil, fmt.Errorf("%s:%d: no gold answer (\"golden_answers\", or \"answer\")", path, line)
 		}
 		var id string // a string id, or the JSON text of another (a number)
 		if err := json.Unmarshal(raw.ID, &id); err != nil {

@@ -75,10 +75,12 @@ func TestLoadQuestionsErrors(t *testing.T) {
 		{"no question", "{\"id\": \"1\", \"golden_answers\": [\"a\"]}\n", `:1: no "question"`},
 		{"blank question", "{\"question\": \"  \", \"golden_answers\": [\"a\"]}\n", `:1: no "question"`},
 		{"null question", "{\"question\": null, \"golden_answers\": [\"a\"]}\n", `:1: no "question"`},
-		{"no golds", "{\"question\": \"q\", \"golden_answers\": [\"a\"]}\n{\"question\": \"q\"}\n", `:2: no gold answer in "golden_answers"`},
+		{"no golds", "{\"question\": \"q\", \"golden_answers\": [\"a\"]}\n{\"question\": \"q\"}\n", `:2: no gold answer ("golden_answers", or "answer")`},
 		{"empty golds", "{\"question\": \"q\", \"golden_answers\": []}\n", `:1: no gold answer`},
 		{"blank golds", "{\"question\": \"q\", \"golden_answers\": [\"\", \" \"]}\n", `:1: no gold answer`},
 		{"golds not strings", "{\"question\": \"q\", \"golden_answers\": [1]}\n", ":1: not a JSON object"},
+		{"answer a number", "{\"question\": \"q\", \"answer\": 5}\n", `:1: "answer" is neither a string nor a list of strings`},
+		{"answer empty", "{\"question\": \"q\", \"answer\": \"\"}\n", `:1: no gold answer`},
 		{"empty file", "", ": no questions"},
 		{"only blank lines", "\n  \n\n", ": no questions"},
 	}
@@ -244,5 +246,59 @@ func TestEvalSubsets(t *testing.T) {
 	r.Eval.Datasets["nq"], r.Eval.PerDataset = f, 5
 	if all, _, _ := EvalSetsWithSubset(&r); len(all["nq"]) != 40 {
 		t.Errorf("all: %d questions", len(all["nq"]))
+	}
+}
+
+// eval.subset rand1000: ASearcher's file (answer, no ids) names the
+// questions; they are found in the dataset's file by normalised text, in
+// the file's order, with the dataset file's ids and golds; a question the
+// file lacks is refused, naming it. searchr1-test refuses a file of
+// another size than the split's.
+func TestNamedSubsets(t *testing.T) {
+	f := writeDataFile(t, "bamboogle.jsonl", `{"id": "test_0", "question": "Who wrote Hamlet?", "golden_answers": ["Shakespeare", "William Shakespeare"]}
+{"id": "test_1", "question": "What is the capital of France?", "golden_answers": ["Paris"]}
+{"id": "test_2", "question": "What is the capital of France?", "golden_answers": ["Paris"]}
+{"id": "test_3", "question": "How tall is Everest?", "golden_answers": ["8,849 m"]}
+`)
+	dir := t.TempDir()
+	from := filepath.Join(dir, "eval-rand1000", "bamboogle.jsonl")
+	if err := os.MkdirAll(filepath.Dir(from), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write := func(body string) {
+		if err := os.WriteFile(from, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(`{"question": "how tall is everest", "answer": "8,849 m"}
+{"question": "What is the capital of France?", "answer": ["Paris"]}
+{"question": "What is the capital of France?", "gt": "Paris"}
+`)
+	r := recipes.Defaults()
+	r.Eval.Datasets = map[string]string{"bamboogle": f}
+	r.Eval.Subset = recipes.SubsetRand1000
+	r.Eval.SubsetFiles = map[string]string{"bamboogle": from}
+	sets, man, err := EvalSetsWithSubset(&r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, q := range sets["bamboogle"] {
+		got = append(got, q.ID)
+	}
+	s := man.Datasets["bamboogle"]
+	if strings.Join(got, ",") != "test_3,test_1,test_2" || s.How != "rand1000" || s.From != "eval-rand1000/bamboogle.jsonl" || len(s.FromSHA256) != 64 || s.N != 3 || s.Total != 4 {
+		t.Errorf("rand1000: %v %+v", got, s)
+	}
+	if g := sets["bamboogle"][0].Golds; len(g) != 1 || g[0] != "8,849 m" {
+		t.Errorf("golds: %v", g)
+	}
+	write(`{"question": "Who painted the Mona Lisa?", "answer": "Leonardo"}` + "\n")
+	if _, _, err := EvalSetsWithSubset(&r); err == nil || !strings.Contains(err.Error(), `1 of the 1 questions`) || !strings.Contains(err.Error(), "Mona Lisa") {
+		t.Errorf("a question not in the file: %v", err)
+	}
+	r.Eval.Subset = recipes.SubsetSearchR1Test
+	if _, _, err := EvalSetsWithSubset(&r); err == nil || !strings.Contains(err.Error(), "holds 4 questions") || !strings.Contains(err.Error(), "are 125") {
+		t.Errorf("searchr1-test of a 4-question file: %v", err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/hindsearch/hindsearch/clients/policy/format"
 	"github.com/hindsearch/hindsearch/recipes"
 )
 
@@ -33,10 +34,14 @@ type SubsetSet struct {
 	// Total is the file's question count; N the chosen ones.
 	Total int `json:"total"`
 	N     int `json:"n"`
-	// How is first, random or all (or manifest: read from one); Seed
-	// the random draw's seed.
+	// How is first, random, all, searchr1-test or rand1000 (or
+	// manifest: read from one); Seed the random draw's seed.
 	How  string `json:"how"`
 	Seed int64  `json:"seed,omitempty"`
+	// From names the file a named subset's questions were read from
+	// (rand1000: the eval-rand1000 bundle's), FromSHA256 its hash.
+	From       string `json:"from,omitempty"`
+	FromSHA256 string `json:"from_sha256,omitempty"`
 	// IDs are the chosen questions' ids, in evaluation order.
 	IDs []string `json:"ids"`
 }
@@ -47,7 +52,7 @@ type SubsetSet struct {
 func EvalSetsWithSubset(r *recipes.Recipe) (map[string][]Question, *Subset, error) {
 	var from *Subset
 	switch r.Eval.Subset {
-	case recipes.SubsetFirst, recipes.SubsetRandom, recipes.SubsetAll, "":
+	case recipes.SubsetFirst, recipes.SubsetRandom, recipes.SubsetAll, recipes.SubsetSearchR1Test, recipes.SubsetRand1000, "":
 	default:
 		s, err := ReadSubset(r.Eval.Subset)
 		if err != nil {
@@ -96,6 +101,21 @@ func EvalSetsWithSubset(r *recipes.Recipe) (map[string][]Question, *Subset, erro
 				picked = append(picked, q)
 			}
 			qs, set.How, set.Seed = picked, "manifest", want.Seed
+			set.From, set.FromSHA256 = want.From, want.FromSHA256
+		case r.Eval.Subset == recipes.SubsetSearchR1Test:
+			if want := recipes.SearchR1TestSizes[name]; len(qs) != want {
+				return nil, nil, fmt.Errorf("eval.subset %s: %s holds %d questions, and %s's in Search-R1's test split are %d: not that split (the eval-sets bundle's %s.jsonl is)", r.Eval.Subset, f, len(qs), name, want, name)
+			}
+		case r.Eval.Subset == recipes.SubsetRand1000:
+			from := r.Eval.SubsetFiles[name]
+			if from == "" {
+				return nil, nil, fmt.Errorf("eval.subset %s: no file of %s's questions", r.Eval.Subset, name)
+			}
+			picked, fromSum, err := findQuestions(qs, from)
+			if err != nil {
+				return nil, nil, fmt.Errorf("eval.subset %s: dataset %q: %w", r.Eval.Subset, name, err)
+			}
+			qs, set.From, set.FromSHA256 = picked, filepath.Base(filepath.Dir(from))+"/"+filepath.Base(from), fromSum
 		case r.Eval.Subset == recipes.SubsetAll || n <= 0 || n >= len(qs):
 			if r.Eval.Subset == recipes.SubsetRandom {
 				set.Seed = r.Eval.SubsetSeed
@@ -115,6 +135,43 @@ func EvalSetsWithSubset(r *recipes.Recipe) (map[string][]Question, *Subset, erro
 		man.Datasets[name] = set
 	}
 	return sets, man, nil
+}
+
+// findQuestions returns the questions of qs that the question file from
+// lists, in from's order, found by normalised question text (ids and gold
+// answers are qs's: the eval.datasets file's), with from's sha256. A
+// question asked twice in qs is taken once per time from asks it. Every
+// question of from must be found: another split is refused, naming how
+// many were not and the first.
+func findQuestions(qs []Question, from string) ([]Question, string, error) {
+	want, err := Load(from)
+	if err != nil {
+		return nil, "", err
+	}
+	sum, err := fileSHA256(from)
+	if err != nil {
+		return nil, "", err
+	}
+	at := map[string][]int{}
+	for i, q := range qs {
+		k := format.Normalize(q.Question)
+		at[k] = append(at[k], i)
+	}
+	picked := make([]Question, 0, len(want))
+	var missing []string
+	for _, w := range want {
+		k := format.Normalize(w.Question)
+		if len(at[k]) == 0 {
+			missing = append(missing, w.Question)
+			continue
+		}
+		picked = append(picked, qs[at[k][0]])
+		at[k] = at[k][1:]
+	}
+	if len(missing) > 0 {
+		return nil, "", fmt.Errorf("%d of the %d questions of %s are not in the dataset's file (the first: %q): not the split they were drawn from", len(missing), len(want), from, missing[0])
+	}
+	return picked, sum, nil
 }
 
 // randomSubset draws n of qs with seed (and the dataset's name, so that
