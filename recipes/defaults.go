@@ -170,6 +170,9 @@ func Defaults() Recipe {
 			BatchWindowMS: 2,
 			MaxBatch:      64,
 			Cache:         true,
+			// Pyserini's defaults (bm25.PyseriniParams).
+			BM25K1: 0.9,
+			BM25B:  0.4,
 		},
 		Trainer: Trainer{
 			URL:            Embedded,

@@ -188,6 +188,10 @@ type Retriever struct {
 	MaxBatch int `mapstructure:"max_batch" yaml:"max_batch"`
 	// Cache answers a query seen earlier in the same step from memory.
 	Cache bool `mapstructure:"cache" yaml:"cache"`
+	// BM25K1 and BM25B are the embedded BM25 index's parameters
+	// (Pyserini's 0.9 and 0.4 by default); each pair is its own index.
+	BM25K1 float64 `mapstructure:"bm25_k1" yaml:"bm25_k1"`
+	BM25B  float64 `mapstructure:"bm25_b" yaml:"bm25_b"`
 }
 
 // Trainer configures the Tinker-API training server.

@@ -268,6 +268,12 @@ func (r *Recipe) Validate() error {
 		file("retriever.corpus", r.Retriever.Corpus)
 	}
 	atLeast("retriever.topk", r.Retriever.TopK, 1)
+	if k1 := r.Retriever.BM25K1; !(k1 >= 0) || math.IsInf(k1, 0) {
+		bad("retriever.bm25_k1", "must be a number at least 0, got %v", k1)
+	}
+	if b := r.Retriever.BM25B; !(b >= 0 && b <= 1) {
+		bad("retriever.bm25_b", "must be in [0, 1], got %v", b)
+	}
 
 	endpoint("trainer.url", r.Trainer.URL)
 	envName("trainer.api_key_env", r.Trainer.APIKeyEnv)

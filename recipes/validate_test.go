@@ -625,3 +625,22 @@ func TestNamedSubsetKeys(t *testing.T) {
 		wantErr(t, err, `eval.datasets.mine: eval.subset `+s+` names the questions of 2wikimultihopqa, bamboogle, hotpotqa, musique, nq, popqa, triviaqa only, and not of "mine"`)
 	}
 }
+
+// The embedded BM25 index's parameters: Pyserini's by default, k1 at
+// least 0 and b in [0, 1].
+func TestValidateBM25Params(t *testing.T) {
+	r := valid(t)
+	if r.Retriever.BM25K1 != 0.9 || r.Retriever.BM25B != 0.4 {
+		t.Errorf("defaults %v %v", r.Retriever.BM25K1, r.Retriever.BM25B)
+	}
+	for _, c := range []struct {
+		k1, b float64
+		want  string
+	}{{-0.1, 0.4, "retriever.bm25_k1: must be a number at least 0, got -0.1"}, {math.NaN(), 0.4, "retriever.bm25_k1"}, {0.9, 1.2, "retriever.bm25_b: must be in [0, 1], got 1.2"}} {
+		r := valid(t)
+		r.Retriever.BM25K1, r.Retriever.BM25B = c.k1, c.b
+		if err := r.Validate(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v\nwant %s", err, c.want)
+		}
+	}
+}

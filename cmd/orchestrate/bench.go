@@ -3,10 +3,13 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 
 	"github.com/spf13/cobra"
 
@@ -18,6 +21,7 @@ func newBenchCmd(e *env) *cobra.Command {
 	var jsonPath string
 	var keep bool
 	var passages int
+	var engines []string
 	var cpuProfile, memProfile string
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -49,7 +53,7 @@ The figures are ratios measured in the same run; they are SIMULATED.`,
 				if len(o.Only) > 1 {
 					return fmt.Errorf("--only retrieval runs alone, not with %v", o.Only)
 				}
-				return runRetrievalBench(cmd, e, filepath.Dir(o.Recipe), o.Dir, passages, jsonPath)
+				return runRetrievalBench(cmd, e, o.Recipe, o.Dir, passages, engines, jsonPath)
 			}
 			argv, err := bench.SimCommand()
 			if err != nil {
@@ -108,33 +112,79 @@ The figures are ratios measured in the same run; they are SIMULATED.`,
 	cmd.Flags().StringVar(&memProfile, "memprofile", "", "write an allocation profile of this process (the orchestrator side) to this file at the end")
 	cmd.Flags().StringSliceVar(&o.Only, "only", nil, "run only these scenarios: speedup, hindsight, replicas, cpu; or retrieval alone (with --passages)")
 	cmd.Flags().IntVar(&passages, "passages", 100_000, "--only retrieval: passages of the generated Wikipedia-like corpus")
+	cmd.Flags().StringSliceVar(&engines, "engines", []string{bench.EngineStatic, bench.EngineBleve}, "--only retrieval: the indexes to measure side by side, each in its own process: static (the embedded retriever's), bleve (its previous engine)")
 	return cmd
 }
 
-// runRetrievalBench runs the retrieval scale benchmark and prints its
-// table (and JSON).
-// The shipped corpus and questions are read from recipeDir's data/ (the
-// --recipe's directory).
-func runRetrievalBench(cmd *cobra.Command, e *env, recipeDir, dir string, passages int, jsonPath string) error {
-	var qs []string
-	for _, n := range []string{"nq", "hotpotqa", "triviaqa", "popqa", "2wikimultihopqa", "musique", "bamboogle"} {
-		qs = append(qs, filepath.Join(recipeDir, "data", "qa", n+".jsonl"))
+// runRetrievalBench runs the retrieval scale benchmark for each engine and
+// prints them side by side (and the reports as a JSON list). With more
+// than one engine each runs in a child process of this binary, so that
+// each one's memory figures are its own; the generated corpus is made
+// once, in dir, and shared.
+// The shipped corpus and questions are read from the recipe's data/.
+func runRetrievalBench(cmd *cobra.Command, e *env, recipe, dir string, passages int, engines []string, jsonPath string) error {
+	if len(engines) == 0 {
+		return fmt.Errorf("--engines: name at least one of %s, %s", bench.EngineStatic, bench.EngineBleve)
 	}
-	rep, err := bench.Retrieval(cmd.Context(), bench.RetrievalOptions{Passages: passages, Dir: dir, Out: e.stderr,
-		Corpus: filepath.Join(recipeDir, "data", "corpus", "passages.jsonl"), Questions: qs})
-	if err != nil {
-		return err
+	var reps []*bench.RetrievalReport
+	if len(engines) == 1 {
+		recipeDir := filepath.Dir(recipe)
+		var qs []string
+		for _, n := range []string{"nq", "hotpotqa", "triviaqa", "popqa", "2wikimultihopqa", "musique", "bamboogle"} {
+			qs = append(qs, filepath.Join(recipeDir, "data", "qa", n+".jsonl"))
+		}
+		rep, err := bench.Retrieval(cmd.Context(), bench.RetrievalOptions{Passages: passages, Dir: dir, Out: e.stderr, Engine: engines[0],
+			Corpus: filepath.Join(recipeDir, "data", "corpus", "passages.jsonl"), Questions: qs})
+		if err != nil {
+			return err
+		}
+		reps = append(reps, rep)
+	} else {
+		self, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		for _, eng := range engines {
+			out := filepath.Join(dir, "report-"+eng+".json")
+			child := exec.CommandContext(cmd.Context(), self, "bench", "--only", "retrieval", "--passages", strconv.Itoa(passages),
+				"--engines", eng, "--dir", dir, "--recipe", recipe, "--json", out)
+			child.Stdout, child.Stderr = io.Discard, e.stderr
+			if err := child.Run(); err != nil {
+				return fmt.Errorf("retrieval bench, engine %s: %w", eng, err)
+			}
+			b, err := os.ReadFile(out)
+			if err != nil {
+				return err
+			}
+			var got []*bench.RetrievalReport
+			if err := json.Unmarshal(b, &got); err != nil || len(got) != 1 {
+				return fmt.Errorf("retrieval bench, engine %s: report %s: %v", eng, out, err)
+			}
+			reps = append(reps, got[0])
+		}
 	}
-	fmt.Fprintf(e.stdout, "retrieval at %d passages (generated corpus; the real embedded BM25 index and server):\n", rep.Passages)
-	fmt.Fprintf(e.stdout, "  build %.1f s (%.0f passages/s), index %.1f MB, peak RSS %.0f MB, serving RSS %.0f MB, start %.1f s\n",
-		rep.BuildSeconds, rep.BuildPerSecond, float64(rep.IndexBytes)/(1<<20), float64(rep.PeakRSSBytes)/(1<<20), float64(rep.ServingRSSBytes)/(1<<20), rep.StartSeconds)
-	for _, p := range rep.Phases {
-		fmt.Fprintf(e.stdout, "  %-10s %6.1f queries/s  (calls of %d at concurrency %d: p50 %.1f ms, p99 %.1f ms)\n",
-			p.Name, p.QueriesPerSec, p.Batch, p.Concurrency, p.CallP50Millis, p.CallP99Millis)
+	fmt.Fprintf(e.stdout, "retrieval at %d passages (generated corpus; the real embedded BM25 index and server; each engine in its own process):\n", passages)
+	for _, rep := range reps {
+		fmt.Fprintf(e.stdout, "%s: build %.1f s (%.0f passages/s), index %.1f MB, peak RSS %.0f MB, serving RSS %.0f MB, start %.2f s\n",
+			rep.Engine, rep.BuildSeconds, rep.BuildPerSecond, float64(rep.IndexBytes)/(1<<20), float64(rep.PeakRSSBytes)/(1<<20), float64(rep.ServingRSSBytes)/(1<<20), rep.StartSeconds)
+		for _, p := range rep.Phases {
+			fmt.Fprintf(e.stdout, "  %-10s %7.1f queries/s  (calls of %d at concurrency %d: p50 %.1f ms, p99 %.1f ms)\n",
+				p.Name, p.QueriesPerSec, p.Batch, p.Concurrency, p.CallP50Millis, p.CallP99Millis)
+		}
+		fmt.Fprintf(e.stdout, "  recall@3 on the shipped corpus and questions: %.3f (%d questions)\n", rep.RecallAt3, rep.RecallQuestions)
 	}
-	fmt.Fprintf(e.stdout, "  recall@3 on the shipped corpus and questions: %.3f (%d questions)\n", rep.RecallAt3, rep.RecallQuestions)
+	if len(reps) > 1 {
+		base := reps[len(reps)-1]
+		for _, rep := range reps[:len(reps)-1] {
+			for i, p := range rep.Phases {
+				if i < len(base.Phases) && base.Phases[i].QueriesPerSec > 0 {
+					fmt.Fprintf(e.stdout, "%s/%s %s: %.1fx the queries/s\n", rep.Engine, base.Engine, p.Name, p.QueriesPerSec/base.Phases[i].QueriesPerSec)
+				}
+			}
+		}
+	}
 	if jsonPath != "" {
-		b, err := json.MarshalIndent(rep, "", "  ")
+		b, err := json.MarshalIndent(reps, "", "  ")
 		if err != nil {
 			return err
 		}

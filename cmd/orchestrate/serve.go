@@ -14,11 +14,13 @@ import (
 
 	"github.com/hindsearch/hindsearch/clients/retriever/bm25"
 	"github.com/hindsearch/hindsearch/orchestrator/progress"
+	"github.com/hindsearch/hindsearch/orchestrator/setup"
 )
 
 func newServeCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{Use: "serve", Short: "Serve an embedded server as a process"}
 	var corpus, addr, cacheDir, progressMode, styleName string
+	var params bm25.Params
 	ret := &cobra.Command{
 		Use:   "retriever",
 		Short: "Serve the BM25 index of a wiki-18 JSONL corpus over the Search-R1 /retrieve protocol",
@@ -52,15 +54,9 @@ documents does.`,
 			}
 			// Building the index of a full wiki-18 dump takes a while: show it.
 			rep := progress.New(e.stderr, mode, 0)
-			var task *progress.Task
-			ix, err := bm25.Open(cmd.Context(), corpus, cacheDir, func(done, total int) {
-				if task == nil {
-					fmt.Fprintf(rep.Writer(), "building the BM25 index of %s (once; cached in %s)\n", corpus, cacheDir)
-					task = rep.Start("BM25 index", total, "passages")
-				}
-				task.Add(done - int(task.Count()))
-			})
-			task.Done()
+			prog, endProgress, _ := setup.BM25Progress(rep, rep.Writer(), corpus, cacheDir)
+			ix, err := bm25.OpenWith(cmd.Context(), corpus, cacheDir, params, prog)
+			endProgress()
 			rep.Close()
 			if err != nil {
 				return err
@@ -88,6 +84,8 @@ documents does.`,
 	ret.Flags().StringVar(&addr, "addr", fmt.Sprintf("127.0.0.1:%d", bm25.DefaultPort), "listen address (Search-R1's port; it listens on 0.0.0.0)")
 	ret.Flags().StringVar(&styleName, "style", string(bm25.StyleDense), "document shape: dense ({id, contents}, as the e5 server) or bm25 ({title, text, contents}, no id, as the BM25 server)")
 	ret.Flags().StringVar(&cacheDir, "index-dir", "", "index cache directory (default: the user cache dir)")
+	ret.Flags().Float64Var(&params.K1, "k1", bm25.PyseriniParams.K1, "BM25 k1 (Pyserini's default); each k1, b pair is its own index")
+	ret.Flags().Float64Var(&params.B, "b", bm25.PyseriniParams.B, "BM25 b (Pyserini's default)")
 	ret.Flags().StringVar(&progressMode, "progress", "auto", "index build progress on stderr: auto (a bar on a terminal, a log line every 10s otherwise), bars, lines or off")
 	cmd.AddCommand(ret, newServeSimCmd(e))
 	return cmd

@@ -17,6 +17,7 @@ import (
 
 	"github.com/hindsearch/hindsearch/clients/retriever/bm25"
 	"github.com/hindsearch/hindsearch/orchestrator/dataset"
+	"github.com/hindsearch/hindsearch/orchestrator/setup"
 	"github.com/hindsearch/hindsearch/recipes"
 	"github.com/hindsearch/hindsearch/sim"
 	"github.com/hindsearch/hindsearch/sim/lm"
@@ -149,13 +150,9 @@ func serveSim(ctx context.Context, e *env, r *recipes.Recipe, stdin io.Reader, j
 			}
 			dir = filepath.Join(c, "hindsearch", "bm25")
 		}
-		built := false
-		ix, err := bm25.Open(ctx, r.Retriever.Corpus, dir, func(done, total int) {
-			if !built {
-				fmt.Fprintf(e.stderr, "building the BM25 index of %s (once; cached in %s)\n", r.Retriever.Corpus, dir)
-				built = true
-			}
-		})
+		prog, endProgress, _ := setup.BM25Progress(nil, e.stderr, r.Retriever.Corpus, dir)
+		ix, err := bm25.OpenWith(ctx, r.Retriever.Corpus, dir, bm25.Params{K1: r.Retriever.BM25K1, B: r.Retriever.BM25B}, prog)
+		endProgress()
 		if err != nil {
 			return fmt.Errorf("embedded retriever: %w", err)
 		}

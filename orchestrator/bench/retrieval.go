@@ -12,6 +12,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"slices"
 	"sort"
 	"strconv"
@@ -22,6 +24,7 @@ import (
 	"github.com/hindsearch/hindsearch/clients/policy/format"
 	"github.com/hindsearch/hindsearch/clients/retriever"
 	"github.com/hindsearch/hindsearch/clients/retriever/bm25"
+	"github.com/hindsearch/hindsearch/clients/retriever/bm25/bleveindex"
 	"github.com/hindsearch/hindsearch/clients/transport"
 	"github.com/hindsearch/hindsearch/orchestrator/dataset"
 )
@@ -43,11 +46,44 @@ type RetrievalOptions struct {
 	Dir string
 	// Seconds bounds each query phase (default 10).
 	Seconds float64
-	Out     io.Writer
+	// Engine is the index measured: EngineStatic (the embedded
+	// retriever's, the default) or EngineBleve (its previous one).
+	Engine string
+	Out    io.Writer
+}
+
+// The engines the retrieval benchmark measures.
+const (
+	// EngineStatic is package bm25's static index (the embedded
+	// retriever).
+	EngineStatic = "static"
+	// EngineBleve is the previous engine (bm25/bleveindex), kept to be
+	// measured side by side.
+	EngineBleve = "bleve"
+)
+
+// engine is an open index of either kind.
+type engine interface {
+	bm25.Searcher
+	Len() int
+	Close() error
+}
+
+// openEngine opens (building if need be) the corpus's index of kind name
+// under dir.
+func openEngine(ctx context.Context, name, corpus, dir string) (engine, error) {
+	switch name {
+	case EngineStatic, "":
+		return bm25.Open(ctx, corpus, dir, nil)
+	case EngineBleve:
+		return bleveindex.Open(ctx, corpus, dir, nil)
+	}
+	return nil, fmt.Errorf("--engines: unknown engine %q (want %s or %s)", name, EngineStatic, EngineBleve)
 }
 
 // RetrievalReport is what the scale benchmark measures.
 type RetrievalReport struct {
+	Engine          string  `json:"engine"`
 	Passages        int     `json:"passages"`
 	BuildSeconds    float64 `json:"build_seconds"`
 	BuildPerSecond  float64 `json:"build_passages_per_second"`
@@ -109,16 +145,23 @@ func Retrieval(ctx context.Context, o RetrievalOptions) (*RetrievalReport, error
 	if len(queries) == 0 {
 		return nil, fmt.Errorf("no questions to query with")
 	}
+	if o.Engine == "" {
+		o.Engine = EngineStatic
+	}
 	corpus := filepath.Join(o.Dir, fmt.Sprintf("corpus-%d.jsonl", o.Passages))
 	t0 := time.Now()
-	if err := writeCorpus(corpus, o.Passages, words, weights); err != nil {
-		return nil, err
+	if _, err := os.Stat(corpus); err == nil {
+		fmt.Fprintf(o.Out, "retrieval: reusing %s\n", corpus)
+	} else {
+		if err := writeCorpus(corpus, o.Passages, words, weights); err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(o.Out, "retrieval: generated %d passages in %.1fs (%s)\n", o.Passages, time.Since(t0).Seconds(), corpus)
 	}
-	fmt.Fprintf(o.Out, "retrieval: generated %d passages in %.1fs (%s)\n", o.Passages, time.Since(t0).Seconds(), corpus)
-	rep := &RetrievalReport{Passages: o.Passages}
-	indexDir := filepath.Join(o.Dir, "index")
+	rep := &RetrievalReport{Engine: o.Engine, Passages: o.Passages}
+	indexDir := filepath.Join(o.Dir, "index-"+o.Engine)
 	t0 = time.Now()
-	ix, err := bm25.Open(ctx, corpus, indexDir, nil)
+	ix, err := openEngine(ctx, o.Engine, corpus, indexDir)
 	if err != nil {
 		return nil, err
 	}
@@ -127,21 +170,25 @@ func Retrieval(ctx context.Context, o RetrievalOptions) (*RetrievalReport, error
 	rep.IndexBytes = dirBytes(indexDir)
 	_, rep.PeakRSSBytes = rss()
 	ix.Close()
+	// What the build took goes back to the system, so that the serving
+	// RSS is the served index's.
+	runtime.GC()
+	debug.FreeOSMemory()
 	// Start from the built index, as a server that restarts does.
 	t0 = time.Now()
-	ix, err = bm25.Open(ctx, corpus, indexDir, nil)
+	ix, err = openEngine(ctx, o.Engine, corpus, indexDir)
 	if err != nil {
 		return nil, err
 	}
 	defer ix.Close()
 	rep.StartSeconds = time.Since(t0).Seconds()
-	fmt.Fprintf(o.Out, "retrieval: built in %.1fs (%.0f passages/s), %s on disk, started again in %.1fs\n",
-		rep.BuildSeconds, rep.BuildPerSecond, human(rep.IndexBytes), rep.StartSeconds)
+	fmt.Fprintf(o.Out, "retrieval: %s: built in %.1fs (%.0f passages/s), %s on disk, started again in %.1fs\n",
+		o.Engine, rep.BuildSeconds, rep.BuildPerSecond, human(rep.IndexBytes), rep.StartSeconds)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	srv := &http.Server{Handler: ix.Handler(bm25.StyleDense), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: bm25.NewHandler(ix, bm25.StyleDense), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(l) }()
 	defer srv.Close()
 	to := transport.DefaultOptions("retriever", "http://"+l.Addr().String())
@@ -156,7 +203,7 @@ func Retrieval(ctx context.Context, o RetrievalOptions) (*RetrievalReport, error
 		if err != nil {
 			return nil, err
 		}
-		fmt.Fprintf(o.Out, "retrieval: %s: %.1f queries/s, a call p50 %.1f ms, p99 %.1f ms\n", got.Name, got.QueriesPerSec, got.CallP50Millis, got.CallP99Millis)
+		fmt.Fprintf(o.Out, "retrieval: %s: %s: %.1f queries/s, a call p50 %.1f ms, p99 %.1f ms\n", o.Engine, got.Name, got.QueriesPerSec, got.CallP50Millis, got.CallP99Millis)
 		rep.Phases = append(rep.Phases, got)
 	}
 	rep.ServingRSSBytes, _ = rss()
@@ -170,7 +217,7 @@ func Retrieval(ctx context.Context, o RetrievalOptions) (*RetrievalReport, error
 // recallAt3 measures the index's quality on the shipped corpus: the share
 // of the shipped questions whose top-3 passages contain a gold answer.
 func recallAt3(ctx context.Context, o RetrievalOptions, rep *RetrievalReport) error {
-	ix, err := bm25.Open(ctx, o.Corpus, filepath.Join(o.Dir, "index-shipped"), nil)
+	ix, err := openEngine(ctx, o.Engine, o.Corpus, filepath.Join(o.Dir, "index-shipped-"+o.Engine))
 	if err != nil {
 		return err
 	}
@@ -302,7 +349,7 @@ func writeCorpus(path string, n int, words []string, cum []float64) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	f, err := os.Create(path)
+	f, err := os.Create(path + ".partial")
 	if err != nil {
 		return err
 	}
@@ -332,7 +379,10 @@ func writeCorpus(path string, n int, words []string, cum []float64) error {
 		f.Close()
 		return err
 	}
-	return f.Close()
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(path+".partial", path)
 }
 
 func dirBytes(dir string) int64 {

@@ -298,21 +298,13 @@ func Connect(ctx context.Context, r *recipes.Recipe, environ []string, log io.Wr
 	ru := r.Retriever.URL
 	if ru == recipes.Embedded {
 		t0 := time.Now()
-		built := false
-		var task *progress.Task
-		ix, err := bm25.Open(ctx, r.Retriever.Corpus, r.Retriever.IndexDir, func(done, total int) {
-			if !built {
-				fmt.Fprintf(log, "building the BM25 index of %s (once; cached in %s)\n", r.Retriever.Corpus, r.Retriever.IndexDir)
-				built = true
-				task = cfg.progress.Start("BM25 index", total, "passages")
-			}
-			task.Add(done - int(task.Count()))
-		})
-		task.Done()
+		prog, endProgress, built := BM25Progress(cfg.progress, log, r.Retriever.Corpus, r.Retriever.IndexDir)
+		ix, err := bm25.OpenWith(ctx, r.Retriever.Corpus, r.Retriever.IndexDir, bm25.Params{K1: r.Retriever.BM25K1, B: r.Retriever.BM25B}, prog)
+		endProgress()
 		if err != nil {
 			return fail(fmt.Errorf("embedded retriever: %w", err))
 		}
-		if built {
+		if built() {
 			fmt.Fprintf(log, "BM25 index of %d passages built in %.1fs\n", ix.Len(), time.Since(t0).Seconds())
 		}
 		style, err := bm25.ParseStyle(r.Sim.RetrieverStyle)

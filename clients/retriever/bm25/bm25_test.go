@@ -1,6 +1,7 @@
 package bm25
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,9 +14,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/blevesearch/bleve/v2"
-	"github.com/blevesearch/bleve/v2/search"
 
 	"github.com/hindsearch/hindsearch/clients/retriever"
 )
@@ -40,11 +38,11 @@ func writeCorpus(t *testing.T, lines ...string) string {
 }
 
 // open opens corpus with cacheDir, recording progress calls.
-func open(t *testing.T, corpus, cacheDir string) (*Index, [][2]int) {
+func open(t *testing.T, corpus, cacheDir string) (*Index, []Progress) {
 	t.Helper()
-	var calls [][2]int
-	ix, err := Open(context.Background(), corpus, cacheDir, func(done, total int) {
-		calls = append(calls, [2]int{done, total})
+	var calls []Progress
+	ix, err := Open(context.Background(), corpus, cacheDir, func(p Progress) {
+		calls = append(calls, p)
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -73,8 +71,8 @@ func TestBuildAndSearch(t *testing.T) {
 	if ix.Len() != 4 {
 		t.Errorf("Len %d, want 4", ix.Len())
 	}
-	if want := [][2]int{{4, 4}}; !reflect.DeepEqual(calls, want) {
-		t.Errorf("progress calls %v, want %v", calls, want)
+	if len(calls) == 0 || calls[len(calls)-1].Passages != 4 || calls[len(calls)-1].Stage != "index" {
+		t.Errorf("progress calls %+v", calls)
 	}
 	if c, ok := ix.Passage("t"); !ok || c != "\"Tiger\"\ntiger zebra" {
 		t.Errorf("Passage(t) = %q, %v", c, ok)
@@ -104,67 +102,71 @@ func TestBuildAndSearch(t *testing.T) {
 			t.Errorf("topk %d accepted", topk)
 		}
 	}
+	if st := ix.Stats(); st.Passages != 4 || st.Tokens != 15 || st.Params != PyseriniParams || st.IndexBytes == 0 || len(st.SHA256) != 64 {
+		t.Errorf("stats %+v", st)
+	}
 }
 
-// TestBM25 proves the scores are BM25 (with this package's true average
-// length), not Bleve's default TF-IDF: a score matches the hand-computed
-// value, the explanation names the model, and term frequency saturates.
+// TestBM25 checks the scores against the formula computed by hand:
+// Lucene's BM25 with Pyserini's k1 and b, the true average length, a
+// query term counted as often as the query repeats it, and term frequency
+// saturating below idf.
 func TestBM25(t *testing.T) {
 	ix, _ := open(t, writeCorpus(t, animals...), t.TempDir())
-	res, err := ix.Search(context.Background(), []string{"zebra"}, 10)
-	if err != nil {
-		t.Fatal(err)
+	const k1, b = 0.9, 0.4
+	n, avg := 4.0, 15.0/4 // 15 terms in 4 passages
+	idf := func(df float64) float64 { return math.Log(1 + (n-df+0.5)/(df+0.5)) }
+	bm25 := func(df, tf, length float64) float64 {
+		return idf(df) * tf / (tf + k1*(1-b+b*length/avg))
 	}
-	const k1, b = 1.2, 0.75
-	n, df := 4.0, 2.0
-	avg := math.Ceil(15.0 / 4) // 15 tokens in 4 passages
-	idf := math.Log(1 + (n-df+0.5)/(df+0.5))
-	bm25 := func(freq, length float64) float64 {
-		tf := math.Sqrt(freq) // Bleve's tf
-		return idf * tf * k1 / (tf + k1*(1-b+b*length/avg))
-	}
-	want := []retriever.Hit{
-		{ID: "z", Contents: "\"Zebra\"\nzebra zebra lion", Score: bm25(3, 4)},
-		{ID: "t", Contents: "\"Tiger\"\ntiger zebra", Score: bm25(1, 3)},
-	}
-	if len(res[0]) != 2 {
-		t.Fatalf("hits %+v", res[0])
-	}
-	for i, h := range res[0] {
-		if h.ID != want[i].ID || math.Abs(h.Score-want[i].Score) > 1e-6*want[i].Score {
-			t.Errorf("hit %d = %s %.9f, want %s %.9f (BM25)", i, h.ID, h.Score, want[i].ID, want[i].Score)
+	for _, c := range []struct {
+		query string
+		want  []retriever.Hit
+	}{
+		{"zebra", []retriever.Hit{{ID: "z", Score: bm25(2, 3, 4)}, {ID: "t", Score: bm25(2, 1, 3)}}},
+		{"zebra zebra", []retriever.Hit{{ID: "z", Score: 2 * bm25(2, 3, 4)}, {ID: "t", Score: 2 * bm25(2, 1, 3)}}},
+		{"lion tiger", []retriever.Hit{{ID: "l", Score: bm25(2, 2, 4) + bm25(2, 2, 4)}, {ID: "t", Score: bm25(2, 2, 3)}, {ID: "z", Score: bm25(2, 1, 4)}}},
+	} {
+		res, err := ix.Search(context.Background(), []string{c.query}, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res[0]) != len(c.want) {
+			t.Fatalf("%q: hits %+v", c.query, res[0])
+		}
+		for i, h := range res[0] {
+			if h.ID != c.want[i].ID || math.Abs(h.Score-c.want[i].Score) > 1e-12*c.want[i].Score {
+				t.Errorf("%q hit %d = %s %.12f, want %s %.12f", c.query, i, h.ID, h.Score, c.want[i].ID, c.want[i].Score)
+			}
 		}
 	}
-	tfidf := (1 + math.Log(n/(df+1))) * math.Sqrt(3) / 2 // Bleve's TF-IDF of z
-	if math.Abs(res[0][0].Score-tfidf) < 1e-3 {
-		t.Errorf("score %.6f is Bleve's TF-IDF", res[0][0].Score)
-	}
 
-	q := bleve.NewMatchQuery("zebra")
-	q.SetField(field)
-	req := bleve.NewSearchRequest(q)
-	req.Explain = true
-	req.PreSearchData = map[string]any{search.BM25PreSearchDataKey: ix.stats}
-	sr, err := ix.bi.Search(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(sr.Hits) == 0 || !strings.Contains(sr.Hits[0].Expl.String(), "as per bm25 model") {
-		t.Errorf("explanation does not name bm25: %v", sr.Hits)
-	}
-
-	// Saturation: a thousand repetitions score less than (k1+1)·idf, the
-	// BM25 bound, where TF-IDF would grow as the square root.
+	// Saturation: a thousand repetitions score less than idf.
 	many := strings.Repeat("gnu ", 1000)
 	ix2, _ := open(t, writeCorpus(t, passage("1", "A", "gnu"), passage("2", "B", many), passage("3", "C", "x y"), passage("4", "D", "p q")), t.TempDir())
-	res, err = ix2.Search(context.Background(), []string{"gnu"}, 2)
+	res, err := ix2.Search(context.Background(), []string{"gnu"}, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	idf2 := math.Log(1 + (4-2+0.5)/(2+0.5))
 	for _, h := range res[0] {
-		if h.Score >= (k1+1)*idf2 {
-			t.Errorf("score %f of %s exceeds the BM25 bound %f", h.Score, h.ID, (k1+1)*idf2)
+		if h.Score >= idf(2) || h.Score <= 0 {
+			t.Errorf("score %f of %s not below idf %f", h.Score, h.ID, idf(2))
+		}
+	}
+	// Other parameters are another index.
+	ix3, err := OpenWith(context.Background(), writeCorpus(t, animals...), t.TempDir(), Params{K1: 1.2, B: 0.75}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix3.Close()
+	res, _ = ix3.Search(context.Background(), []string{"zebra"}, 1)
+	want := idf(2) * 3 / (3 + 1.2*(1-0.75+0.75*4/avg))
+	if math.Abs(res[0][0].Score-want) > 1e-12*want {
+		t.Errorf("k1 1.2 b 0.75: %.12f, want %.12f", res[0][0].Score, want)
+	}
+	for _, p := range []Params{{K1: -1, B: 0.4}, {K1: 0.9, B: 1.5}, {K1: math.NaN(), B: 0.4}} {
+		if _, err := OpenWith(context.Background(), writeCorpus(t, animals...), t.TempDir(), p, nil); err == nil {
+			t.Errorf("params %+v accepted", p)
 		}
 	}
 }
@@ -213,11 +215,11 @@ func TestCacheReuse(t *testing.T) {
 	if len(calls) == 0 {
 		t.Fatal("first open did not build")
 	}
-	entries, _ := os.ReadDir(cache)
+	entries := entryDirs(t, cache)
 	if len(entries) != 1 {
 		t.Fatalf("cache holds %d entries, want 1", len(entries))
 	}
-	marker := filepath.Join(cache, entries[0].Name(), markerFile)
+	marker := filepath.Join(cache, entries[0], markerFile)
 	st1, err := os.Stat(marker)
 	if err != nil {
 		t.Fatal(err)
@@ -243,7 +245,7 @@ func TestCacheReuse(t *testing.T) {
 	if len(calls) == 0 {
 		t.Error("a different corpus reused the index")
 	}
-	entries, _ = os.ReadDir(cache)
+	entries = entryDirs(t, cache)
 	if len(entries) != 2 {
 		t.Errorf("cache holds %d entries, want 2", len(entries))
 	}
@@ -254,8 +256,7 @@ func TestDamagedEntryReplaced(t *testing.T) {
 	corpus := writeCorpus(t, animals...)
 	ix, _ := open(t, corpus, cache)
 	ix.Close()
-	entries, _ := os.ReadDir(cache)
-	entry := filepath.Join(cache, entries[0].Name())
+	entry := filepath.Join(cache, entryDirs(t, cache)[0])
 	// A marker that does not match (an older format) forces a rebuild.
 	if err := os.WriteFile(filepath.Join(entry, markerFile), []byte(`{"version":0}`), 0o644); err != nil {
 		t.Fatal(err)
@@ -276,9 +277,8 @@ func TestDamagedEntryReplaced(t *testing.T) {
 	if res, err := ix.Search(context.Background(), []string{"zebra"}, 1); err != nil || len(res[0]) != 1 {
 		t.Errorf("rebuilt index: %v %v", res, err)
 	}
-	entries, _ = os.ReadDir(cache)
-	if len(entries) != 1 {
-		t.Errorf("cache holds %v", entries)
+	if e := entryDirs(t, cache); len(e) != 1 {
+		t.Errorf("cache holds %v", e)
 	}
 }
 
@@ -311,28 +311,83 @@ func TestConcurrentBuilders(t *testing.T) {
 			t.Errorf("builders disagree: %v vs %v", r, results[0])
 		}
 	}
-	entries, _ := os.ReadDir(cache)
-	if len(entries) != 1 || strings.HasPrefix(entries[0].Name(), buildPrefix) {
-		t.Errorf("cache holds %v, want one finished entry", entries)
+	if e := entryDirs(t, cache); len(e) != 1 || strings.HasPrefix(e[0], buildPrefix) {
+		t.Errorf("cache holds %v, want one finished entry", e)
 	}
 }
 
-func TestCancelledBuildLeavesNothing(t *testing.T) {
+// A build killed part way leaves its runs and state.json in the build
+// directory and no entry; the next Open resumes after the last run (its
+// first progress is past the start) and gives the index a build in one go
+// gives, byte for byte.
+func TestBuildResumesAfterKill(t *testing.T) {
+	defer func(n int) { chunkDocs = n }(chunkDocs)
+	chunkDocs = 300
 	var lines []string
-	for i := range 2*batchSize + 10 {
-		lines = append(lines, passage(fmt.Sprint(i), fmt.Sprint("T", i), "some filler text"))
+	for i := range 2000 {
+		lines = append(lines, passage(fmt.Sprint(i), fmt.Sprint("T", i), fmt.Sprintf("filler text %d about w%d and w%d", i%7, i%13, i%31)))
 	}
 	corpus := writeCorpus(t, lines...)
 	cache := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	_, err := Open(ctx, corpus, cache, func(done, total int) { cancel() })
+	_, err := Open(ctx, corpus, cache, func(p Progress) {
+		if p.Passages > 1000 {
+			cancel()
+		}
+	})
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("error %v, want context.Canceled", err)
 	}
-	if entries, _ := os.ReadDir(cache); len(entries) != 0 {
-		t.Errorf("cancelled build left %v", entries)
+	if e := entryDirs(t, cache); len(e) != 1 || !strings.HasPrefix(e[0], buildPrefix) {
+		t.Fatalf("after the kill: %v, want only the build directory", e)
 	}
+	st, err := readState(filepath.Join(cache, entryDirs(t, cache)[0]))
+	if err != nil || st.Runs < 1 || st.Docs >= 2000 || st.Docs < 300*st.Runs {
+		t.Fatalf("state %+v %v", st, err)
+	}
+	ix, calls := open(t, corpus, cache)
+	if len(calls) == 0 || calls[0].Passages <= st.Docs || calls[0].Done <= st.Offset || calls[0].From != st.Offset {
+		t.Errorf("resumed from %+v; state was %d passages", calls, st.Docs)
+	}
+	freshCache := t.TempDir()
+	fresh, _ := open(t, corpus, freshCache)
+	if ix.Len() != 2000 || ix.Stats().SHA256 != fresh.Stats().SHA256 {
+		t.Errorf("resumed: %+v, fresh %+v", ix.Stats(), fresh.Stats())
+	}
+	for _, name := range []string{dictFile, termsFile, postFile, lensFile, offsFile, idsFile} {
+		a, _ := os.ReadFile(filepath.Join(cache, entryDirs(t, cache)[0], name))
+		b, _ := os.ReadFile(filepath.Join(freshCache, entryDirs(t, freshCache)[0], name))
+		if len(a) == 0 || !bytes.Equal(a, b) {
+			t.Errorf("%s: %d bytes resumed, %d fresh, or not the same", name, len(a), len(b))
+		}
+	}
+	qs := []string{"filler w3", "text about w12 w30", "T77"}
+	a, _ := ix.Search(context.Background(), qs, 5)
+	b, _ := fresh.Search(context.Background(), qs, 5)
+	if !reflect.DeepEqual(a, b) {
+		t.Errorf("resumed index answers %v, fresh %v", a, b)
+	}
+	if e := entryDirs(t, cache); len(e) != 1 || strings.HasPrefix(e[0], buildPrefix) {
+		t.Errorf("cache holds %v, want one finished entry", e)
+	}
+}
+
+// entryDirs lists the directories in cache (entries and builds; not the
+// lock files).
+func entryDirs(t *testing.T, cache string) []string {
+	t.Helper()
+	es, err := os.ReadDir(cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range es {
+		if e.IsDir() {
+			out = append(out, e.Name())
+		}
+	}
+	return out
 }
 
 func TestStaleBuildsRemoved(t *testing.T) {
@@ -389,5 +444,38 @@ func TestCorpusErrors(t *testing.T) {
 	}
 	if _, err := Open(context.Background(), filepath.Join(t.TempDir(), "missing"), t.TempDir(), nil); err == nil {
 		t.Error("missing corpus accepted")
+	}
+}
+
+// An index whose postings were damaged on disk after it was built (same
+// size, wrong bytes) answers an error naming its directory, not a crash;
+// one whose files have the wrong size is rebuilt at open.
+func TestDamagedPostingsAreAnError(t *testing.T) {
+	cache := t.TempDir()
+	corpus := writeCorpus(t, animals...)
+	ix, _ := open(t, corpus, cache)
+	ix.Close()
+	post := filepath.Join(cache, entryDirs(t, cache)[0], postFile)
+	st, err := os.Stat(post)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(post, bytes.Repeat([]byte{0xff}, int(st.Size())), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ix, calls := open(t, corpus, cache)
+	if len(calls) != 0 {
+		t.Fatal("rebuilt: the sizes are right")
+	}
+	if _, err := ix.Search(context.Background(), []string{"zebra"}, 3); err == nil || !strings.Contains(err.Error(), "is damaged") {
+		t.Errorf("search of damaged postings: %v", err)
+	}
+	ix.Close()
+	if err := os.WriteFile(post, []byte{1, 2, 3}, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ix, calls = open(t, corpus, cache)
+	if res, err := ix.Search(context.Background(), []string{"zebra"}, 3); len(calls) == 0 || err != nil || len(res[0]) != 2 {
+		t.Errorf("a truncated post.bin: rebuilt %v, %v %v", len(calls) > 0, res, err)
 	}
 }

@@ -1,25 +1,11 @@
 package bm25
 
 import (
-	"bufio"
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
-	"errors"
+	"encoding/binary"
 	"fmt"
-	"io"
 	"os"
 )
-
-// corpus is the passages of a corpus file, in file order, and the sha256 of
-// the file's bytes.
-type corpus struct {
-	ids      []string
-	contents []string
-	byID     map[string]int
-	sha256   string
-}
 
 // corpusLine is one line of a wiki-18 style JSONL corpus. Pointers tell a
 // missing field from an empty one.
@@ -28,56 +14,43 @@ type corpusLine struct {
 	Contents *string `json:"contents"`
 }
 
-// readCorpus reads and hashes the corpus file at path in one pass. Blank
-// lines are skipped; any other line must be a JSON object with string "id"
-// and "contents", ids unique, or the error names path:line.
-func readCorpus(path string) (*corpus, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("read corpus: %w", err)
-	}
-	defer f.Close()
-	h := sha256.New()
-	r := bufio.NewReaderSize(io.TeeReader(f, h), 1<<20)
-	c := &corpus{byID: map[string]int{}}
-	for n := 1; ; n++ {
-		line, rerr := r.ReadBytes('\n')
-		if rerr != nil && rerr != io.EOF {
-			return nil, fmt.Errorf("read corpus %s:%d: %w", path, n, rerr)
-		}
-		if len(bytes.TrimSpace(line)) > 0 {
-			if err := c.add(line); err != nil {
-				return nil, fmt.Errorf("%s:%d: %w", path, n, err)
-			}
-		}
-		if rerr == io.EOF {
-			break
-		}
-	}
-	if len(c.ids) == 0 {
-		return nil, fmt.Errorf("read corpus %s: no passages", path)
-	}
-	c.sha256 = hex.EncodeToString(h.Sum(nil))
-	return c, nil
+// record is one corpus line read back.
+type record struct {
+	id, contents string
 }
 
-// add appends the passage on one corpus line.
-func (c *corpus) add(line []byte) error {
-	var p corpusLine
-	if err := json.Unmarshal(line, &p); err != nil {
-		return fmt.Errorf("bad corpus line: %w", err)
+// readPassageAt reads passage ord of the corpus at path, offs being
+// offsets.bin (passage ord's line starts at offs[ord], the next passage's
+// at offs[ord+1]).
+func readPassageAt(path string, offs []byte, ord uint32) (record, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return record{}, err
 	}
-	switch {
-	case p.ID == nil:
-		return errors.New("corpus line lacks a string \"id\"")
-	case p.Contents == nil:
-		return errors.New("corpus line lacks a string \"contents\"")
+	defer f.Close()
+	return readPassage(f, offs, ord)
+}
+
+// readPassage reads passage ord from the open corpus f (see
+// readPassageAt). A line that is no longer a passage means the corpus
+// changed under its index.
+func readPassage(f *os.File, offs []byte, ord uint32) (record, error) {
+	lo := binary.LittleEndian.Uint64(offs[8*int(ord):])
+	hi := binary.LittleEndian.Uint64(offs[8*int(ord)+8:])
+	if hi < lo || hi-lo > 1<<30 {
+		return record{}, fmt.Errorf("corpus %s: passage %d has bad offsets %d-%d", f.Name(), ord, lo, hi)
 	}
-	if first, dup := c.byID[*p.ID]; dup {
-		return fmt.Errorf("duplicate id %q (first at passage %d)", *p.ID, first+1)
+	buf := make([]byte, hi-lo)
+	if _, err := f.ReadAt(buf, int64(lo)); err != nil {
+		return record{}, fmt.Errorf("corpus %s: passage %d: %w (changed since its index was built?)", f.Name(), ord, err)
 	}
-	c.byID[*p.ID] = len(c.ids)
-	c.ids = append(c.ids, *p.ID)
-	c.contents = append(c.contents, *p.Contents)
-	return nil
+	// The span runs to the next passage: blank lines may follow.
+	if i := bytes.IndexByte(buf, '\n'); i >= 0 {
+		buf = buf[:i]
+	}
+	id, contents, err := parseLine(buf)
+	if err != nil {
+		return record{}, fmt.Errorf("corpus %s: passage %d at byte %d: %w (changed since its index was built?)", f.Name(), ord, lo, err)
+	}
+	return record{id, contents}, nil
 }

@@ -2,6 +2,7 @@ package bm25
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -73,6 +74,18 @@ func ParseStyle(s string) (Style, error) {
 // One deviation: a topk above MaxTopK is answered 400 {"detail": ...}
 // where the reference would search.
 func (ix *Index) Handler(style Style) http.Handler {
+	return NewHandler(ix, style)
+}
+
+// Searcher is what a Handler serves: Index's Search contract.
+type Searcher interface {
+	Search(ctx context.Context, queries []string, topk int) ([][]retriever.Hit, error)
+}
+
+// NewHandler serves s's Search as Index.Handler does (the benchmark
+// serves the previous engine through it, side by side).
+func NewHandler(s Searcher, style Style) http.Handler {
+	ix := searchHandler{s}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case r.URL.Path != "/retrieve":
@@ -86,8 +99,10 @@ func (ix *Index) Handler(style Style) http.Handler {
 	})
 }
 
+type searchHandler struct{ Searcher }
+
 // serveRetrieve answers POST /retrieve.
-func (ix *Index) serveRetrieve(w http.ResponseWriter, r *http.Request, style Style) {
+func (ix searchHandler) serveRetrieve(w http.ResponseWriter, r *http.Request, style Style) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
 		writeJSON(w, http.StatusRequestEntityTooLarge, map[string]string{"detail": "request body too large"})

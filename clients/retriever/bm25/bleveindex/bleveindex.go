@@ -1,6 +1,8 @@
-// Package bm25 is the embedded retriever: a BM25 index (Bleve, scorch) over
-// a wiki-18 style JSONL corpus, searched in process or served over HTTP with
-// the Search-R1 retrieval protocol (PROTOCOLS.md §4).
+// Package bleveindex is the embedded retriever's previous engine, kept for
+// `orchestrate bench --only retrieval --engines static,bleve`, which
+// measures it side by side with the static index of package bm25 (speed,
+// memory, recall@3): a BM25 index (Bleve, scorch) over a wiki-18 style
+// JSONL corpus. Nothing else uses it.
 //
 // The index is built once per corpus content and cached on disk under
 // cacheDir/<first 16 hex digits of the corpus sha256>/. A build happens in a
@@ -25,7 +27,7 @@
 // passage (its "field cardinality" is the term dictionary's size), which
 // over-penalises long passages; this package counts the corpus's tokens at
 // build time and hands Bleve the true figure with each search.
-package bm25
+package bleveindex
 
 import (
 	"context"
@@ -392,15 +394,6 @@ func (ix *Index) Close() error {
 
 // Len returns the number of passages.
 func (ix *Index) Len() int { return len(ix.c.ids) }
-
-// Passage returns the contents of the passage with the given id.
-func (ix *Index) Passage(id string) (string, bool) {
-	i, ok := ix.c.byID[id]
-	if !ok {
-		return "", false
-	}
-	return ix.c.contents[i], true
-}
 
 // Search returns, for each query in order, its topk best passages by BM25
 // score, best first; equal scores are ordered by corpus order. A query is
