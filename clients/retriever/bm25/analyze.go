@@ -79,9 +79,10 @@ func sat(tf uint32, norm float64) float64 {
 	return f / (f + norm)
 }
 
-// boundQuery trims text and cuts it to MaxQueryChars bytes (at a character
-// boundary) and MaxQueryTerms words.
-func boundQuery(text string) string {
+// BoundQuery is a query as the index searches it: trimmed, cut to
+// MaxQueryChars bytes (at a character boundary) and to its first
+// MaxQueryTerms whitespace-separated words, joined by single spaces.
+func BoundQuery(text string) string {
 	if len(text) > MaxQueryChars {
 		cut := MaxQueryChars
 		for cut > 0 && !utf8.RuneStart(text[cut]) {

@@ -195,15 +195,15 @@ func TestTiesInCorpusOrder(t *testing.T) {
 
 func TestBoundQuery(t *testing.T) {
 	long := strings.Repeat("word ", 100)
-	if got := strings.Fields(boundQuery(long)); len(got) != MaxQueryTerms {
+	if got := strings.Fields(BoundQuery(long)); len(got) != MaxQueryTerms {
 		t.Errorf("%d terms, want %d", len(got), MaxQueryTerms)
 	}
 	runes := strings.Repeat("é", MaxQueryChars) // 2 bytes each
-	got := boundQuery(runes)
+	got := BoundQuery(runes)
 	if len(got) > MaxQueryChars || !strings.HasPrefix(runes, got) || len(got) == 0 {
 		t.Errorf("cut to %d bytes", len(got))
 	}
-	if got := boundQuery("  a \t b\n"); got != "a b" {
+	if got := BoundQuery("  a \t b\n"); got != "a b" {
 		t.Errorf("got %q", got)
 	}
 }

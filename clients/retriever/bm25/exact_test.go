@@ -45,7 +45,7 @@ func newBrute(texts []string) *bruteCorpus {
 // distinct terms summed in the order they first occur, ties by corpus
 // order.
 func (c *bruteCorpus) top(p Params, query string, k int) []scored {
-	q, _ := analyze(boundQuery(query))
+	q, _ := analyze(BoundQuery(query))
 	var out []scored
 	for i, d := range c.docs {
 		norm := p.norm(uint32(d.dl), c.avg)

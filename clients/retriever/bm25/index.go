@@ -344,6 +344,13 @@ func (ix *Index) Search(ctx context.Context, queries []string, topk int) ([][]re
 	if topk < 1 || topk > MaxTopK {
 		return nil, fmt.Errorf("bm25 search: topk %d not in [1, %d]", topk, MaxTopK)
 	}
+	return SearchEach(ctx, queries, func(q string) ([]retriever.Hit, error) { return ix.searchOne(q, topk) })
+}
+
+// SearchEach answers each query with one, on GOMAXPROCS workers, the
+// answers in the queries' order; the first failure (by query order) fails
+// the whole, naming its query (the previous engine's Search shares it).
+func SearchEach(ctx context.Context, queries []string, one func(query string) ([]retriever.Hit, error)) ([][]retriever.Hit, error) {
 	out := make([][]retriever.Hit, len(queries))
 	errs := make([]error, len(queries))
 	workers := min(len(queries), runtime.GOMAXPROCS(0))
@@ -358,7 +365,7 @@ func (ix *Index) Search(ctx context.Context, queries []string, topk int) ([][]re
 					errs[i] = err
 					continue
 				}
-				out[i], errs[i] = ix.searchOne(queries[i], topk)
+				out[i], errs[i] = one(queries[i])
 			}
 		}()
 	}

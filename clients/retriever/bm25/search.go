@@ -202,7 +202,7 @@ func cut(floor float64) float64 {
 
 // cursors analyses a query and opens its terms' postings, in query order.
 func (ix *Index) cursors(text string) []*cursor {
-	terms, _ := analyze(boundQuery(text))
+	terms, _ := analyze(BoundQuery(text))
 	var cs []*cursor
 	for _, t := range terms {
 		rec, ok := ix.lookup(t.term)

@@ -34,17 +34,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/blevesearch/bleve/v2"
 	"github.com/blevesearch/bleve/v2/analysis"
@@ -56,6 +53,7 @@ import (
 	index "github.com/blevesearch/bleve_index_api"
 
 	"github.com/hindsearch/hindsearch/clients/retriever"
+	"github.com/hindsearch/hindsearch/clients/retriever/bm25"
 )
 
 const (
@@ -81,9 +79,6 @@ const (
 	indexSubdir = "index"
 	// buildPrefix starts the names of build directories inside cacheDir.
 	buildPrefix = ".build-"
-	// staleBuild is how long a build directory may go unmodified before
-	// Open treats it as left behind by a killed build and removes it.
-	staleBuild = 24 * time.Hour
 )
 
 // Index is an open BM25 index and its corpus. It is safe for concurrent
@@ -125,7 +120,6 @@ func Open(ctx context.Context, corpusPath, cacheDir string, progress func(done, 
 	if ix, err := openComplete(final, c); err == nil {
 		return ix, nil
 	}
-	removeStaleBuilds(cacheDir)
 	if err := build(ctx, c, cacheDir, final, progress); err != nil {
 		return nil, err
 	}
@@ -222,7 +216,6 @@ func build(ctx context.Context, c *corpus, cacheDir, final string, progress func
 	if err := writeFileSync(filepath.Join(tmp, markerFile), m); err != nil {
 		return fmt.Errorf("bm25 build: %w", err)
 	}
-	syncDir(tmp)
 	// The rename fails when final exists: another builder finished first
 	// (use theirs), or final holds something that is not a good index of
 	// this corpus (an older format, a damaged entry: replace it).
@@ -243,7 +236,6 @@ func build(ctx context.Context, c *corpus, cacheDir, final string, progress func
 			return fmt.Errorf("bm25 build: %w", err)
 		}
 	}
-	syncDir(cacheDir)
 	return nil
 }
 
@@ -328,35 +320,6 @@ func countTokens(ctx context.Context, a analysis.Analyzer, texts []string) int64
 	return total.Load()
 }
 
-// removeStaleBuilds removes build directories in cacheDir that nothing has
-// written to for staleBuild: they are left behind by killed builds. Best
-// effort.
-func removeStaleBuilds(cacheDir string) {
-	entries, err := os.ReadDir(cacheDir)
-	if err != nil {
-		return
-	}
-	for _, e := range entries {
-		if !e.IsDir() || !strings.HasPrefix(e.Name(), buildPrefix) {
-			continue
-		}
-		dir := filepath.Join(cacheDir, e.Name())
-		var newest time.Time
-		filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return nil
-			}
-			if info, err := d.Info(); err == nil && info.ModTime().After(newest) {
-				newest = info.ModTime()
-			}
-			return nil
-		})
-		if time.Since(newest) > staleBuild {
-			os.RemoveAll(dir)
-		}
-	}
-}
-
 // writeFileSync writes data to path and syncs it.
 func writeFileSync(path string, data []byte) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
@@ -374,13 +337,6 @@ func writeFileSync(path string, data []byte) error {
 	return f.Close()
 }
 
-// syncDir makes renames and creations in dir durable; best effort.
-func syncDir(dir string) {
-	if f, err := os.Open(dir); err == nil {
-		_ = f.Sync()
-		f.Close()
-	}
-}
 
 // Close closes the index. Calls after the first return its result.
 func (ix *Index) Close() error {
@@ -405,36 +361,12 @@ func (ix *Index) Search(ctx context.Context, queries []string, topk int) ([][]re
 	if topk < 1 || topk > MaxTopK {
 		return nil, fmt.Errorf("bm25 search: topk %d not in [1, %d]", topk, MaxTopK)
 	}
-	out := make([][]retriever.Hit, len(queries))
-	errs := make([]error, len(queries))
-	workers := min(len(queries), runtime.GOMAXPROCS(0))
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				out[i], errs[i] = ix.search(ctx, queries[i], topk)
-			}
-		}()
-	}
-	for i := range queries {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			return nil, fmt.Errorf("bm25 search: query %d: %w", i, err)
-		}
-	}
-	return out, nil
+	return bm25.SearchEach(ctx, queries, func(q string) ([]retriever.Hit, error) { return ix.search(ctx, q, topk) })
 }
 
 // search answers one query.
 func (ix *Index) search(ctx context.Context, text string, topk int) ([]retriever.Hit, error) {
-	text = boundQuery(text)
+	text = bm25.BoundQuery(text)
 	hits := []retriever.Hit{}
 	if text == "" {
 		return hits, nil
@@ -483,21 +415,4 @@ func (ix *Index) search(ctx context.Context, text string, topk int) ([]retriever
 		hits = append(hits, retriever.Hit{ID: ix.c.ids[r.ord], Contents: ix.c.contents[r.ord], Score: r.score})
 	}
 	return hits, nil
-}
-
-// boundQuery trims text and cuts it to MaxQueryChars bytes (at a character
-// boundary) and MaxQueryTerms words.
-func boundQuery(text string) string {
-	if len(text) > MaxQueryChars {
-		cut := MaxQueryChars
-		for cut > 0 && !utf8.RuneStart(text[cut]) {
-			cut--
-		}
-		text = text[:cut]
-	}
-	words := strings.Fields(text)
-	if len(words) > MaxQueryTerms {
-		words = words[:MaxQueryTerms]
-	}
-	return strings.Join(words, " ")
 }
