@@ -337,7 +337,6 @@ func writeFileSync(path string, data []byte) error {
 	return f.Close()
 }
 
-
 // Close closes the index. Calls after the first return its result.
 func (ix *Index) Close() error {
 	ix.closeOnce.Do(func() {
