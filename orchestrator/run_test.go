@@ -225,8 +225,8 @@ func TestFlippedAdvantageSignMakesPolicyWorse(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains twice")
 	}
-	sets := []string{"train.steps=12", "train.batch_size=16", "train.group_size=5", "trainer.learning_rate=0.3",
-		"hindsight.enabled=false", "eval.every=12", "eval.per_dataset=80", "eval.datasets.nq=",
+	sets := []string{"train.steps=20", "train.batch_size=16", "train.group_size=5", "trainer.learning_rate=0.3",
+		"hindsight.enabled=false", "eval.every=20", "eval.per_dataset=80", "eval.datasets.nq=",
 		"policy.concurrency=16", "output.trajectories=0"}
 	finalEM := map[float64]float64{}
 	var initialEM float64
