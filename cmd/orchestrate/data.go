@@ -14,6 +14,7 @@ import (
 	"github.com/hindsearch/hindsearch/orchestrator/bundle"
 	"github.com/hindsearch/hindsearch/orchestrator/doctor"
 	"github.com/hindsearch/hindsearch/orchestrator/progress"
+	"github.com/hindsearch/hindsearch/orchestrator/setup"
 	"github.com/hindsearch/hindsearch/recipes"
 )
 
@@ -108,12 +109,13 @@ func runData(ctx context.Context, e *env, f dataFlags, names []string, verify bo
 		return err
 	}
 	c.Parallel = f.parallel
+	var rep *progress.Reporter // nil (no progress) for verify
 	if !verify {
 		mode, err := progress.ParseMode(f.progress, isTerminal(e.stderr))
 		if err != nil {
 			return err
 		}
-		rep := progress.New(e.stderr, mode, 0)
+		rep = progress.New(e.stderr, mode, 0)
 		defer rep.Close()
 		var mu sync.Mutex
 		tasks := map[string]*progress.Task{}
@@ -141,7 +143,11 @@ func runData(ctx context.Context, e *env, f dataFlags, names []string, verify bo
 	}
 	opts := bundle.Options{Hub: c, Cache: hub.Cache(env), Dir: dir, DryRun: f.dryRun, Free: doctor.FreeBytes, Out: e.stdout,
 		BuildBM25: func(ctx context.Context, corpus, dir string) (int, error) {
-			ix, err := bm25.Open(ctx, corpus, dir, nil)
+			// A wiki-18 index takes minutes: show it (and that a kill
+			// resumes).
+			prog, endProgress, _ := setup.BM25Progress(rep, e.stderr, corpus, dir)
+			ix, err := bm25.Open(ctx, corpus, dir, prog)
+			endProgress()
 			if err != nil {
 				return 0, err
 			}
