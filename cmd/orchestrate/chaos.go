@@ -120,6 +120,16 @@ weights it last synced.`,
 					// random time when the run is still starting.
 					target := 1 + rng.IntN(max(len(cleanSteps)-1, 1))
 					extra := time.Duration(rng.Float64() * cleanSecs / float64(max(len(cleanSteps), 1)) * float64(time.Second))
+					if servers && attempt > 0 {
+						// Against servers that outlive the run, a resumed
+						// run is killed only once it has completed a step
+						// of its own: a kill inside its create_model would
+						// leave a SkyRL FSDP trainer holding a model whose
+						// id the run never learned (no route lists them),
+						// freed only by SkyRL's stale-session cleanup
+						// after 300 s (docs/gpu.md). The draw is the same.
+						target = max(target, stateStep(chaos)+1)
+					}
 					timer = killAfter(ctx, chaos, target, extra, done)
 				}
 				select {
@@ -184,6 +194,22 @@ weights it last synced.`,
 	return cmd
 }
 
+// stateStep is the last completed step in the run directory dir's
+// state.json (0 when there is none).
+func stateStep(dir string) int {
+	b, err := os.ReadFile(filepath.Join(dir, "state.json"))
+	if err != nil {
+		return 0
+	}
+	var st struct {
+		Step int `json:"step"`
+	}
+	if json.Unmarshal(b, &st) != nil {
+		return 0
+	}
+	return st.Step
+}
+
 // killAfter fires after the run in dir has completed step target (read
 // from its state.json) and a further delay, unless the run ends first.
 func killAfter(ctx context.Context, dir string, target int, delay time.Duration, done chan error) <-chan time.Time {
@@ -200,14 +226,7 @@ func killAfter(ctx context.Context, dir string, target int, delay time.Duration,
 			if len(done) > 0 {
 				return
 			}
-			b, err := os.ReadFile(filepath.Join(dir, "state.json"))
-			if err != nil {
-				continue
-			}
-			var st struct {
-				Step int `json:"step"`
-			}
-			if json.Unmarshal(b, &st) == nil && st.Step >= target {
+			if stateStep(dir) >= target {
 				time.Sleep(delay)
 				fire <- time.Now()
 				return

@@ -43,10 +43,23 @@ func (c *cursor) decode(b int) {
 	p := c.data[start:c.end(b)]
 	n, i := 0, 0
 	for i < len(p) && n < blockSize {
+		// The one-byte forms (nearly every gap and count) inline.
 		var d, tf, dl uint32
-		d, i = uvarint32(p, i)
-		tf, i = uvarint32(p, i)
-		dl, i = uvarint32(p, i)
+		if b := p[i]; b < 0x80 {
+			d, i = uint32(b), i+1
+		} else {
+			d, i = uvarint32(p, i)
+		}
+		if b := p[i]; b < 0x80 {
+			tf, i = uint32(b), i+1
+		} else {
+			tf, i = uvarint32(p, i)
+		}
+		if b := p[i]; b < 0x80 {
+			dl, i = uint32(b), i+1
+		} else {
+			dl, i = uvarint32(p, i)
+		}
 		prev += d
 		c.docs[n], c.tfs[n], c.dls[n] = prev, tf, dl
 		n++
