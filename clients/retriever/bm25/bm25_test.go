@@ -479,3 +479,20 @@ func TestDamagedPostingsAreAnError(t *testing.T) {
 		t.Errorf("a truncated post.bin: rebuilt %v, %v %v", len(calls) > 0, res, err)
 	}
 }
+
+// Blank lines after the last full batch of passages are read to the end
+// of the corpus, not taken for a short read.
+func TestTrailingBlankLines(t *testing.T) {
+	var lines []string
+	for i := range linesPerBatch {
+		lines = append(lines, passage(fmt.Sprint(i), "T", "filler"))
+	}
+	lines = append(lines, "", "", "")
+	ix, _ := open(t, writeCorpus(t, lines...), t.TempDir())
+	if ix.Len() != linesPerBatch {
+		t.Errorf("Len %d", ix.Len())
+	}
+	if c, ok := ix.Passage(fmt.Sprint(linesPerBatch - 1)); !ok || c != "\"T\"\nfiller" {
+		t.Errorf("last passage %q %v", c, ok)
+	}
+}

@@ -249,10 +249,9 @@ func (b *builder) index(ctx context.Context) error {
 					return
 				}
 			}
+			// Sent even without a passage (blank lines to the end): its
+			// end is where the corpus was read to.
 			bt.end, bt.endNo = off, no
-			if len(bt.lines) == 0 && off >= b.size {
-				return
-			}
 			select {
 			case batches <- bt:
 			case <-ctx.Done():
