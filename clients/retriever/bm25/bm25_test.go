@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -355,7 +356,16 @@ func TestBuildResumesAfterKill(t *testing.T) {
 	if ix.Len() != 2000 || ix.Stats().SHA256 != fresh.Stats().SHA256 {
 		t.Errorf("resumed: %+v, fresh %+v", ix.Stats(), fresh.Stats())
 	}
-	for _, name := range []string{dictFile, termsFile, postFile, lensFile, offsFile, idsFile} {
+	files := []string{dictFile, termsFile, postFile, offsFile, idsFile}
+	var names []string
+	es, _ := os.ReadDir(filepath.Join(cache, entryDirs(t, cache)[0]))
+	for _, e := range es {
+		names = append(names, e.Name())
+	}
+	if want := append([]string{markerFile}, files...); !sameSet(names, want) {
+		t.Errorf("the entry holds %v, want %v (the runs and state.json gone)", names, want)
+	}
+	for _, name := range files {
 		a, _ := os.ReadFile(filepath.Join(cache, entryDirs(t, cache)[0], name))
 		b, _ := os.ReadFile(filepath.Join(freshCache, entryDirs(t, freshCache)[0], name))
 		if len(a) == 0 || !bytes.Equal(a, b) {
@@ -495,4 +505,12 @@ func TestTrailingBlankLines(t *testing.T) {
 	if c, ok := ix.Passage(fmt.Sprint(linesPerBatch - 1)); !ok || c != "\"T\"\nfiller" {
 		t.Errorf("last passage %q %v", c, ok)
 	}
+}
+
+// sameSet reports whether a and b hold the same strings.
+func sameSet(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
 }

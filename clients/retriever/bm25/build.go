@@ -43,7 +43,7 @@ import (
 const (
 	// formatVersion changes whenever the index layout does, so that an
 	// index cached by an older version is rebuilt.
-	formatVersion = 3
+	formatVersion = 4
 	// blockSize is the postings per block: each block has its last
 	// passage and its best saturated term frequency in the term's block
 	// table, so that a search skips blocks without decoding them.
@@ -58,7 +58,6 @@ const (
 	dictFile   = "dict.bin"
 	termsFile  = "terms.bin"
 	postFile   = "post.bin"
-	lensFile   = "doclen.bin"
 	offsFile   = "offsets.bin"
 	idsFile    = "ids.bin"
 
@@ -135,7 +134,6 @@ type builder struct {
 type parsed struct {
 	id    string
 	off   int64
-	line  int
 	dl    uint32
 	terms []termFreq
 }
@@ -276,7 +274,7 @@ func (b *builder) index(ctx context.Context) error {
 						break
 					}
 					terms, dl := analyze(contents)
-					bt.docs = append(bt.docs, parsed{id: id, off: bt.offs[i], line: bt.nos[i], dl: uint32(dl), terms: terms})
+					bt.docs = append(bt.docs, parsed{id: id, off: bt.offs[i], dl: uint32(dl), terms: terms})
 				}
 				bt.lines = nil
 				select {
@@ -399,6 +397,17 @@ type idEntry struct {
 	ord uint32
 }
 
+// put writes e as an ids.bin record (idRecord bytes: hash, ordinal).
+func (e idEntry) put(b []byte) {
+	binary.LittleEndian.PutUint64(b, e.h)
+	binary.LittleEndian.PutUint32(b[8:], e.ord)
+}
+
+// idAt reads the ids.bin record at b.
+func idAt(b []byte) idEntry {
+	return idEntry{binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint32(b[8:])}
+}
+
 func newChunk(base int) *chunk { return &chunk{base: base, post: map[string]*plist{}} }
 
 func idHash(id string) uint64 {
@@ -476,8 +485,7 @@ func (c *chunk) write(dir string, i int) error {
 		err = writeSync(filepath.Join(dir, runName("ids", i)), func(w *bufio.Writer) error {
 			var b [idRecord]byte
 			for _, e := range c.ids {
-				binary.LittleEndian.PutUint64(b[:], e.h)
-				binary.LittleEndian.PutUint32(b[8:], e.ord)
+				e.put(b[:])
 				w.Write(b[:])
 			}
 			return nil
@@ -528,20 +536,20 @@ func writeJSONSync(path string, v any) error {
 // marker.
 func (b *builder) merge(ctx context.Context) error {
 	st := b.st
+	// The passages' lengths, for the postings (inline) and the block
+	// bests; not kept after the build.
 	lens := make([]uint32, 0, st.Docs)
-	err := writeSync(filepath.Join(b.dir, lensFile), func(w *bufio.Writer) error {
-		for i := range st.Runs {
-			raw, err := os.ReadFile(filepath.Join(b.dir, runName("lens", i)))
-			if err != nil {
-				return err
-			}
-			for j := 0; j+4 <= len(raw); j += 4 {
-				lens = append(lens, binary.LittleEndian.Uint32(raw[j:]))
-			}
-			w.Write(raw)
+	var err error
+	for i := range st.Runs {
+		raw, rerr := os.ReadFile(filepath.Join(b.dir, runName("lens", i)))
+		if rerr != nil {
+			err = rerr
+			break
 		}
-		return nil
-	})
+		for j := 0; j+4 <= len(raw); j += 4 {
+			lens = append(lens, binary.LittleEndian.Uint32(raw[j:]))
+		}
+	}
 	if err == nil && len(lens) != st.Docs {
 		err = fmt.Errorf("the runs hold %d passage lengths, want %d", len(lens), st.Docs)
 	}
@@ -610,7 +618,7 @@ func (b *builder) mergeIDs() error {
 			return err
 		}
 		for j := 0; j+idRecord <= len(raw); j += idRecord {
-			ids = append(ids, idEntry{binary.LittleEndian.Uint64(raw[j:]), binary.LittleEndian.Uint32(raw[j+8:])})
+			ids = append(ids, idAt(raw[j:]))
 		}
 	}
 	slices.SortFunc(ids, func(a, b idEntry) int {
@@ -647,8 +655,7 @@ func (b *builder) mergeIDs() error {
 	return writeSync(filepath.Join(b.dir, idsFile), func(w *bufio.Writer) error {
 		var r [idRecord]byte
 		for _, e := range ids {
-			binary.LittleEndian.PutUint64(r[:], e.h)
-			binary.LittleEndian.PutUint32(r[8:], e.ord)
+			e.put(r[:])
 			w.Write(r[:])
 		}
 		return nil
@@ -679,9 +686,22 @@ type runReader struct {
 	i    int
 	r    *bufio.Reader
 	f    *os.File
+	in   *countReader
 	term string
 	n    int
-	read int64
+}
+
+// countReader counts the bytes read through it (from a run file: the
+// merge's progress).
+type countReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
 }
 
 func (rr *runReader) nextTerm() (bool, error) {
@@ -749,6 +769,7 @@ func (h *runHeap) Pop() any {
 func (b *builder) mergeRuns(ctx context.Context, lens []uint32, avgdl float64) (terms int, postings, postBytes int64, err error) {
 	var total int64
 	h := runHeap{}
+	var all []*runReader // every run's, for the bytes merged so far
 	defer func() {
 		for _, rr := range h {
 			rr.f.Close()
@@ -762,7 +783,9 @@ func (b *builder) mergeRuns(ctx context.Context, lens []uint32, avgdl float64) (
 		if st, err := f.Stat(); err == nil {
 			total += st.Size()
 		}
-		rr := &runReader{i: i, f: f, r: bufio.NewReaderSize(f, 1<<18)}
+		in := &countReader{r: f}
+		rr := &runReader{i: i, f: f, in: in, r: bufio.NewReaderSize(in, 1<<18)}
+		all = append(all, rr)
 		ok, err := rr.nextTerm()
 		if err != nil {
 			f.Close()
@@ -798,7 +821,7 @@ func (b *builder) mergeRuns(ctx context.Context, lens []uint32, avgdl float64) (
 			}
 			if b.progress != nil && time.Since(progressed) > 200*time.Millisecond {
 				progressed = time.Now()
-				b.progress(Progress{Stage: "merge", Done: b.runBytesRead(h), Total: total, Passages: b.st.Docs})
+				b.progress(Progress{Stage: "merge", Done: bytesRead(all), Total: total, Passages: b.st.Docs})
 			}
 		}
 		same = same[:0]
@@ -868,28 +891,12 @@ func (b *builder) mergeRuns(ctx context.Context, lens []uint32, avgdl float64) (
 	return terms, postings, postOff, nil
 }
 
-// runBytesRead estimates the run bytes merged so far, for progress.
-func (b *builder) runBytesRead(h runHeap) int64 {
+// bytesRead is the run bytes merged so far (read ahead into the
+// readers' buffers included), for progress.
+func bytesRead(runs []*runReader) int64 {
 	var n int64
-	for _, rr := range h {
-		if off, err := rr.f.Seek(0, io.SeekCurrent); err == nil {
-			n += off - int64(rr.r.Buffered())
-		}
-	}
-	// Runs already finished are closed: count them whole.
-	for i := range b.st.Runs {
-		open := false
-		for _, rr := range h {
-			if rr.i == i {
-				open = true
-				break
-			}
-		}
-		if !open {
-			if st, err := os.Stat(filepath.Join(b.dir, runName("run", i))); err == nil {
-				n += st.Size()
-			}
-		}
+	for _, rr := range runs {
+		n += rr.in.n
 	}
 	return n
 }

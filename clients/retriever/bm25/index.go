@@ -77,8 +77,8 @@ type Index struct {
 	avgdl  float64
 	corpus *os.File
 
-	dict, terms, post, lens, offs, ids []byte
-	unmaps                             []func() error
+	dict, terms, post, offs, ids []byte
+	unmaps                       []func() error
 
 	norms []float64 // norm of each length below normTable
 
@@ -207,11 +207,11 @@ func openEntry(dir, corpusPath, fp string, size int64, p Params) (*Index, error)
 	for i := range ix.norms {
 		ix.norms[i] = p.norm(uint32(i), ix.avgdl)
 	}
-	want := map[string]int64{dictFile: int64(m.Terms) * dictRecord, postFile: m.PostBytes, lensFile: 4 * int64(m.Docs), offsFile: 8 * int64(m.Docs+1), idsFile: idRecord * int64(m.Docs)}
+	want := map[string]int64{dictFile: int64(m.Terms) * dictRecord, postFile: m.PostBytes, offsFile: 8 * int64(m.Docs+1), idsFile: idRecord * int64(m.Docs)}
 	for _, f := range []struct {
 		name string
 		dst  *[]byte
-	}{{dictFile, &ix.dict}, {termsFile, &ix.terms}, {postFile, &ix.post}, {lensFile, &ix.lens}, {offsFile, &ix.offs}, {idsFile, &ix.ids}} {
+	}{{dictFile, &ix.dict}, {termsFile, &ix.terms}, {postFile, &ix.post}, {offsFile, &ix.offs}, {idsFile, &ix.ids}} {
 		b, unmap, err := mapFile(filepath.Join(dir, f.name))
 		if err != nil {
 			ix.Close()
@@ -307,7 +307,7 @@ type Stats struct {
 
 // Stats returns what the index holds.
 func (ix *Index) Stats() Stats {
-	n := int64(len(ix.dict) + len(ix.terms) + len(ix.post) + len(ix.lens) + len(ix.offs) + len(ix.ids))
+	n := int64(len(ix.dict) + len(ix.terms) + len(ix.post) + len(ix.offs) + len(ix.ids))
 	return Stats{Passages: ix.m.Docs, Terms: ix.m.Terms, Postings: ix.m.Postings, Tokens: ix.m.Tokens, Params: ix.p,
 		IndexBytes: n, BuildSeconds: ix.m.BuildSeconds, SHA256: ix.m.SHA256}
 }
@@ -319,14 +319,14 @@ func (ix *Index) Passage(id string) (string, bool) {
 	lo, hi := 0, n
 	for lo < hi {
 		mid := (lo + hi) / 2
-		if binary.LittleEndian.Uint64(ix.ids[idRecord*mid:]) < h {
+		if idAt(ix.ids[idRecord*mid:]).h < h {
 			lo = mid + 1
 		} else {
 			hi = mid
 		}
 	}
-	for i := lo; i < n && binary.LittleEndian.Uint64(ix.ids[idRecord*i:]) == h; i++ {
-		p, err := readPassage(ix.corpus, ix.offs, binary.LittleEndian.Uint32(ix.ids[idRecord*i+8:]))
+	for i := lo; i < n && idAt(ix.ids[idRecord*i:]).h == h; i++ {
+		p, err := readPassage(ix.corpus, ix.offs, idAt(ix.ids[idRecord*i:]).ord)
 		if err == nil && p.id == id {
 			return p.contents, true
 		}
