@@ -22,3 +22,12 @@ func ExampleRecipe_Switches() {
 	// hindsight=on gold=off loss=reverse_kl broadcast=search teacher=self coef=0.5 clamp=1 judge=Qwen/Qwen2.5-7B-Instruct prompt=default
 	// hindsight=off
 }
+
+// eval.subset names a way of choosing questions, or a manifest file.
+func ExampleEval_SubsetManifest() {
+	fmt.Printf("%q\n", recipes.Eval{Subset: recipes.SubsetRand1000}.SubsetManifest())
+	fmt.Printf("%q\n", recipes.Eval{Subset: "/runs/a/eval_subset.json"}.SubsetManifest())
+	// Output:
+	// ""
+	// "/runs/a/eval_subset.json"
+}

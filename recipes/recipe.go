@@ -418,6 +418,16 @@ var SearchR1TestSizes = map[string]int{
 // dataset name of SearchR1TestSizes: data:eval-rand1000/<name>.jsonl.
 const Rand1000Bundle = "eval-rand1000"
 
+// SubsetManifest is the subset manifest file eval.subset names, or ""
+// when it names a way of choosing (first, random, all, searchr1-test,
+// rand1000).
+func (e Eval) SubsetManifest() string {
+	if e.Subset == "" || isSubsetName(e.Subset) {
+		return ""
+	}
+	return e.Subset
+}
+
 // isSubsetName reports whether an eval.subset value names a way of
 // choosing rather than a manifest file.
 func isSubsetName(s string) bool {

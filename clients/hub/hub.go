@@ -418,7 +418,7 @@ func (c *Client) fetch(ctx context.Context, f File, m Meta, blob string) error {
 		return fmt.Errorf("hub %s: %d bytes arrived, the hub announced %d: the partial file was deleted", f, sizeOf(part), m.Size)
 	}
 	if m.SHA256 != "" {
-		got, err := fileSHA256(part)
+		got, err := FileSHA256(part)
 		if err != nil {
 			return err
 		}
@@ -440,7 +440,10 @@ func sizeOf(p string) int64 {
 	return st.Size()
 }
 
-func fileSHA256(p string) (string, error) {
+// FileSHA256 is the hex sha256 of the bytes of the file at p: an LFS
+// file's etag on the hub (checked before a download is moved into
+// place), and the hash a subset manifest records of a question file.
+func FileSHA256(p string) (string, error) {
 	fh, err := os.Open(p)
 	if err != nil {
 		return "", err

@@ -182,8 +182,8 @@ func Retrieval(ctx context.Context, o RetrievalOptions) (*RetrievalReport, error
 	}
 	defer ix.Close()
 	rep.StartSeconds = time.Since(t0).Seconds()
-	fmt.Fprintf(o.Out, "retrieval: %s: built in %.1fs (%.0f passages/s), %s on disk, started again in %.1fs\n",
-		o.Engine, rep.BuildSeconds, rep.BuildPerSecond, human(rep.IndexBytes), rep.StartSeconds)
+	fmt.Fprintf(o.Out, "retrieval: %s: built in %.1fs (%.0f passages/s), %.1f MB on disk, started again in %.1fs\n",
+		o.Engine, rep.BuildSeconds, rep.BuildPerSecond, float64(rep.IndexBytes)/(1<<20), rep.StartSeconds)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -418,14 +418,4 @@ func rss() (now, peak int64) {
 		}
 	}
 	return now, peak
-}
-
-func human(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MB", float64(n)/(1<<20))
-	}
-	return fmt.Sprintf("%.1f KB", float64(n)/(1<<10))
 }

@@ -1,18 +1,16 @@
 package dataset
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
-	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
 
+	"github.com/hindsearch/hindsearch/clients/hub"
 	"github.com/hindsearch/hindsearch/clients/policy/format"
 	"github.com/hindsearch/hindsearch/recipes"
 )
@@ -51,10 +49,8 @@ type SubsetSet struct {
 // sets and the manifest of the choice.
 func EvalSetsWithSubset(r *recipes.Recipe) (map[string][]Question, *Subset, error) {
 	var from *Subset
-	switch r.Eval.Subset {
-	case recipes.SubsetFirst, recipes.SubsetRandom, recipes.SubsetAll, recipes.SubsetSearchR1Test, recipes.SubsetRand1000, "":
-	default:
-		s, err := ReadSubset(r.Eval.Subset)
+	if p := r.Eval.SubsetManifest(); p != "" {
+		s, err := ReadSubset(p)
 		if err != nil {
 			return nil, nil, fmt.Errorf("eval.subset: %w", err)
 		}
@@ -73,7 +69,7 @@ func EvalSetsWithSubset(r *recipes.Recipe) (map[string][]Question, *Subset, erro
 		if err != nil {
 			return nil, nil, fmt.Errorf("eval.datasets.%s: %w", name, err)
 		}
-		sum, err := fileSHA256(f)
+		sum, err := hub.FileSHA256(f)
 		if err != nil {
 			return nil, nil, fmt.Errorf("eval.datasets.%s: %w", name, err)
 		}
@@ -148,7 +144,7 @@ func findQuestions(qs []Question, from string) ([]Question, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	sum, err := fileSHA256(from)
+	sum, err := hub.FileSHA256(from)
 	if err != nil {
 		return nil, "", err
 	}
@@ -187,19 +183,6 @@ func randomSubset(qs []Question, n int, seed int64, name string) []Question {
 		out[i] = qs[j]
 	}
 	return out
-}
-
-func fileSHA256(p string) (string, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // ReadSubset reads a subset manifest.
