@@ -20,7 +20,7 @@ type cursor struct {
 	hdr  []byte  // the block table: nb × (last passage, end, best)
 	data []byte
 	nb   int
-	blk  int // the decoded block, -1 before the first
+	blk  int // the decoded block
 	n, i int // postings in the decoded block, the current one
 	docs [blockSize]uint32
 	tfs  [blockSize]uint32
@@ -108,7 +108,7 @@ func (c *cursor) next() {
 // blockFor is the block that holds the first posting at or after d (nb
 // when none does), found in the block table without decoding.
 func (c *cursor) blockFor(d uint32) int {
-	b := max(c.blk, 0)
+	b := c.blk
 	if b < c.nb && c.last(b) >= d {
 		return b
 	}
@@ -126,7 +126,7 @@ func (c *cursor) blockFor(d uint32) int {
 
 // seek moves to the first posting at or after d.
 func (c *cursor) seek(d uint32) {
-	if c.doc >= d && c.blk >= 0 {
+	if c.doc >= d {
 		return
 	}
 	b := c.blockFor(d)
@@ -227,9 +227,10 @@ func (ix *Index) cursors(text string) []*cursor {
 		best := float64(math.Float32frombits(binary.LittleEndian.Uint32(rec[24:])))
 		nb := (df + blockSize - 1) / blockSize
 		hdr := ix.post[postOff : postOff+uint64(12*nb)]
-		c := &cursor{w: float64(t.n) * idf(ix.m.Docs, df), pos: len(cs), hdr: hdr, nb: nb, blk: -1}
+		c := &cursor{w: float64(t.n) * idf(ix.m.Docs, df), pos: len(cs), hdr: hdr, nb: nb}
 		c.data = ix.post[postOff+uint64(12*nb) : postOff+uint64(12*nb)+uint64(c.end(nb-1))]
 		c.ub = c.w * best
+		c.decode(0)
 		cs = append(cs, c)
 	}
 	return cs
@@ -242,9 +243,6 @@ func (ix *Index) search(text string, k int, exhaustive bool) []scored {
 	cs := ix.cursors(text)
 	if len(cs) == 0 {
 		return nil
-	}
-	for _, c := range cs {
-		c.decode(0)
 	}
 	// parts holds each term's share of the current passage's score, in
 	// query order, summed in that order once the passage is kept.
@@ -334,11 +332,13 @@ func (ix *Index) search(text string, k int, exhaustive bool) []scored {
 			}
 		}
 		clear(parts)
-		norm := -1.0
+		// d is an essential term's current passage: the first such
+		// cursor gives its length.
+		norm := math.NaN()
 		partial := 0.0
 		for _, c := range cs[ess:] {
 			if c.doc == d {
-				if norm < 0 {
+				if math.IsNaN(norm) {
 					norm = ix.norm(c.dls[c.i])
 				}
 				p := c.w * sat(c.tfs[c.i], norm)
@@ -368,7 +368,7 @@ func (ix *Index) search(text string, k int, exhaustive bool) []scored {
 			}
 			c.seek(d)
 			if c.doc == d {
-				p := c.w * sat(c.tfs[c.i], ix.norm(c.dls[c.i]))
+				p := c.w * sat(c.tfs[c.i], norm)
 				parts[c.pos] = p
 				partial += p
 			}
