@@ -85,11 +85,13 @@ func randomText(r *rand.Rand, vocab []string, n int) string {
 
 // TestExactAgainstBruteForce: on random corpora (many runs merged, blocks
 // of every fill, passages repeated word for word so that scores tie), the
-// top k of MaxScore with block-max checks, and of the exhaustive path,
+// top k of MaxScore (in windows of the default size and of 64 passages,
+// so that many windows, skips and blocks across windows are crossed), and
+// of the exhaustive path,
 // equal the brute-force scorer's on thousands of random queries: the same
 // passages in the same order with the same scores, to the bit.
 func TestExactAgainstBruteForce(t *testing.T) {
-	defer func(n int) { chunkDocs = n }(chunkDocs)
+	defer func(n, w int) { chunkDocs, window = n, w }(chunkDocs, window)
 	chunkDocs = 700
 	r := rand.New(rand.NewPCG(7, 11))
 	vocab := make([]string, 400)
@@ -124,14 +126,18 @@ func TestExactAgainstBruteForce(t *testing.T) {
 			}
 			k := []int{1, 3, 10, 50}[q%4]
 			want := brute.top(p, query, k)
-			for _, exhaustive := range []bool{false, true} {
-				got := ix.search(query, k, exhaustive)
+			for _, mode := range []struct {
+				exhaustive bool
+				window     int
+			}{{false, 2048}, {false, 64}, {true, 2048}} {
+				window = mode.window
+				got := ix.search(query, k, mode.exhaustive)
 				if len(got) != len(want) {
-					t.Fatalf("%+v %q k %d exhaustive %v: %d hits, want %d", p, query, k, exhaustive, len(got), len(want))
+					t.Fatalf("%+v %q k %d %+v: %d hits, want %d", p, query, k, mode, len(got), len(want))
 				}
 				for i := range got {
 					if got[i] != want[i] {
-						t.Fatalf("%+v %q k %d exhaustive %v: hit %d = %+v, want %+v", p, query, k, exhaustive, i, got[i], want[i])
+						t.Fatalf("%+v %q k %d %+v: hit %d = %+v, want %+v", p, query, k, mode, i, got[i], want[i])
 					}
 				}
 			}

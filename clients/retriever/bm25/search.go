@@ -3,7 +3,9 @@ package bm25
 import (
 	"encoding/binary"
 	"math"
+	"math/bits"
 	"slices"
+	"sync"
 )
 
 // scored is a ranked passage.
@@ -41,6 +43,19 @@ func (c *cursor) decode(b int) {
 		start, prev = c.end(b-1), c.last(b-1)
 	}
 	p := c.data[start:c.end(b)]
+	if b < c.nb-1 && len(p) == 3*blockSize {
+		// A full block (every one but the last) of one-byte gaps,
+		// counts and lengths (the common terms' blocks, nearly all the
+		// decoding): no branches.
+		p := p[:3*blockSize]
+		for n := range blockSize {
+			prev += uint32(p[3*n])
+			c.docs[n], c.tfs[n], c.dls[n] = prev, uint32(p[3*n+1]), uint32(p[3*n+2])
+		}
+		c.blk, c.n, c.i = b, blockSize, 0
+		c.doc = c.docs[0]
+		return
+	}
 	n, i := 0, 0
 	for i < len(p) && n < blockSize {
 		// The one-byte forms (nearly every gap and count) inline.
@@ -290,98 +305,237 @@ func (ix *Index) search(text string, k int, exhaustive bool) []scored {
 		run += c.ub
 		prefix[i] = run
 	}
-	ess := 0 // terms [0, ess) are non-essential: together they cannot reach the k-th
-	// The block-max window (see below): its last passage and bound, and
-	// the k-th score and essential terms it was computed for.
-	win, winBound, winFloor, winEss := uint32(0), 0.0, 0.0, 0
+	// A scratch goes back to the pool clean, on return (not after a
+	// panic on a damaged index: that one is dropped).
+	sc := scratchPool.Get().(*scratch)
+	sc.size(len(cs))
+	W := uint32(window)
+	ess := 0            // terms [0, ess) are non-essential: together they cannot reach the k-th
 	thr := cut(t.floor) // the pruning threshold: a bound at or below it cannot reach the k-th score
 	for {
-		d := endDoc
+		// The next window: from the first essential passage, W passages.
+		base := endDoc
 		for _, c := range cs[ess:] {
-			d = min(d, c.doc)
+			base = min(base, c.doc)
 		}
-		if d == endDoc {
+		if base == endDoc {
+			scratchPool.Put(sc)
 			return t.ranked()
 		}
+		end := uint64(base) + uint64(W)
 		rest := 0.0 // the non-essential terms' bound
 		if ess > 0 {
 			rest = prefix[ess-1]
 		}
 		if !math.IsInf(thr, -1) {
-			// Block-max window: the essential terms' current blocks
-			// hold every passage from d to w, the first of them to end;
-			// when their bests with the non-essential bound cannot beat
-			// the k-th, none of those passages can: skip past w,
-			// decoding only the blocks skipped into. The bound holds
-			// for the whole window, so it is computed once per window
-			// (and again when the k-th or the essential terms change).
-			if d > win || thr != winFloor || ess != winEss {
-				win, winBound, winFloor, winEss = endDoc, rest, thr, ess
+			// Block-max skip: the best of each essential term's blocks
+			// that reach into the window, with the non-essential bound;
+			// when that cannot beat the k-th, no passage of the window
+			// can.
+			bound := rest
+			for _, c := range cs[ess:] {
+				if uint64(c.doc) >= end {
+					continue
+				}
+				b, best := c.blk, c.best(c.blk)
+				for b+1 < c.nb && uint64(c.last(b))+1 < end {
+					b++
+					best = max(best, c.best(b))
+				}
+				bound += c.w * best
+			}
+			if bound <= thr {
 				for _, c := range cs[ess:] {
-					if c.doc != endDoc {
-						win = min(win, c.last(c.blk))
-						winBound += c.w * c.best(c.blk)
+					if uint64(c.doc) < end {
+						c.seek(uint32(end))
 					}
 				}
-			}
-			if winBound <= thr {
-				for _, c := range cs[ess:] {
-					c.seek(win + 1)
-				}
 				continue
 			}
 		}
-		clear(parts)
-		// d is an essential term's current passage: the first such
-		// cursor gives its length.
-		norm := math.NaN()
-		partial := 0.0
+		// Term at a time: each essential term's shares of the window's
+		// passages, kept by term and summed (in any order: only a bound).
 		for _, c := range cs[ess:] {
-			if c.doc == d {
-				if math.IsNaN(norm) {
-					norm = ix.norm(c.dls[c.i])
-				}
-				p := c.w * sat(c.tfs[c.i], norm)
-				parts[c.pos] = p
-				partial += p
-				c.next()
-			}
+			sc.accumulate(ix, c, base, end)
 		}
-		pruned := false
+		// Then the non-essential terms, largest bound first, each added
+		// only to the passages it can still lift over the k-th.
+		// The first is added without a pass of its own over the
+		// passages: each of its postings checks its passage's bound.
 		for i := ess - 1; i >= 0; i-- {
-			if partial+prefix[i] <= thr {
-				pruned = true
+			if i < ess-1 && sc.filter(prefix[i], thr) == 0 {
 				break
 			}
-			c := cs[i]
-			b := c.blockFor(d)
-			if b >= c.nb {
-				continue
-			}
-			rest := 0.0
-			if i > 0 {
-				rest = prefix[i-1]
-			}
-			if partial+c.w*c.best(b)+rest <= thr {
-				pruned = true
-				break
-			}
-			c.seek(d)
-			if c.doc == d {
-				p := c.w * sat(c.tfs[c.i], norm)
-				parts[c.pos] = p
-				partial += p
+			sc.add(ix, cs[i], base, end, thr-prefix[i])
+		}
+		// The passages that can still beat the k-th, in order, with
+		// their exact score: the shares summed in query order.
+		for wi, word := range sc.touched[:(uint64(W)+63)/64] {
+			sc.touched[wi] = 0
+			for word != 0 {
+				j := wi*64 + bits.TrailingZeros64(word)
+				word &= word - 1
+				bound, mask := sc.acc[j], sc.mask[j]
+				if bound <= thr {
+					continue
+				}
+				s := 0.0
+				for m := mask; m != 0; m &= m - 1 {
+					s += sc.share[bits.TrailingZeros64(m)*window+j]
+				}
+				t.offer(scored{base + uint32(j), s})
+				if c := cut(t.floor); c > thr {
+					thr = c
+				}
 			}
 		}
-		if pruned {
-			continue
+		for ess < len(cs) && prefix[ess] <= thr {
+			ess++
 		}
-		t.offer(scored{d, score()})
-		if c := cut(t.floor); c > thr {
-			thr = c
-			for ess < len(cs) && prefix[ess] <= thr {
-				ess++
+	}
+}
+
+// window is how many passages MaxScore scores term at a time before
+// looking up the non-essential terms passage by passage (a variable so
+// that the tests can cross many windows on a small corpus).
+var window = 2048
+
+// scratch is one search's window: per passage (its offset in the window)
+// the sum of the shares found so far, which terms matched, and each
+// term's share; touched marks the passages still in the running, and
+// only theirs are valid (the others are stale, never cleared).
+type scratch struct {
+	acc     []float64
+	mask    []uint64
+	touched []uint64
+	share   []float64 // term (query place) × window
+}
+
+var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+
+// size readies the scratch for terms query terms in windows of window
+// passages.
+func (s *scratch) size(terms int) {
+	if len(s.acc) != window {
+		*s = scratch{acc: make([]float64, window), mask: make([]uint64, window),
+			touched: make([]uint64, (window+63)/64)}
+	}
+	if n := terms * window; len(s.share) < n {
+		s.share = make([]float64, n)
+	}
+}
+
+// accumulate adds c's shares of the passages in [base, end) to the
+// window, leaving c at its first posting at or after end.
+func (s *scratch) accumulate(ix *Index, c *cursor, base uint32, end uint64) {
+	bit := uint64(1) << c.pos
+	row := s.share[c.pos*window : (c.pos+1)*window]
+	for uint64(c.doc) < end {
+		i, n := c.i, c.n
+		for ; i < n && uint64(c.docs[i]) < end; i++ {
+			// A passage not yet touched in this window holds stale
+			// values: overwritten, without a branch (acc is finite, so
+			// acc·0 + p is p).
+			j := c.docs[i] - base
+			p := c.w * sat(c.tfs[i], ix.norm(c.dls[i]))
+			w, sh := j>>6, j&63
+			t := s.touched[w] >> sh & 1
+			row[j] = p
+			s.acc[j] = s.acc[j]*float64(t) + p
+			s.mask[j] = s.mask[j]&-t | bit
+			s.touched[w] |= 1 << sh
+		}
+		if i < n {
+			c.i, c.doc = i, c.docs[i]
+			return
+		}
+		if c.blk+1 >= c.nb {
+			c.doc = endDoc
+			return
+		}
+		c.decode(c.blk + 1)
+	}
+}
+
+// filter drops the window's passages whose shares so far and bound
+// cannot beat thr, returning how many are left.
+func (s *scratch) filter(bound, thr float64) int {
+	n := 0
+	for wi, word := range s.touched {
+		keep := uint64(0)
+		for m := word; m != 0; m &= m - 1 {
+			tz := bits.TrailingZeros64(m)
+			var k uint64
+			if s.acc[wi*64+tz]+bound > thr {
+				k = 1
 			}
+			keep |= k << tz
+		}
+		s.touched[wi] = keep
+		n += bits.OnesCount64(keep)
+	}
+	return n
+}
+
+// any reports whether a passage in [lo, hi) of the window is still in
+// the running.
+func (s *scratch) any(lo, hi uint32) bool {
+	last := (hi - 1) >> 6
+	for w := lo >> 6; w <= last; w++ {
+		m := s.touched[w]
+		if w == lo>>6 {
+			m &= ^uint64(0) << (lo & 63)
+		}
+		if w == last {
+			m &= ^uint64(0) >> (63 - (hi-1)&63)
+		}
+		if m != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// add adds c's shares to the passages of [base, end) still in the
+// running whose shares so far exceed floor, decoding only the blocks that
+// hold passages still in the running. c is left in
+// the last block it reached, at its first posting not walked.
+func (s *scratch) add(ix *Index, c *cursor, base uint32, end uint64, floor float64) {
+	bit := uint64(1) << c.pos
+	row := s.share[c.pos*window : (c.pos+1)*window]
+	for b := c.blockFor(base); b < c.nb; b++ {
+		lo := base
+		if b > 0 {
+			lo = max(lo, c.last(b-1)+1)
+		}
+		if uint64(lo) >= end {
+			return
+		}
+		hi := min(uint64(c.last(b))+1, end)
+		if s.any(lo-base, uint32(hi-uint64(base))) {
+			if b != c.blk {
+				c.decode(b)
+			}
+			i := c.i
+			for i < c.n && c.docs[i] < base {
+				i++
+			}
+			for ; i < c.n && uint64(c.docs[i]) < end; i++ {
+				j := c.docs[i] - base
+				if s.touched[j>>6]&(1<<(j&63)) != 0 && s.acc[j] > floor {
+					p := c.w * sat(c.tfs[i], ix.norm(c.dls[i]))
+					row[j] = p
+					s.acc[j] += p
+					s.mask[j] |= bit
+				}
+			}
+			c.i = i
+			if i < c.n {
+				c.doc = c.docs[i]
+			}
+		}
+		if uint64(c.last(b)) >= end {
+			return
 		}
 	}
 }
