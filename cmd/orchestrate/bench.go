@@ -21,6 +21,7 @@ func newBenchCmd(e *env) *cobra.Command {
 	var jsonPath string
 	var keep bool
 	var passages int
+	var phaseSeconds float64
 	var engines []string
 	var cpuProfile, memProfile string
 	cmd := &cobra.Command{
@@ -53,7 +54,7 @@ The figures are ratios measured in the same run; they are SIMULATED.`,
 				if len(o.Only) > 1 {
 					return fmt.Errorf("--only retrieval runs alone, not with %v", o.Only)
 				}
-				return runRetrievalBench(cmd, e, o.Recipe, o.Dir, passages, engines, jsonPath)
+				return runRetrievalBench(cmd, e, o.Recipe, o.Dir, passages, phaseSeconds, engines, jsonPath)
 			}
 			argv, err := bench.SimCommand()
 			if err != nil {
@@ -112,6 +113,7 @@ The figures are ratios measured in the same run; they are SIMULATED.`,
 	cmd.Flags().StringVar(&memProfile, "memprofile", "", "write an allocation profile of this process (the orchestrator side) to this file at the end")
 	cmd.Flags().StringSliceVar(&o.Only, "only", nil, "run only these scenarios: speedup, hindsight, replicas, cpu; or retrieval alone (with --passages)")
 	cmd.Flags().IntVar(&passages, "passages", 100_000, "--only retrieval: passages of the generated Wikipedia-like corpus")
+	cmd.Flags().Float64Var(&phaseSeconds, "seconds", 10, "--only retrieval: how long each query phase runs")
 	cmd.Flags().StringSliceVar(&engines, "engines", []string{bench.EngineStatic, bench.EngineBleve}, "--only retrieval: the indexes to measure side by side, each in its own process: static (the embedded retriever's), bleve (its previous engine)")
 	return cmd
 }
@@ -122,7 +124,10 @@ The figures are ratios measured in the same run; they are SIMULATED.`,
 // each one's memory figures are its own; the generated corpus is made
 // once, in dir, and shared.
 // The shipped corpus and questions are read from the recipe's data/.
-func runRetrievalBench(cmd *cobra.Command, e *env, recipe, dir string, passages int, engines []string, jsonPath string) error {
+func runRetrievalBench(cmd *cobra.Command, e *env, recipe, dir string, passages int, seconds float64, engines []string, jsonPath string) error {
+	if seconds <= 0 {
+		return fmt.Errorf("--seconds %v: want more than 0", seconds)
+	}
 	if len(engines) == 0 {
 		return fmt.Errorf("--engines: name at least one of %s, %s", bench.EngineStatic, bench.EngineBleve)
 	}
@@ -134,7 +139,7 @@ func runRetrievalBench(cmd *cobra.Command, e *env, recipe, dir string, passages 
 			qs = append(qs, filepath.Join(recipeDir, "data", "qa", n+".jsonl"))
 		}
 		rep, err := bench.Retrieval(cmd.Context(), bench.RetrievalOptions{Passages: passages, Dir: dir, Out: e.stderr, Engine: engines[0],
-			Corpus: filepath.Join(recipeDir, "data", "corpus", "passages.jsonl"), Questions: qs})
+			Corpus: filepath.Join(recipeDir, "data", "corpus", "passages.jsonl"), Questions: qs, Seconds: seconds})
 		if err != nil {
 			return err
 		}
@@ -147,7 +152,7 @@ func runRetrievalBench(cmd *cobra.Command, e *env, recipe, dir string, passages 
 		for _, eng := range engines {
 			out := filepath.Join(dir, "report-"+eng+".json")
 			child := exec.CommandContext(cmd.Context(), self, "bench", "--only", "retrieval", "--passages", strconv.Itoa(passages),
-				"--engines", eng, "--dir", dir, "--recipe", recipe, "--json", out)
+				"--engines", eng, "--dir", dir, "--recipe", recipe, "--json", out, "--seconds", strconv.FormatFloat(seconds, 'g', -1, 64))
 			child.Stdout, child.Stderr = io.Discard, e.stderr
 			if err := child.Run(); err != nil {
 				return fmt.Errorf("retrieval bench, engine %s: %w", eng, err)

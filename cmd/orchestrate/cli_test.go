@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -302,5 +303,36 @@ func TestHelp(t *testing.T) {
 	}
 	if _, _, err := runCLI(t, nil, "nosuchcommand"); err == nil {
 		t.Error("an unknown command succeeded")
+	}
+}
+
+// The retrieval scale benchmark from the command line: one engine in
+// process, each phase as long as --seconds, the report as JSON; a
+// non-positive --seconds is refused naming the flag.
+func TestBenchRetrievalCLI(t *testing.T) {
+	dir := t.TempDir()
+	report := filepath.Join(dir, "report.json")
+	out, _, err := runCLI(t, nil, "bench", "--only", "retrieval", "--passages", "300", "--engines", "static",
+		"--seconds", "0.2", "--recipe", simRecipe, "--dir", dir, "--json", report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "retrieval at 300 passages") || !strings.Contains(out, "batch64") || !strings.Contains(out, "single-c8") {
+		t.Fatalf("printed:\n%s", out)
+	}
+	b, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reps []struct {
+		Engine   string `json:"engine"`
+		Passages int    `json:"passages"`
+	}
+	if err := json.Unmarshal(b, &reps); err != nil || len(reps) != 1 || reps[0].Engine != "static" || reps[0].Passages != 300 {
+		t.Fatalf("report %s: %v", b, err)
+	}
+	_, _, err = runCLI(t, nil, "bench", "--only", "retrieval", "--passages", "300", "--seconds", "0", "--recipe", simRecipe, "--dir", dir)
+	if err == nil || !strings.Contains(err.Error(), "--seconds") {
+		t.Fatalf("--seconds 0: %v", err)
 	}
 }

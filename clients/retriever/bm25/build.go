@@ -844,27 +844,9 @@ func (b *builder) mergeRuns(ctx context.Context, lens []uint32, avgdl float64) (
 				rr.f.Close()
 			}
 		}
-		nb := (len(docs) + blockSize - 1) / blockSize
-		hdr, data = hdr[:0], data[:0]
-		prev := uint32(0)
-		bestSat := float32(0)
-		for k := range nb {
-			lo, hi := k*blockSize, min(len(docs), (k+1)*blockSize)
-			mx := 0.0
-			for j := lo; j < hi; j++ {
-				dl := lens[docs[j]]
-				data = binary.AppendUvarint(data, uint64(docs[j]-prev))
-				data = binary.AppendUvarint(data, uint64(tfs[j]))
-				data = binary.AppendUvarint(data, uint64(dl))
-				prev = docs[j]
-				mx = max(mx, sat(tfs[j], b.p.norm(dl, avgdl)))
-			}
-			up := roundUp32(mx)
-			bestSat = max(bestSat, up)
-			hdr = binary.LittleEndian.AppendUint32(hdr, docs[hi-1])
-			hdr = binary.LittleEndian.AppendUint32(hdr, uint32(len(data)))
-			hdr = binary.LittleEndian.AppendUint32(hdr, math.Float32bits(up))
-		}
+		var bestSat float32
+		hdr, data, bestSat = appendList(hdr[:0], data[:0], docs, tfs, func(d uint32) uint32 { return lens[d] },
+			func(tf, dl uint32) float64 { return sat(tf, b.p.norm(dl, avgdl)) })
 		var rec [dictRecord]byte
 		binary.LittleEndian.PutUint64(rec[0:], uint64(termOff))
 		binary.LittleEndian.PutUint64(rec[8:], uint64(postOff))
@@ -899,6 +881,35 @@ func bytesRead(runs []*runReader) int64 {
 		n += rr.in.n
 	}
 	return n
+}
+
+// appendList appends a term's postings (passages docs, ascending, with
+// counts tfs) to hdr and data in blocks of blockSize: to hdr, per block,
+// its last passage, the end of its postings in data and its best
+// saturated frequency (rounded up to a float32); to data, per posting,
+// the gap from the previous passage, the count and the passage's length
+// (lenOf), three uvarints. bestSat is the best block's.
+func appendList(hdr, data []byte, docs, tfs []uint32, lenOf func(doc uint32) uint32, satOf func(tf, dl uint32) float64) (_, _ []byte, bestSat float32) {
+	nb := (len(docs) + blockSize - 1) / blockSize
+	prev := uint32(0)
+	for k := range nb {
+		lo, hi := k*blockSize, min(len(docs), (k+1)*blockSize)
+		mx := 0.0
+		for j := lo; j < hi; j++ {
+			dl := lenOf(docs[j])
+			data = binary.AppendUvarint(data, uint64(docs[j]-prev))
+			data = binary.AppendUvarint(data, uint64(tfs[j]))
+			data = binary.AppendUvarint(data, uint64(dl))
+			prev = docs[j]
+			mx = max(mx, satOf(tfs[j], dl))
+		}
+		up := roundUp32(mx)
+		bestSat = max(bestSat, up)
+		hdr = binary.LittleEndian.AppendUint32(hdr, docs[hi-1])
+		hdr = binary.LittleEndian.AppendUint32(hdr, uint32(len(data)))
+		hdr = binary.LittleEndian.AppendUint32(hdr, math.Float32bits(up))
+	}
+	return hdr, data, bestSat
 }
 
 // roundUp32 is the least float32 not below x: a block's bound stays a

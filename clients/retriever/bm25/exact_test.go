@@ -169,3 +169,58 @@ func TestTiesAcrossBlocks(t *testing.T) {
 		t.Error("NaN")
 	}
 }
+
+// Every size of every field decodes as the build encoded it: gaps,
+// counts and lengths of one to five bytes, mixed at random within blocks,
+// full blocks of one-byte fields (their own loop), and a last block of
+// every fill.
+func TestDecodeForms(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 5))
+	// Values of each uvarint size: 1, 2, 3, 4 and 5 bytes.
+	sized := func(bytes int) uint32 {
+		lo := []uint32{0, 1 << 7, 1 << 14, 1 << 21, 1 << 28}[bytes-1]
+		hi := []uint32{1<<7 - 1, 1<<14 - 1, 1<<21 - 1, 1<<28 - 1, 1<<31 - 1}[bytes-1]
+		return lo + r.Uint32N(hi-lo+1)
+	}
+	for trial := range 300 {
+		n := 1 + r.IntN(5*blockSize)
+		// How often a field is longer than one byte: never (the
+		// branch-free loop), sometimes, or always.
+		long := []float64{0, 0.02, 0.3, 1}[trial%4]
+		field := func(minimum uint32) uint32 {
+			if r.Float64() >= long {
+				return max(minimum, sized(1))
+			}
+			return max(minimum, sized(1+r.IntN(2)+r.IntN(2)*r.IntN(3)))
+		}
+		docs, tfs, lens := make([]uint32, n), make([]uint32, n), map[uint32]uint32{}
+		prev := uint32(0)
+		for i := range n {
+			gap := field(1)
+			if i == 0 {
+				gap = field(0)
+			}
+			if uint64(prev)+uint64(gap) >= 1<<31 {
+				gap = 1
+			}
+			prev += gap
+			docs[i], tfs[i] = prev, field(1)
+			lens[prev] = field(1)
+		}
+		hdr, data, _ := appendList(nil, nil, docs, tfs, func(d uint32) uint32 { return lens[d] },
+			func(tf, dl uint32) float64 { return float64(tf) / float64(tf+dl) })
+		nb := (n + blockSize - 1) / blockSize
+		c := &cursor{hdr: hdr, data: data, nb: nb}
+		c.decode(0)
+		for i := range n {
+			if c.doc != docs[i] || c.tfs[c.i] != tfs[i] || c.dls[c.i] != lens[docs[i]] {
+				t.Fatalf("trial %d (long %v), posting %d of %d: passage %d tf %d len %d, want %d %d %d",
+					trial, long, i, n, c.doc, c.tfs[c.i], c.dls[c.i], docs[i], tfs[i], lens[docs[i]])
+			}
+			c.next()
+		}
+		if c.doc != endDoc {
+			t.Fatalf("trial %d: a posting past the last: %d", trial, c.doc)
+		}
+	}
+}

@@ -81,6 +81,8 @@ type Index struct {
 	unmaps                       []func() error
 
 	norms []float64 // norm of each length below normTable
+	// sats holds sat(tf, norm(dl)) for the usual counts and lengths.
+	sats [satTF][satDL]float64
 
 	closeOnce sync.Once
 	closeErr  error
@@ -206,6 +208,11 @@ func openEntry(dir, corpusPath, fp string, size int64, p Params) (*Index, error)
 	ix.norms = make([]float64, normTable)
 	for i := range ix.norms {
 		ix.norms[i] = p.norm(uint32(i), ix.avgdl)
+	}
+	for tf := range satTF {
+		for dl := range satDL {
+			ix.sats[tf][dl] = sat(uint32(tf), ix.norms[dl])
+		}
 	}
 	want := map[string]int64{dictFile: int64(m.Terms) * dictRecord, postFile: m.PostBytes, offsFile: 8 * int64(m.Docs+1), idsFile: idRecord * int64(m.Docs)}
 	for _, f := range []struct {
@@ -435,6 +442,19 @@ func (ix *Index) norm(dl uint32) float64 {
 		return ix.norms[dl]
 	}
 	return ix.p.norm(dl, ix.avgdl)
+}
+
+// satTF and satDL bound the counts and lengths whose saturated frequency
+// is tabled: nearly every posting's (a division saved per posting).
+const satTF, satDL = 4, 256
+
+// tfSat is sat(tf, norm(dl)), from the table for the usual counts and
+// lengths (the same bits as computing it).
+func (ix *Index) tfSat(tf, dl uint32) float64 {
+	if tf < satTF && dl < satDL {
+		return ix.sats[tf][dl]
+	}
+	return sat(tf, ix.norm(dl))
 }
 
 var endDoc = uint32(math.MaxUint32)

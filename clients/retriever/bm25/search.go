@@ -282,7 +282,7 @@ func (ix *Index) search(text string, k int, exhaustive bool) []scored {
 			for _, c := range cs {
 				parts[c.pos] = 0
 				if c.doc == d {
-					parts[c.pos] = c.w * sat(c.tfs[c.i], ix.norm(c.dls[c.i]))
+					parts[c.pos] = c.w * ix.tfSat(c.tfs[c.i], c.dls[c.i])
 					c.next()
 				}
 			}
@@ -437,7 +437,7 @@ func (s *scratch) accumulate(ix *Index, c *cursor, base uint32, end uint64) {
 			// values: overwritten, without a branch (acc is finite, so
 			// acc·0 + p is p).
 			j := c.docs[i] - base
-			p := c.w * sat(c.tfs[i], ix.norm(c.dls[i]))
+			p := c.w * ix.tfSat(c.tfs[i], c.dls[i])
 			w, sh := j>>6, j&63
 			t := s.touched[w] >> sh & 1
 			row[j] = p
@@ -523,7 +523,7 @@ func (s *scratch) add(ix *Index, c *cursor, base uint32, end uint64, floor float
 			for ; i < c.n && uint64(c.docs[i]) < end; i++ {
 				j := c.docs[i] - base
 				if s.touched[j>>6]&(1<<(j&63)) != 0 && s.acc[j] > floor {
-					p := c.w * sat(c.tfs[i], ix.norm(c.dls[i]))
+					p := c.w * ix.tfSat(c.tfs[i], c.dls[i])
 					row[j] = p
 					s.acc[j] += p
 					s.mask[j] |= bit
