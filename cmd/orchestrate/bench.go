@@ -170,8 +170,12 @@ func runRetrievalBench(cmd *cobra.Command, e *env, recipe, dir string, passages 
 	}
 	fmt.Fprintf(e.stdout, "retrieval at %d passages (generated corpus; the real embedded BM25 index and server; each engine in its own process):\n", passages)
 	for _, rep := range reps {
-		fmt.Fprintf(e.stdout, "%s: build %.1f s (%.0f passages/s), index %.1f MB, peak RSS %.0f MB, serving RSS %.0f MB, start %.2f s\n",
-			rep.Engine, rep.BuildSeconds, rep.BuildPerSecond, float64(rep.IndexBytes)/(1<<20), float64(rep.PeakRSSBytes)/(1<<20), float64(rep.ServingRSSBytes)/(1<<20), rep.StartSeconds)
+		build := fmt.Sprintf("build %.1f s (%.0f passages/s)", rep.BuildSeconds, rep.BuildPerSecond)
+		if rep.IndexReused {
+			build = "build not timed (the index in --dir was reused or resumed)"
+		}
+		fmt.Fprintf(e.stdout, "%s: %s, index %.1f MB, peak RSS %.0f MB, serving RSS %.0f MB, start %.2f s\n",
+			rep.Engine, build, float64(rep.IndexBytes)/(1<<20), float64(rep.PeakRSSBytes)/(1<<20), float64(rep.ServingRSSBytes)/(1<<20), rep.StartSeconds)
 		for _, p := range rep.Phases {
 			fmt.Fprintf(e.stdout, "  %-10s %7.1f queries/s  (calls of %d at concurrency %d: p50 %.1f ms, p99 %.1f ms)\n",
 				p.Name, p.QueriesPerSec, p.Batch, p.Concurrency, p.CallP50Millis, p.CallP99Millis)

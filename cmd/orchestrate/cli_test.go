@@ -331,6 +331,16 @@ func TestBenchRetrievalCLI(t *testing.T) {
 	if err := json.Unmarshal(b, &reps); err != nil || len(reps) != 1 || reps[0].Engine != "static" || reps[0].Passages != 300 {
 		t.Fatalf("report %s: %v", b, err)
 	}
+	if strings.Contains(out, "not timed") {
+		t.Fatalf("a first build printed as reused:\n%s", out)
+	}
+	// Again in the same --dir: the index is reused, and its build is not
+	// printed as if timed.
+	out, _, err = runCLI(t, nil, "bench", "--only", "retrieval", "--passages", "300", "--engines", "static",
+		"--seconds", "0.2", "--recipe", simRecipe, "--dir", dir)
+	if err != nil || !strings.Contains(out, "build not timed") {
+		t.Fatalf("reused: %v\n%s", err, out)
+	}
 	_, _, err = runCLI(t, nil, "bench", "--only", "retrieval", "--passages", "300", "--seconds", "0", "--recipe", simRecipe, "--dir", dir)
 	if err == nil || !strings.Contains(err.Error(), "--seconds") {
 		t.Fatalf("--seconds 0: %v", err)

@@ -43,7 +43,7 @@ import (
 const (
 	// formatVersion changes whenever the index layout does, so that an
 	// index cached by an older version is rebuilt.
-	formatVersion = 4
+	formatVersion = 5
 	// blockSize is the postings per block: each block has its last
 	// passage and its best saturated term frequency in the term's block
 	// table, so that a search skips blocks without decoding them.
@@ -885,24 +885,33 @@ func bytesRead(runs []*runReader) int64 {
 
 // appendList appends a term's postings (passages docs, ascending, with
 // counts tfs) to hdr and data in blocks of blockSize: to hdr, per block,
-// its last passage, the end of its postings in data and its best
-// saturated frequency (rounded up to a float32); to data, per posting,
-// the gap from the previous passage, the count and the passage's length
-// (lenOf), three uvarints. bestSat is the best block's.
+// its last passage, the end of its bytes in data and its best saturated
+// frequency (rounded up to a float32); to data, per block, a byte giving
+// the widths (1 to 4 bytes) of its three fields, then each field of its
+// postings as little-endian integers of that width: the gaps from the
+// previous passage, the counts, the passages' lengths (lenOf). Fixed
+// widths decode without a branch per posting. bestSat is the best
+// block's.
 func appendList(hdr, data []byte, docs, tfs []uint32, lenOf func(doc uint32) uint32, satOf func(tf, dl uint32) float64) (_, _ []byte, bestSat float32) {
 	nb := (len(docs) + blockSize - 1) / blockSize
 	prev := uint32(0)
+	var gaps, dls [blockSize]uint32
 	for k := range nb {
 		lo, hi := k*blockSize, min(len(docs), (k+1)*blockSize)
 		mx := 0.0
+		var maxGap, maxTF, maxDL uint32
 		for j := lo; j < hi; j++ {
-			dl := lenOf(docs[j])
-			data = binary.AppendUvarint(data, uint64(docs[j]-prev))
-			data = binary.AppendUvarint(data, uint64(tfs[j]))
-			data = binary.AppendUvarint(data, uint64(dl))
+			g, dl := docs[j]-prev, lenOf(docs[j])
+			gaps[j-lo], dls[j-lo] = g, dl
+			maxGap, maxTF, maxDL = max(maxGap, g), max(maxTF, tfs[j]), max(maxDL, dl)
 			prev = docs[j]
 			mx = max(mx, satOf(tfs[j], dl))
 		}
+		gw, tw, dw := byteWidth(maxGap), byteWidth(maxTF), byteWidth(maxDL)
+		data = append(data, byte(gw-1|(tw-1)<<2|(dw-1)<<4))
+		data = appendFixed(data, gaps[:hi-lo], gw)
+		data = appendFixed(data, tfs[lo:hi], tw)
+		data = appendFixed(data, dls[:hi-lo], dw)
 		up := roundUp32(mx)
 		bestSat = max(bestSat, up)
 		hdr = binary.LittleEndian.AppendUint32(hdr, docs[hi-1])
@@ -910,6 +919,36 @@ func appendList(hdr, data []byte, docs, tfs []uint32, lenOf func(doc uint32) uin
 		hdr = binary.LittleEndian.AppendUint32(hdr, math.Float32bits(up))
 	}
 	return hdr, data, bestSat
+}
+
+// byteWidth is how many bytes (1 to 4) hold x.
+func byteWidth(x uint32) int {
+	switch {
+	case x < 1<<8:
+		return 1
+	case x < 1<<16:
+		return 2
+	case x < 1<<24:
+		return 3
+	}
+	return 4
+}
+
+// appendFixed appends each of xs as a little-endian integer of w bytes.
+func appendFixed(data []byte, xs []uint32, w int) []byte {
+	for _, x := range xs {
+		data = append(data, byte(x))
+		if w > 1 {
+			data = append(data, byte(x>>8))
+		}
+		if w > 2 {
+			data = append(data, byte(x>>16))
+		}
+		if w > 3 {
+			data = append(data, byte(x>>24))
+		}
+	}
+	return data
 }
 
 // roundUp32 is the least float32 not below x: a block's bound stays a

@@ -170,16 +170,16 @@ func TestTiesAcrossBlocks(t *testing.T) {
 	}
 }
 
-// Every size of every field decodes as the build encoded it: gaps,
-// counts and lengths of one to five bytes, mixed at random within blocks,
-// full blocks of one-byte fields (their own loop), and a last block of
-// every fill.
+// Every width of every field decodes as the build encoded it: gaps,
+// counts and lengths needing one to four bytes, mixed at random within
+// blocks (a block takes its largest's width), blocks of one-byte fields
+// only, and a last block of every fill.
 func TestDecodeForms(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 5))
-	// Values of each uvarint size: 1, 2, 3, 4 and 5 bytes.
+	// Values needing 1, 2, 3 and 4 bytes.
 	sized := func(bytes int) uint32 {
-		lo := []uint32{0, 1 << 7, 1 << 14, 1 << 21, 1 << 28}[bytes-1]
-		hi := []uint32{1<<7 - 1, 1<<14 - 1, 1<<21 - 1, 1<<28 - 1, 1<<31 - 1}[bytes-1]
+		lo := []uint32{0, 1 << 8, 1 << 16, 1 << 24}[bytes-1]
+		hi := []uint32{1<<8 - 1, 1<<16 - 1, 1<<24 - 1, 1<<31 - 1}[bytes-1]
 		return lo + r.Uint32N(hi-lo+1)
 	}
 	for trial := range 300 {

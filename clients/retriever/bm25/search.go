@@ -2,6 +2,7 @@ package bm25
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 	"math/bits"
 	"slices"
@@ -36,73 +37,65 @@ func (c *cursor) best(b int) float64 {
 	return float64(math.Float32frombits(binary.LittleEndian.Uint32(c.hdr[12*b+8:])))
 }
 
-// decode reads block b into docs and tfs and moves to its first posting.
+// decode reads block b into docs, tfs and dls and moves to its first
+// posting. A block whose widths and length disagree is a damaged index:
+// a panic, which the search recovers as an error naming the index.
 func (c *cursor) decode(b int) {
 	start, prev := 0, uint32(0)
 	if b > 0 {
 		start, prev = c.end(b-1), c.last(b-1)
 	}
 	p := c.data[start:c.end(b)]
-	if b < c.nb-1 && len(p) == 3*blockSize {
-		// A full block (every one but the last) of one-byte gaps,
-		// counts and lengths (the common terms' blocks, nearly all the
-		// decoding): no branches.
-		p := p[:3*blockSize]
-		for n := range blockSize {
-			prev += uint32(p[3*n])
-			c.docs[n], c.tfs[n], c.dls[n] = prev, uint32(p[3*n+1]), uint32(p[3*n+2])
-		}
-		c.blk, c.n, c.i = b, blockSize, 0
-		c.doc = c.docs[0]
-		return
+	kind := p[0]
+	gw, tw, dw := int(kind&3)+1, int(kind>>2&3)+1, int(kind>>4&3)+1
+	n := (len(p) - 1) / (gw + tw + dw)
+	if kind>>6 != 0 || n == 0 || n > blockSize || 1+n*(gw+tw+dw) != len(p) {
+		panic(fmt.Sprintf("posting block of %d bytes with widths byte %#x", len(p), kind))
 	}
-	n, i := 0, 0
-	for i < len(p) && n < blockSize {
-		// The one-byte forms (nearly every gap and count) inline.
-		var d, tf, dl uint32
-		if b := p[i]; b < 0x80 {
-			d, i = uint32(b), i+1
-		} else {
-			d, i = uvarint32(p, i)
+	g, t, d := p[1:1+n*gw], p[1+n*gw:1+n*(gw+tw)], p[1+n*(gw+tw):]
+	switch gw {
+	case 1:
+		for k, x := range g {
+			prev += uint32(x)
+			c.docs[k] = prev
 		}
-		if b := p[i]; b < 0x80 {
-			tf, i = uint32(b), i+1
-		} else {
-			tf, i = uvarint32(p, i)
+	case 2:
+		for k := range n {
+			prev += uint32(binary.LittleEndian.Uint16(g[2*k:]))
+			c.docs[k] = prev
 		}
-		if b := p[i]; b < 0x80 {
-			dl, i = uint32(b), i+1
-		} else {
-			dl, i = uvarint32(p, i)
+	default:
+		readFixed(g, gw, c.docs[:n])
+		for k := range n {
+			prev += c.docs[k]
+			c.docs[k] = prev
 		}
-		prev += d
-		c.docs[n], c.tfs[n], c.dls[n] = prev, tf, dl
-		n++
 	}
+	readFixed(t, tw, c.tfs[:n])
+	readFixed(d, dw, c.dls[:n])
 	c.blk, c.n, c.i = b, n, 0
 	c.doc = c.docs[0]
 }
 
-// uvarint32 reads the uvarint at p[i] (one the build wrote: at most five
-// bytes, under 2³²), returning it and the index after it; the one- and
-// two-byte forms, nearly every posting's, without a loop.
-func uvarint32(p []byte, i int) (uint32, int) {
-	b := p[i]
-	if b < 0x80 {
-		return uint32(b), i + 1
-	}
-	x := uint32(b & 0x7f)
-	b = p[i+1]
-	if b < 0x80 {
-		return x | uint32(b)<<7, i + 2
-	}
-	x |= uint32(b&0x7f) << 7
-	for s, j := 14, i+2; ; s, j = s+7, j+1 {
-		b = p[j]
-		if b < 0x80 {
-			return x | uint32(b)<<s, j + 1
+// readFixed reads len(out) little-endian integers of w bytes from p.
+func readFixed(p []byte, w int, out []uint32) {
+	switch w {
+	case 1:
+		for k, x := range p[:len(out)] {
+			out[k] = uint32(x)
 		}
-		x |= uint32(b&0x7f) << s
+	case 2:
+		for k := range out {
+			out[k] = uint32(binary.LittleEndian.Uint16(p[2*k:]))
+		}
+	case 3:
+		for k := range out {
+			out[k] = uint32(p[3*k]) | uint32(p[3*k+1])<<8 | uint32(p[3*k+2])<<16
+		}
+	default:
+		for k := range out {
+			out[k] = binary.LittleEndian.Uint32(p[4*k:])
+		}
 	}
 }
 
@@ -305,8 +298,8 @@ func (ix *Index) search(text string, k int, exhaustive bool) []scored {
 		run += c.ub
 		prefix[i] = run
 	}
-	// A scratch goes back to the pool clean, on return (not after a
-	// panic on a damaged index: that one is dropped).
+	// A scratch goes back to the pool with its bit set clear, on return
+	// (not after a panic on a damaged index: that one is dropped).
 	sc := scratchPool.Get().(*scratch)
 	sc.size(len(cs))
 	W := uint32(window)
@@ -322,7 +315,7 @@ func (ix *Index) search(text string, k int, exhaustive bool) []scored {
 			scratchPool.Put(sc)
 			return t.ranked()
 		}
-		end := uint64(base) + uint64(W)
+		end := min(uint64(base)+uint64(W), uint64(endDoc))
 		rest := 0.0 // the non-essential terms' bound
 		if ess > 0 {
 			rest = prefix[ess-1]
@@ -375,7 +368,7 @@ func (ix *Index) search(text string, k int, exhaustive bool) []scored {
 			for word != 0 {
 				j := wi*64 + bits.TrailingZeros64(word)
 				word &= word - 1
-				bound, mask := sc.acc[j], sc.mask[j]
+				bound, mask := sc.slot[j].acc, sc.slot[j].mask
 				if bound <= thr {
 					continue
 				}
@@ -395,9 +388,8 @@ func (ix *Index) search(text string, k int, exhaustive bool) []scored {
 	}
 }
 
-// window is how many passages MaxScore scores term at a time before
-// looking up the non-essential terms passage by passage (a variable so
-// that the tests can cross many windows on a small corpus).
+// window is how many passages MaxScore scores at a time, term by term (a
+// variable so that the tests can cross many windows on a small corpus).
 var window = 2048
 
 // scratch is one search's window: per passage (its offset in the window)
@@ -405,10 +397,16 @@ var window = 2048
 // term's share; touched marks the passages still in the running, and
 // only theirs are valid (the others are stale, never cleared).
 type scratch struct {
-	acc     []float64
-	mask    []uint64
+	slot    []slot
 	touched []uint64
 	share   []float64 // term (query place) × window
+}
+
+// slot is a passage's running sum and term mask, side by side: one cache
+// line holds both.
+type slot struct {
+	acc  float64
+	mask uint64
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
@@ -416,9 +414,8 @@ var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
 // size readies the scratch for terms query terms in windows of window
 // passages.
 func (s *scratch) size(terms int) {
-	if len(s.acc) != window {
-		*s = scratch{acc: make([]float64, window), mask: make([]uint64, window),
-			touched: make([]uint64, (window+63)/64)}
+	if len(s.slot) != window {
+		*s = scratch{slot: make([]slot, window), touched: make([]uint64, (window+63)/64)}
 	}
 	if n := terms * window; len(s.share) < n {
 		s.share = make([]float64, n)
@@ -434,15 +431,16 @@ func (s *scratch) accumulate(ix *Index, c *cursor, base uint32, end uint64) {
 		i, n := c.i, c.n
 		for ; i < n && uint64(c.docs[i]) < end; i++ {
 			// A passage not yet touched in this window holds stale
-			// values: overwritten, without a branch (acc is finite, so
-			// acc·0 + p is p).
+			// values: overwritten, without a branch (its sum's bits
+			// masked to +0, and +0 + p is p).
 			j := c.docs[i] - base
 			p := c.w * ix.tfSat(c.tfs[i], c.dls[i])
 			w, sh := j>>6, j&63
-			t := s.touched[w] >> sh & 1
+			keep := -(s.touched[w] >> sh & 1)
 			row[j] = p
-			s.acc[j] = s.acc[j]*float64(t) + p
-			s.mask[j] = s.mask[j]&-t | bit
+			sl := &s.slot[j]
+			sl.acc = math.Float64frombits(math.Float64bits(sl.acc)&keep) + p
+			sl.mask = sl.mask&keep | bit
 			s.touched[w] |= 1 << sh
 		}
 		if i < n {
@@ -466,7 +464,7 @@ func (s *scratch) filter(bound, thr float64) int {
 		for m := word; m != 0; m &= m - 1 {
 			tz := bits.TrailingZeros64(m)
 			var k uint64
-			if s.acc[wi*64+tz]+bound > thr {
+			if s.slot[wi*64+tz].acc+bound > thr {
 				k = 1
 			}
 			keep |= k << tz
@@ -522,11 +520,11 @@ func (s *scratch) add(ix *Index, c *cursor, base uint32, end uint64, floor float
 			}
 			for ; i < c.n && uint64(c.docs[i]) < end; i++ {
 				j := c.docs[i] - base
-				if s.touched[j>>6]&(1<<(j&63)) != 0 && s.acc[j] > floor {
+				if sl := &s.slot[j]; s.touched[j>>6]&(1<<(j&63)) != 0 && sl.acc > floor {
 					p := c.w * ix.tfSat(c.tfs[i], c.dls[i])
 					row[j] = p
-					s.acc[j] += p
-					s.mask[j] |= bit
+					sl.acc += p
+					sl.mask |= bit
 				}
 			}
 			c.i = i
