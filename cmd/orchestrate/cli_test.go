@@ -317,7 +317,7 @@ func TestBenchRetrievalCLI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out, "retrieval at 300 passages") || !strings.Contains(out, "batch64") || !strings.Contains(out, "single-c8") {
+	if !strings.Contains(out, "retrieval at 300 passages") || !strings.Contains(out, "batch64") || !strings.Contains(out, "single-c8") || !strings.Contains(out, "inproc-1thread") {
 		t.Fatalf("printed:\n%s", out)
 	}
 	b, err := os.ReadFile(report)

@@ -93,7 +93,7 @@ func TestRetrievalBenchmark(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Passages != 300 || rep.BuildPerSecond <= 0 || rep.IndexBytes <= 0 || len(rep.Phases) != 2 ||
+	if rep.Passages != 300 || rep.BuildPerSecond <= 0 || rep.IndexBytes <= 0 || len(rep.Phases) != 3 ||
 		rep.RecallQuestions != 300 || !(rep.RecallAt3 > 0 && rep.RecallAt3 < 1) {
 		t.Fatalf("%+v", rep)
 	}
@@ -101,5 +101,9 @@ func TestRetrievalBenchmark(t *testing.T) {
 		if p.Queries == 0 || p.QueriesPerSec <= 0 || p.CallP99Millis < p.CallP50Millis {
 			t.Errorf("%+v", p)
 		}
+	}
+	// The in-process phase asks every question at least once.
+	if p := rep.Phases[2]; p.Name != "inproc-1thread" || p.Queries < 300 {
+		t.Errorf("in-process phase: %+v", p)
 	}
 }

@@ -97,7 +97,9 @@ type RetrievalReport struct {
 	ServingRSSBytes int64   `json:"serving_rss_bytes"`
 	StartSeconds    float64 `json:"start_seconds"`
 	// Phases are the query phases: batches of 64 queries (one /retrieve
-	// call each, 1 at a time), and single queries at concurrency 8.
+	// call each, 1 at a time), single queries at concurrency 8, and the
+	// index alone in process on one goroutine (inproc-1thread: every
+	// question at least once; its p50/p99 are a query's).
 	Phases []RetrievalPhase `json:"phases"`
 	// RecallAt3 is, on the shipped corpus and questions (not the
 	// generated corpus), the share of questions whose top 3 passages hold
@@ -216,6 +218,14 @@ func Retrieval(ctx context.Context, o RetrievalOptions) (*RetrievalReport, error
 		fmt.Fprintf(o.Out, "retrieval: %s: %s: %.1f queries/s, a call p50 %.1f ms, p99 %.1f ms\n", o.Engine, got.Name, got.QueriesPerSec, got.CallP50Millis, got.CallP99Millis)
 		rep.Phases = append(rep.Phases, got)
 	}
+	// The index alone, warm, one thread: a query's cost without HTTP,
+	// JSON or the other phases' concurrency (what a core can do).
+	got, err := searchPhase(ctx, ix, queries, time.Duration(o.Seconds*float64(time.Second)))
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(o.Out, "retrieval: %s: %s: %.1f queries/s, a query p50 %.1f ms, p99 %.1f ms\n", o.Engine, got.Name, got.QueriesPerSec, got.CallP50Millis, got.CallP99Millis)
+	rep.Phases = append(rep.Phases, got)
 	rep.ServingRSSBytes, _ = rss()
 	if err := recallAt3(ctx, o, rep); err != nil {
 		return nil, err
@@ -320,6 +330,32 @@ func queryPhase(ctx context.Context, rc *retriever.Client, queries []string, ph 
 	ph.Queries = len(lat) * ph.Batch
 	ph.QueriesPerCall = ph.Batch
 	ph.QueriesPerSec = float64(ph.Queries) / el
+	ph.CallP50Millis = lat[len(lat)/2]
+	ph.CallP99Millis = lat[min(len(lat)-1, len(lat)*99/100)]
+	return ph, nil
+}
+
+// searchPhase asks ix the queries one at a time, in process on one
+// goroutine, for d (every query at least once), timing each.
+func searchPhase(ctx context.Context, ix engine, queries []string, d time.Duration) (RetrievalPhase, error) {
+	ph := RetrievalPhase{Name: "inproc-1thread", Batch: 1, Concurrency: 1, QueriesPerCall: 1}
+	var lat []float64
+	start := time.Now()
+	deadline := start.Add(d)
+	for i := 0; i < len(queries) || time.Now().Before(deadline); i++ {
+		if err := ctx.Err(); err != nil {
+			return ph, err
+		}
+		t := time.Now()
+		if _, err := ix.Search(ctx, []string{queries[i%len(queries)]}, 3); err != nil {
+			return ph, err
+		}
+		lat = append(lat, float64(time.Since(t).Microseconds())/1000)
+	}
+	el := time.Since(start).Seconds()
+	sort.Float64s(lat)
+	ph.Queries = len(lat)
+	ph.QueriesPerSec = float64(len(lat)) / el
 	ph.CallP50Millis = lat[len(lat)/2]
 	ph.CallP99Millis = lat[min(len(lat)-1, len(lat)*99/100)]
 	return ph, nil
