@@ -26,8 +26,12 @@ type cursor struct {
 	blk  int // the decoded block
 	n, i int // postings in the decoded block, the current one
 	docs [blockSize]uint32
-	tfs  [blockSize]uint32
+	tfs  [blockSize]uint32 // filled by decode, not by decodeDocs
 	dls  [blockSize]uint32
+	// The decoded block's counts and lengths as stored, with their
+	// widths: read one by one where only a few are needed.
+	tb, db []byte
+	tw, dw int
 	doc  uint32 // the current passage, endDoc past the last
 }
 
@@ -41,6 +45,34 @@ func (c *cursor) best(b int) float64 {
 // posting. A block whose widths and length disagree is a damaged index:
 // a panic, which the search recovers as an error naming the index.
 func (c *cursor) decode(b int) {
+	n := c.decodeDocs(b)
+	readFixed(c.tb, c.tw, c.tfs[:n])
+	readFixed(c.db, c.dw, c.dls[:n])
+}
+
+// tfdl is the count and passage length of the decoded block's i-th
+// posting, read from the block (valid after decode or decodeDocs).
+func (c *cursor) tfdl(i int) (tf, dl uint32) {
+	return fixedAt(c.tb, c.tw, i), fixedAt(c.db, c.dw, i)
+}
+
+// fixedAt is the i-th little-endian integer of w bytes in p.
+func fixedAt(p []byte, w, i int) uint32 {
+	switch w {
+	case 1:
+		return uint32(p[i])
+	case 2:
+		return uint32(binary.LittleEndian.Uint16(p[2*i:]))
+	case 3:
+		return uint32(p[3*i]) | uint32(p[3*i+1])<<8 | uint32(p[3*i+2])<<16
+	}
+	return binary.LittleEndian.Uint32(p[4*i:])
+}
+
+// decodeDocs reads block b's passages into docs, leaving its counts and
+// lengths in the block (tfdl reads them), and moves to its first
+// posting; it returns the block's postings.
+func (c *cursor) decodeDocs(b int) int {
 	start, prev := 0, uint32(0)
 	if b > 0 {
 		start, prev = c.end(b-1), c.last(b-1)
@@ -71,10 +103,10 @@ func (c *cursor) decode(b int) {
 			c.docs[k] = prev
 		}
 	}
-	readFixed(t, tw, c.tfs[:n])
-	readFixed(d, dw, c.dls[:n])
+	c.tb, c.db, c.tw, c.dw = t, d, tw, dw
 	c.blk, c.n, c.i = b, n, 0
 	c.doc = c.docs[0]
+	return n
 }
 
 // readFixed reads len(out) little-endian integers of w bytes from p.
@@ -512,7 +544,7 @@ func (s *scratch) add(ix *Index, c *cursor, base uint32, end uint64, floor float
 		hi := min(uint64(c.last(b))+1, end)
 		if s.any(lo-base, uint32(hi-uint64(base))) {
 			if b != c.blk {
-				c.decode(b)
+				c.decodeDocs(b)
 			}
 			i := c.i
 			for i < c.n && c.docs[i] < base {
@@ -521,7 +553,7 @@ func (s *scratch) add(ix *Index, c *cursor, base uint32, end uint64, floor float
 			for ; i < c.n && uint64(c.docs[i]) < end; i++ {
 				j := c.docs[i] - base
 				if sl := &s.slot[j]; s.touched[j>>6]&(1<<(j&63)) != 0 && sl.acc > floor {
-					p := c.w * ix.tfSat(c.tfs[i], c.dls[i])
+					p := c.w * ix.tfSat(c.tfdl(i))
 					row[j] = p
 					sl.acc += p
 					sl.mask |= bit
