@@ -32,7 +32,7 @@ type cursor struct {
 	// widths: read one by one where only a few are needed.
 	tb, db []byte
 	tw, dw int
-	doc  uint32 // the current passage, endDoc past the last
+	doc    uint32 // the current passage, endDoc past the last
 }
 
 func (c *cursor) last(b int) uint32 { return binary.LittleEndian.Uint32(c.hdr[12*b:]) }
