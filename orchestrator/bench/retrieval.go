@@ -325,14 +325,19 @@ func queryPhase(ctx context.Context, rc *retriever.Client, queries []string, ph 
 	if firstErr != nil {
 		return ph, firstErr
 	}
-	el := time.Since(start).Seconds()
+	ph.QueriesPerCall = ph.Batch
+	ph.record(lat, time.Since(start).Seconds())
+	return ph, nil
+}
+
+// record sets a phase's figures from its calls' latencies (ms) over
+// seconds of wall time.
+func (ph *RetrievalPhase) record(lat []float64, seconds float64) {
 	sort.Float64s(lat)
 	ph.Queries = len(lat) * ph.Batch
-	ph.QueriesPerCall = ph.Batch
-	ph.QueriesPerSec = float64(ph.Queries) / el
+	ph.QueriesPerSec = float64(ph.Queries) / seconds
 	ph.CallP50Millis = lat[len(lat)/2]
 	ph.CallP99Millis = lat[min(len(lat)-1, len(lat)*99/100)]
-	return ph, nil
 }
 
 // searchPhase asks ix the queries one at a time, in process on one
@@ -352,12 +357,7 @@ func searchPhase(ctx context.Context, ix engine, queries []string, d time.Durati
 		}
 		lat = append(lat, float64(time.Since(t).Microseconds())/1000)
 	}
-	el := time.Since(start).Seconds()
-	sort.Float64s(lat)
-	ph.Queries = len(lat)
-	ph.QueriesPerSec = float64(len(lat)) / el
-	ph.CallP50Millis = lat[len(lat)/2]
-	ph.CallP99Millis = lat[min(len(lat)-1, len(lat)*99/100)]
+	ph.record(lat, time.Since(start).Seconds())
 	return ph, nil
 }
 

@@ -120,13 +120,9 @@ func readFixed(p []byte, w int, out []uint32) {
 		for k := range out {
 			out[k] = uint32(binary.LittleEndian.Uint16(p[2*k:]))
 		}
-	case 3:
+	default: // three and four bytes: rare
 		for k := range out {
-			out[k] = uint32(p[3*k]) | uint32(p[3*k+1])<<8 | uint32(p[3*k+2])<<16
-		}
-	default:
-		for k := range out {
-			out[k] = binary.LittleEndian.Uint32(p[4*k:])
+			out[k] = fixedAt(p, w, k)
 		}
 	}
 }
@@ -284,18 +280,11 @@ func (ix *Index) search(text string, k int, exhaustive bool) []scored {
 	if len(cs) == 0 {
 		return nil
 	}
-	// parts holds each term's share of the current passage's score, in
-	// query order, summed in that order once the passage is kept.
-	parts := make([]float64, len(cs))
-	score := func() float64 {
-		s := 0.0
-		for _, p := range parts {
-			s += p
-		}
-		return s
-	}
 	t := &topk{k: k, floor: math.Inf(-1)}
 	if exhaustive {
+		// parts holds each term's share of the current passage's
+		// score, in query order, summed in that order.
+		parts := make([]float64, len(cs))
 		for {
 			d := endDoc
 			for _, c := range cs {
@@ -311,7 +300,11 @@ func (ix *Index) search(text string, k int, exhaustive bool) []scored {
 					c.next()
 				}
 			}
-			t.offer(scored{d, score()})
+			sum := 0.0
+			for _, p := range parts {
+				sum += p
+			}
+			t.offer(scored{d, sum})
 		}
 	}
 	// Terms by bound, least first; prefix[i] bounds terms 0..i together.
@@ -528,8 +521,9 @@ func (s *scratch) any(lo, hi uint32) bool {
 
 // add adds c's shares to the passages of [base, end) still in the
 // running whose shares so far exceed floor, decoding only the blocks that
-// hold passages still in the running. c is left in
-// the last block it reached, at its first posting not walked.
+// hold passages still in the running (their passages only: the few
+// matches' counts and lengths are read from the block). c is left in the
+// last block it reached, at its first posting not walked.
 func (s *scratch) add(ix *Index, c *cursor, base uint32, end uint64, floor float64) {
 	bit := uint64(1) << c.pos
 	row := s.share[c.pos*window : (c.pos+1)*window]
