@@ -409,3 +409,55 @@ func TestProxiedRequests(t *testing.T) {
 		t.Fatalf("via %q, proxy saw %q", out.Via, seen)
 	}
 }
+
+// TestClosedMidBodyIsRetried: a server that closes the connection while a
+// large request body is still being written fails the write in one of
+// several ways, depending on which side notices first (the kernel's reset
+// or EPIPE, or net/http's read loop closing the connection under the
+// writer: "use of closed network connection"). Each is retried for a call
+// that may be repeated.
+func TestClosedMidBodyIsRetried(t *testing.T) {
+	var conns atomic.Int32
+	s := newRawServer(t, func(s *rawServer, c net.Conn, br *bufio.Reader) {
+		first := conns.Add(1)%2 == 1
+		for {
+			if first {
+				// Read the head and a little of the body, then hang up.
+				for {
+					line, err := br.ReadString('\n')
+					if err != nil || line == "\r\n" {
+						break
+					}
+				}
+				br.Discard(1024)
+				return
+			}
+			if _, err := s.read(br); err != nil {
+				return
+			}
+			io.WriteString(c, answer(`{"a":1}`))
+		}
+	})
+	body := json.RawMessage(`"` + strings.Repeat("x", 8<<20) + `"`)
+	for i := range 20 {
+		o := testOptions("trainer", s.URL)
+		c := newClient(t, o)
+		var out struct{ A int }
+		if err := c.Do(context.Background(), http.MethodPost, "/x", body, &out); err != nil || out.A != 1 {
+			t.Fatalf("call %d: answer %d, err %v", i, out.A, err)
+		}
+		c.Close()
+	}
+}
+
+// The write error of CI's chaos run (a trainer POST whose connection was
+// closed under its body) is transient.
+func TestClosedConnectionWriteIsTransient(t *testing.T) {
+	err := &net.OpError{Op: "readfrom", Net: "tcp", Err: &net.OpError{Op: "write", Net: "tcp", Err: net.ErrClosed}}
+	if !isTransient(err) {
+		t.Fatalf("%v not transient", err)
+	}
+	if isTransient(fmt.Errorf("x: %w", context.Canceled)) {
+		t.Fatal("canceled is transient")
+	}
+}

@@ -701,7 +701,12 @@ func checkRetry(ctx context.Context, resp *http.Response, err error) (bool, erro
 }
 
 // isTransient reports an attempt that timed out on its own deadline or
-// whose connection was reset or closed mid-exchange.
+// whose connection was reset or closed mid-exchange. A server that hangs
+// up while a request body is still being written fails the write with
+// ECONNRESET or EPIPE when the kernel notices first, or with
+// net.ErrClosed ("use of closed network connection") when net/http's read
+// loop has already closed the connection under the writer: the same
+// event, so both are transient.
 func isTransient(err error) bool {
 	if errors.Is(err, context.Canceled) {
 		return false
@@ -711,6 +716,7 @@ func isTransient(err error) bool {
 		return true
 	}
 	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+		errors.Is(err, net.ErrClosed) ||
 		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
 }
 
