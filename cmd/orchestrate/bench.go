@@ -114,7 +114,7 @@ The figures are ratios measured in the same run; they are SIMULATED.`,
 	cmd.Flags().StringSliceVar(&o.Only, "only", nil, "run only these scenarios: speedup, hindsight, replicas, cpu; or retrieval alone (with --passages)")
 	cmd.Flags().IntVar(&passages, "passages", 100_000, "--only retrieval: passages of the generated Wikipedia-like corpus")
 	cmd.Flags().Float64Var(&phaseSeconds, "seconds", 10, "--only retrieval: how long each query phase runs")
-	cmd.Flags().StringSliceVar(&engines, "engines", []string{bench.EngineStatic, bench.EngineBleve}, "--only retrieval: the indexes to measure side by side, each in its own process: static (the embedded retriever's), bleve (its previous engine)")
+	cmd.Flags().StringSliceVar(&engines, "engines", []string{bench.EngineStatic, bench.EngineBleve}, "--only retrieval: the indexes to measure side by side, each in its own process: static (the embedded retriever's), bleve (its previous engine), or bleve with options, e.g. bleve-shards2, bleve-batch10k, bleve-unmerged, bleve-terms (docs/bench.md)")
 	return cmd
 }
 
@@ -130,6 +130,13 @@ func runRetrievalBench(cmd *cobra.Command, e *env, recipe, dir string, passages 
 	}
 	if len(engines) == 0 {
 		return fmt.Errorf("--engines: name at least one of %s, %s", bench.EngineStatic, bench.EngineBleve)
+	}
+	for _, eng := range engines {
+		if eng != bench.EngineStatic {
+			if _, err := bench.ParseBleveEngine(eng); err != nil {
+				return err
+			}
+		}
 	}
 	var reps []*bench.RetrievalReport
 	if len(engines) == 1 {
@@ -174,8 +181,12 @@ func runRetrievalBench(cmd *cobra.Command, e *env, recipe, dir string, passages 
 		if rep.IndexReused {
 			build = "build not timed (the index in --dir was reused or resumed)"
 		}
-		fmt.Fprintf(e.stdout, "%s: %s, index %.1f MB, peak RSS %.0f MB, serving RSS %.0f MB, start %.2f s\n",
-			rep.Engine, build, float64(rep.IndexBytes)/(1<<20), float64(rep.PeakRSSBytes)/(1<<20), float64(rep.ServingRSSBytes)/(1<<20), rep.StartSeconds)
+		segments := ""
+		if rep.Segments > 0 {
+			segments = fmt.Sprintf(" (%d segments)", rep.Segments)
+		}
+		fmt.Fprintf(e.stdout, "%s: %s, index %.1f MB%s, peak RSS %.0f MB, serving RSS %.0f MB, start %.2f s\n",
+			rep.Engine, build, float64(rep.IndexBytes)/(1<<20), segments, float64(rep.PeakRSSBytes)/(1<<20), float64(rep.ServingRSSBytes)/(1<<20), rep.StartSeconds)
 		for _, p := range rep.Phases {
 			how := fmt.Sprintf("calls of %d at concurrency %d", p.Batch, p.Concurrency)
 			if p.Name == "inproc-1thread" {
@@ -187,8 +198,18 @@ func runRetrievalBench(cmd *cobra.Command, e *env, recipe, dir string, passages 
 		fmt.Fprintf(e.stdout, "  recall@3 on the shipped corpus and questions: %.3f (%d questions)\n", rep.RecallAt3, rep.RecallQuestions)
 	}
 	if len(reps) > 1 {
+		// Each engine against the previous engine as kept, when measured,
+		// else against the last one named.
 		base := reps[len(reps)-1]
-		for _, rep := range reps[:len(reps)-1] {
+		for _, rep := range reps {
+			if rep.Engine == bench.EngineBleve {
+				base = rep
+			}
+		}
+		for _, rep := range reps {
+			if rep == base {
+				continue
+			}
 			for i, p := range rep.Phases {
 				if i < len(base.Phases) && base.Phases[i].QueriesPerSec > 0 {
 					fmt.Fprintf(e.stdout, "%s/%s %s: %.1fx the queries/s\n", rep.Engine, base.Engine, p.Name, p.QueriesPerSec/base.Phases[i].QueriesPerSec)

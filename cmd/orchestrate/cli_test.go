@@ -345,4 +345,17 @@ func TestBenchRetrievalCLI(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "--seconds") {
 		t.Fatalf("--seconds 0: %v", err)
 	}
+	// A Bleve variant: two shards, each merged into one segment.
+	out, _, err = runCLI(t, nil, "bench", "--only", "retrieval", "--passages", "300", "--engines", "bleve-shards2-terms",
+		"--seconds", "0.2", "--recipe", simRecipe, "--dir", dir)
+	if err != nil || !strings.Contains(out, "bleve-shards2-terms: build") || !strings.Contains(out, "(2 segments)") {
+		t.Fatalf("bleve-shards2-terms: %v\n%s", err, out)
+	}
+	for _, bad := range []string{"bleve-shards0", "bleve-fast", "lucene"} {
+		_, _, err = runCLI(t, nil, "bench", "--only", "retrieval", "--passages", "300", "--engines", "static,"+bad,
+			"--seconds", "0.2", "--recipe", simRecipe, "--dir", dir)
+		if err == nil || !strings.Contains(err.Error(), bad) {
+			t.Errorf("--engines %s: %v", bad, err)
+		}
+	}
 }

@@ -47,7 +47,8 @@ type RetrievalOptions struct {
 	// Seconds bounds each query phase (default 10).
 	Seconds float64
 	// Engine is the index measured: EngineStatic (the embedded
-	// retriever's, the default) or EngineBleve (its previous one).
+	// retriever's, the default), EngineBleve (its previous one) or a
+	// variant of it (ParseBleveEngine).
 	Engine string
 	Out    io.Writer
 }
@@ -72,13 +73,59 @@ type engine interface {
 // openEngine opens (building if need be) the corpus's index of kind name
 // under dir.
 func openEngine(ctx context.Context, name, corpus, dir string) (engine, error) {
-	switch name {
-	case EngineStatic, "":
+	if name == EngineStatic || name == "" {
 		return bm25.Open(ctx, corpus, dir, nil)
-	case EngineBleve:
-		return bleveindex.Open(ctx, corpus, dir, nil)
 	}
-	return nil, fmt.Errorf("--engines: unknown engine %q (want %s or %s)", name, EngineStatic, EngineBleve)
+	opts, err := ParseBleveEngine(name)
+	if err != nil {
+		return nil, err
+	}
+	return bleveindex.OpenOptions(ctx, corpus, dir, opts, nil)
+}
+
+// ParseBleveEngine reads the name of a Bleve variant: "bleve" (the
+// previous engine as kept) followed by any of "-shardsN" (N indexes
+// searched in parallel), "-batchN" (N passages per indexing batch; a
+// trailing k multiplies by 1,000), "-unmerged" (no merge into one
+// segment) and "-terms" (a query as a disjunction of its distinct terms),
+// e.g. "bleve-shards2-terms".
+func ParseBleveEngine(name string) (bleveindex.Options, error) {
+	var o bleveindex.Options
+	parts := strings.Split(name, "-")
+	if parts[0] != EngineBleve {
+		return o, fmt.Errorf("--engines: unknown engine %q (want %s, %s or %s-<option>...: shardsN, batchN, unmerged, terms)", name, EngineStatic, EngineBleve, EngineBleve)
+	}
+	number := func(p, prefix string) (int, error) {
+		v := strings.TrimPrefix(p, prefix)
+		mult := 1
+		if rest, ok := strings.CutSuffix(v, "k"); ok {
+			v, mult = rest, 1000
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return 0, fmt.Errorf("--engines: %q: %q wants a whole number of 1 or more after %q", name, p, prefix)
+		}
+		return n * mult, nil
+	}
+	for _, p := range parts[1:] {
+		var err error
+		switch {
+		case strings.HasPrefix(p, "shards"):
+			o.Shards, err = number(p, "shards")
+		case strings.HasPrefix(p, "batch"):
+			o.BatchSize, err = number(p, "batch")
+		case p == "unmerged":
+			o.NoMerge = true
+		case p == "terms":
+			o.Terms = true
+		default:
+			err = fmt.Errorf("--engines: %q: unknown option %q (want shardsN, batchN, unmerged or terms)", name, p)
+		}
+		if err != nil {
+			return o, err
+		}
+	}
+	return o, nil
 }
 
 // RetrievalReport is what the scale benchmark measures.
@@ -89,10 +136,13 @@ type RetrievalReport struct {
 	// IndexReused (the --dir already held an index or a build's state,
 	// built or resumed here) they time only what was left, and are not
 	// printed as the build's.
-	BuildSeconds    float64 `json:"build_seconds"`
-	BuildPerSecond  float64 `json:"build_passages_per_second"`
-	IndexReused     bool    `json:"index_reused,omitempty"`
-	IndexBytes      int64   `json:"index_bytes"`
+	BuildSeconds   float64 `json:"build_seconds"`
+	BuildPerSecond float64 `json:"build_passages_per_second"`
+	IndexReused    bool    `json:"index_reused,omitempty"`
+	IndexBytes     int64   `json:"index_bytes"`
+	// Segments is a Bleve index's file segments, all shards together
+	// (0 for the static index, which has none).
+	Segments        int     `json:"segments,omitempty"`
 	PeakRSSBytes    int64   `json:"peak_rss_bytes"`
 	ServingRSSBytes int64   `json:"serving_rss_bytes"`
 	StartSeconds    float64 `json:"start_seconds"`
@@ -190,6 +240,9 @@ func Retrieval(ctx context.Context, o RetrievalOptions) (*RetrievalReport, error
 	}
 	defer ix.Close()
 	rep.StartSeconds = time.Since(t0).Seconds()
+	if sg, ok := ix.(interface{ Segments() int }); ok {
+		rep.Segments = sg.Segments()
+	}
 	built := fmt.Sprintf("built in %.1fs (%.0f passages/s)", rep.BuildSeconds, rep.BuildPerSecond)
 	if rep.IndexReused {
 		built = fmt.Sprintf("reused the index in %s (%.1fs: not a build's time)", indexDir, rep.BuildSeconds)

@@ -27,6 +27,10 @@
 // passage (its "field cardinality" is the term dictionary's size), which
 // over-penalises long passages; this package counts the corpus's tokens at
 // build time and hands Bleve the true figure with each search.
+//
+// Options set what the library offers that the benchmark compares
+// (docs/bench.md): shards searched in parallel, the indexing batch size,
+// whether the segments are merged into one, and the query's form.
 package bleveindex
 
 import (
@@ -50,7 +54,9 @@ import (
 	"github.com/blevesearch/bleve/v2/index/scorch/mergeplan"
 	"github.com/blevesearch/bleve/v2/mapping"
 	"github.com/blevesearch/bleve/v2/search"
+	"github.com/blevesearch/bleve/v2/search/query"
 	index "github.com/blevesearch/bleve_index_api"
+	"github.com/sourcegraph/conc/pool"
 
 	"github.com/hindsearch/hindsearch/clients/retriever"
 	"github.com/hindsearch/hindsearch/clients/retriever/bm25"
@@ -69,8 +75,9 @@ const (
 	// formatVersion changes whenever the index layout or mapping does, so
 	// that an index cached by an older version is rebuilt.
 	formatVersion = 1
-	// batchSize is the number of passages per indexing batch.
-	batchSize = 1000
+	// DefaultBatchSize is the number of passages per indexing batch
+	// unless Options say otherwise.
+	DefaultBatchSize = 1000
 	// field is the one indexed field: the whole passage contents.
 	field = "contents"
 	// markerFile marks a complete cached index.
@@ -81,12 +88,65 @@ const (
 	buildPrefix = ".build-"
 )
 
+// Options are the Bleve settings the benchmark compares; the zero value
+// is the engine as it was kept (one index, batches of 1,000, merged into
+// one segment, match queries).
+type Options struct {
+	// Shards splits the corpus into this many indexes (passage i goes to
+	// shard i mod Shards), searched in parallel through a Bleve index
+	// alias and built in parallel; 0 or 1 is one index. The alias shares
+	// the passage count and total length with every shard but each shard
+	// scores with its own document frequencies, so scores differ slightly
+	// from one index's.
+	Shards int
+	// BatchSize is the passages per indexing batch (0: DefaultBatchSize).
+	BatchSize int
+	// NoMerge leaves the segments as indexing left them instead of
+	// merging each index into one.
+	NoMerge bool
+	// Terms sends a query as a disjunction of its distinct analysed terms,
+	// each boosted by its count, instead of a match query (one clause per
+	// token, repeats included). Bleve's query norm and coord then see
+	// fewer clauses, so scores differ slightly.
+	Terms bool
+}
+
+// shards returns the number of indexes.
+func (o Options) shards() int { return max(o.Shards, 1) }
+
+// batchSize returns the passages per indexing batch.
+func (o Options) batchSize() int {
+	if o.BatchSize > 0 {
+		return o.BatchSize
+	}
+	return DefaultBatchSize
+}
+
+// entrySuffix names the settings that change the index on disk, so that
+// each has its own cache entry ("" for the default).
+func (o Options) entrySuffix() string {
+	s := ""
+	if o.shards() > 1 {
+		s += fmt.Sprintf("-shards%d", o.shards())
+	}
+	if o.batchSize() != DefaultBatchSize {
+		s += fmt.Sprintf("-batch%d", o.batchSize())
+	}
+	if o.NoMerge {
+		s += "-unmerged"
+	}
+	return s
+}
+
 // Index is an open BM25 index and its corpus. It is safe for concurrent
 // use.
 type Index struct {
-	bi    bleve.Index
-	c     *corpus
-	stats *search.BM25Stats
+	bi     bleve.Index   // the index, or the alias over the shards
+	shards []bleve.Index // closed by Close
+	opts   Options
+	c      *corpus
+	stats  *search.BM25Stats
+	an     analysis.Analyzer
 
 	closeOnce sync.Once
 	closeErr  error
@@ -94,21 +154,36 @@ type Index struct {
 
 // marker is the content of complete.json.
 type marker struct {
-	Version      int     `json:"version"`
-	SHA256       string  `json:"sha256"`
-	Docs         int     `json:"docs"`
-	Tokens       int64   `json:"tokens"`
+	Version int    `json:"version"`
+	SHA256  string `json:"sha256"`
+	Docs    int    `json:"docs"`
+	Tokens  int64  `json:"tokens"`
+	// Shards, BatchSize and Merged are the Options it was built with
+	// (0, 0 and false in markers written before they were recorded: one
+	// index, the default batch, merged).
+	Shards       int     `json:"shards,omitempty"`
+	BatchSize    int     `json:"batch_size,omitempty"`
+	Unmerged     bool    `json:"unmerged,omitempty"`
 	BuiltAt      string  `json:"built_at"`
 	BuildSeconds float64 `json:"build_seconds"`
 }
 
-// Open reads the corpus at corpusPath and opens its BM25 index from
-// cacheDir, building it there first when no complete index of this corpus
-// content is cached. progress, if not nil, is called during a build with the
-// number of passages indexed so far and the total; it is not called when the
-// cached index is used. A corpus line that is not a JSON object with string
-// "id" and "contents" (or repeats an id) is an error naming file:line.
+// Open is OpenOptions with the zero Options.
 func Open(ctx context.Context, corpusPath, cacheDir string, progress func(done, total int)) (*Index, error) {
+	return OpenOptions(ctx, corpusPath, cacheDir, Options{}, progress)
+}
+
+// OpenOptions reads the corpus at corpusPath and opens its BM25 index
+// built with opts from cacheDir, building it there first when no complete
+// index of this corpus content and these options is cached. progress, if
+// not nil, is called during a build with the number of passages indexed so
+// far and the total; it is not called when the cached index is used. A
+// corpus line that is not a JSON object with string "id" and "contents"
+// (or repeats an id) is an error naming file:line.
+func OpenOptions(ctx context.Context, corpusPath, cacheDir string, opts Options, progress func(done, total int)) (*Index, error) {
+	if opts.Shards < 0 || opts.BatchSize < 0 {
+		return nil, fmt.Errorf("bm25 options: shards %d, batch size %d: want 0 or more", opts.Shards, opts.BatchSize)
+	}
 	c, err := readCorpus(corpusPath)
 	if err != nil {
 		return nil, err
@@ -116,14 +191,14 @@ func Open(ctx context.Context, corpusPath, cacheDir string, progress func(done, 
 	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
 		return nil, fmt.Errorf("bm25 cache: %w", err)
 	}
-	final := filepath.Join(cacheDir, c.sha256[:16])
-	if ix, err := openComplete(final, c); err == nil {
+	final := filepath.Join(cacheDir, c.sha256[:16]+opts.entrySuffix())
+	if ix, err := openComplete(final, c, opts); err == nil {
 		return ix, nil
 	}
-	if err := build(ctx, c, cacheDir, final, progress); err != nil {
+	if err := build(ctx, c, cacheDir, final, opts, progress); err != nil {
 		return nil, err
 	}
-	ix, err := openComplete(final, c)
+	ix, err := openComplete(final, c, opts)
 	if err != nil {
 		return nil, fmt.Errorf("bm25 open: %w", err)
 	}
@@ -131,8 +206,8 @@ func Open(ctx context.Context, corpusPath, cacheDir string, progress func(done, 
 }
 
 // openComplete opens the index in dir if its marker says it is a complete
-// index of corpus c in the current format.
-func openComplete(dir string, c *corpus) (*Index, error) {
+// index of corpus c in the current format, built with opts.
+func openComplete(dir string, c *corpus, opts Options) (*Index, error) {
 	b, err := os.ReadFile(filepath.Join(dir, markerFile))
 	if err != nil {
 		return nil, err
@@ -144,21 +219,56 @@ func openComplete(dir string, c *corpus) (*Index, error) {
 	if m.Version != formatVersion || m.SHA256 != c.sha256 || m.Docs != len(c.ids) || m.Tokens <= 0 {
 		return nil, errors.New("marker does not match corpus")
 	}
-	// Read-only: no background merging, and several processes can share
-	// the index.
-	bi, err := bleve.OpenUsing(filepath.Join(dir, indexSubdir), map[string]any{"read_only": true})
-	if err != nil {
-		return nil, err
+	batch := m.BatchSize
+	if batch == 0 {
+		batch = DefaultBatchSize
 	}
-	if n, err := bi.DocCount(); err != nil || n != uint64(len(c.ids)) {
-		bi.Close()
+	if max(m.Shards, 1) != opts.shards() || batch != opts.batchSize() || m.Unmerged != opts.NoMerge {
+		return nil, errors.New("marker does not match options")
+	}
+	ix := &Index{opts: opts, c: c, an: newMapping().AnalyzerNamed(en.AnalyzerName)}
+	for s := range opts.shards() {
+		// Read-only: no background merging, and several processes can
+		// share the index.
+		bi, err := bleve.OpenUsing(shardPath(dir, s, opts), map[string]any{"read_only": true})
+		if err != nil {
+			ix.Close()
+			return nil, err
+		}
+		ix.shards = append(ix.shards, bi)
+	}
+	ix.bi = ix.shards[0]
+	if len(ix.shards) > 1 {
+		ix.bi = bleve.NewIndexAlias(ix.shards...)
+	}
+	if n, err := ix.bi.DocCount(); err != nil || n != uint64(len(c.ids)) {
+		ix.Close()
 		return nil, fmt.Errorf("index holds %d docs, want %d (%v)", n, len(c.ids), err)
 	}
-	stats := &search.BM25Stats{
+	ix.stats = &search.BM25Stats{
 		DocCount:         float64(len(c.ids)),
 		FieldCardinality: map[string]int{field: int(m.Tokens)},
 	}
-	return &Index{bi: bi, c: c, stats: stats}, nil
+	return ix, nil
+}
+
+// shardPath is where shard s of an entry's index lives: the entry's index
+// directory when there is one shard (as before shards existed).
+func shardPath(entry string, s int, opts Options) string {
+	if opts.shards() == 1 {
+		return filepath.Join(entry, indexSubdir)
+	}
+	return filepath.Join(entry, indexSubdir, fmt.Sprintf("shard-%d", s))
+}
+
+// Segments returns the number of file segments the index's shards hold
+// together (what a merge into one segment reduces to one per shard).
+func (ix *Index) Segments() int {
+	n := 0
+	for _, bi := range ix.shards {
+		n += fileSegments(bi)
+	}
+	return n
 }
 
 // newMapping returns the index mapping: BM25 scoring, one indexed (not
@@ -187,7 +297,7 @@ func newMapping() *mapping.IndexMappingImpl {
 
 // build indexes corpus c in a fresh directory inside cacheDir and renames
 // it to final. If another builder got there first, its index is kept.
-func build(ctx context.Context, c *corpus, cacheDir, final string, progress func(done, total int)) (err error) {
+func build(ctx context.Context, c *corpus, cacheDir, final string, opts Options, progress func(done, total int)) (err error) {
 	start := time.Now()
 	tmp, err := os.MkdirTemp(cacheDir, buildPrefix+filepath.Base(final)+"-")
 	if err != nil {
@@ -198,7 +308,7 @@ func build(ctx context.Context, c *corpus, cacheDir, final string, progress func
 			os.RemoveAll(tmp)
 		}
 	}()
-	tokens, err := buildIndex(ctx, c, filepath.Join(tmp, indexSubdir), progress)
+	tokens, err := buildIndex(ctx, c, tmp, opts, progress)
 	if err != nil {
 		return err
 	}
@@ -207,6 +317,9 @@ func build(ctx context.Context, c *corpus, cacheDir, final string, progress func
 		SHA256:       c.sha256,
 		Docs:         len(c.ids),
 		Tokens:       tokens,
+		Shards:       opts.shards(),
+		BatchSize:    opts.batchSize(),
+		Unmerged:     opts.NoMerge,
 		BuiltAt:      time.Now().UTC().Format(time.RFC3339),
 		BuildSeconds: time.Since(start).Seconds(),
 	})
@@ -224,7 +337,7 @@ func build(ctx context.Context, c *corpus, cacheDir, final string, progress func
 		if rerr == nil {
 			break
 		}
-		if ix, oerr := openComplete(final, c); oerr == nil {
+		if ix, oerr := openComplete(final, c, opts); oerr == nil {
 			ix.Close()
 			os.RemoveAll(tmp)
 			return nil
@@ -239,24 +352,22 @@ func build(ctx context.Context, c *corpus, cacheDir, final string, progress func
 	return nil
 }
 
-// buildIndex writes the Bleve index of c at path, in batches, then merges
-// it down to one segment. It returns the corpus's length in analysed tokens.
-func buildIndex(ctx context.Context, c *corpus, path string, progress func(done, total int)) (tokens int64, err error) {
+// buildIndex writes the Bleve index of c in entry (its shards built in
+// parallel, each in batches), then merges each shard into one segment
+// unless opts say not to. It returns the corpus's length in analysed
+// tokens.
+func buildIndex(ctx context.Context, c *corpus, entry string, opts Options, progress func(done, total int)) (tokens int64, err error) {
 	im := newMapping()
-	bi, err := bleve.NewUsing(path, im, scorch.Name, scorch.Name, nil)
-	if err != nil {
-		return 0, fmt.Errorf("bm25 build: %w", err)
-	}
-	defer func() {
-		if cerr := bi.Close(); cerr != nil && err == nil {
-			err = fmt.Errorf("bm25 build: %w", cerr)
-		}
-	}()
 	// Count tokens alongside the indexing, which spends much of its time
 	// waiting for batches to be persisted.
 	counted := make(chan int64, 1)
-	go func() { counted <- countTokens(ctx, im.AnalyzerNamed(en.AnalyzerName), c.contents) }()
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() { counted <- countTokens(cctx, im.AnalyzerNamed(en.AnalyzerName), c.contents) }()
 	defer func() {
+		if err != nil {
+			cancel() // the count is not needed
+		}
 		n := <-counted
 		switch {
 		case err != nil:
@@ -267,35 +378,93 @@ func buildIndex(ctx context.Context, c *corpus, path string, progress func(done,
 		}
 	}()
 	total := len(c.ids)
-	for lo := 0; lo < total; lo += batchSize {
-		if err := ctx.Err(); err != nil {
-			return 0, err
-		}
-		hi := min(lo+batchSize, total)
-		b := bi.NewBatch()
-		for i := lo; i < hi; i++ {
-			if err := b.Index(strconv.Itoa(i), map[string]any{field: c.contents[i]}); err != nil {
-				return 0, fmt.Errorf("bm25 build: passage %q: %w", c.ids[i], err)
-			}
-		}
-		if err := bi.Batch(b); err != nil {
-			return 0, fmt.Errorf("bm25 build: %w", err)
-		}
-		if progress != nil {
-			progress(hi, total)
-		}
+	var done atomic.Int64
+	var progressMu sync.Mutex
+	p := pool.New().WithErrors().WithContext(ctx).WithCancelOnError().WithFirstError()
+	for s := range opts.shards() {
+		p.Go(func(ctx context.Context) error {
+			return buildShard(ctx, c, shardPath(entry, s, opts), s, opts, im, func(n int) {
+				d := done.Add(int64(n))
+				if progress != nil {
+					progressMu.Lock()
+					progress(int(d), total)
+					progressMu.Unlock()
+				}
+			})
+		})
 	}
-	if n, err := bi.DocCount(); err != nil || n != uint64(total) {
-		return 0, fmt.Errorf("bm25 build: indexed %d docs, want %d (%v)", n, total, err)
-	}
-	// One segment makes searches faster; a failed merge only costs speed.
-	if adv, err := bi.Advanced(); err == nil {
-		if s, ok := adv.(*scorch.Scorch); ok {
-			opts := mergeplan.SingleSegmentMergePlanOptions
-			_ = s.ForceMerge(ctx, &opts)
-		}
+	if err := p.Wait(); err != nil {
+		return 0, err
 	}
 	return 0, ctx.Err()
+}
+
+// buildShard writes shard s of c (passages s, s+Shards, ...) at path in
+// batches, reporting each batch's size to indexed, and merges it into one
+// segment unless opts say not to.
+func buildShard(ctx context.Context, c *corpus, path string, s int, opts Options, im *mapping.IndexMappingImpl, indexed func(int)) (err error) {
+	bi, err := bleve.NewUsing(path, im, scorch.Name, scorch.Name, nil)
+	if err != nil {
+		return fmt.Errorf("bm25 build: %w", err)
+	}
+	defer func() {
+		if cerr := bi.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("bm25 build: %w", cerr)
+		}
+	}()
+	step, size := opts.shards(), opts.batchSize()
+	want := 0
+	b := bi.NewBatch()
+	for i := s; i < len(c.ids); i += step {
+		if err := b.Index(strconv.Itoa(i), map[string]any{field: c.contents[i]}); err != nil {
+			return fmt.Errorf("bm25 build: passage %q: %w", c.ids[i], err)
+		}
+		want++
+		if b.Size() == size || i+step >= len(c.ids) {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			n := b.Size()
+			if err := bi.Batch(b); err != nil {
+				return fmt.Errorf("bm25 build: %w", err)
+			}
+			indexed(n)
+			b = bi.NewBatch()
+		}
+	}
+	if n, err := bi.DocCount(); err != nil || n != uint64(want) {
+		return fmt.Errorf("bm25 build: shard %d indexed %d docs, want %d (%v)", s, n, want, err)
+	}
+	if opts.NoMerge {
+		return nil
+	}
+	// One segment makes searches faster; a failed merge only costs speed.
+	// A force merge merges the segments persisted when it starts, and
+	// segments still being persisted or merged in the background are left
+	// beside its result (one call left 2 or 3), so it is asked again until
+	// one is left, as Bleve's own test of it does.
+	if adv, err := bi.Advanced(); err == nil {
+		if sc, ok := adv.(*scorch.Scorch); ok {
+			for try := 0; try < maxForceMerges && fileSegments(bi) > 1 && ctx.Err() == nil; try++ {
+				mo := mergeplan.SingleSegmentMergePlanOptions
+				if err := sc.ForceMerge(ctx, &mo); err != nil {
+					break
+				}
+			}
+		}
+	}
+	return ctx.Err()
+}
+
+// maxForceMerges bounds the force merges of one shard.
+const maxForceMerges = 20
+
+// fileSegments returns the number of file segments at bi's root (0 when
+// the statistic is missing).
+func fileSegments(bi bleve.Index) int {
+	st, _ := bi.StatsMap()["index"].(map[string]any)
+	v, _ := st["num_root_filesegments"].(uint64)
+	return int(v)
 }
 
 // countTokens returns the total number of tokens a produces from texts,
@@ -340,8 +509,10 @@ func writeFileSync(path string, data []byte) error {
 // Close closes the index. Calls after the first return its result.
 func (ix *Index) Close() error {
 	ix.closeOnce.Do(func() {
-		if err := ix.bi.Close(); err != nil {
-			ix.closeErr = fmt.Errorf("bm25 close: %w", err)
+		for _, bi := range ix.shards {
+			if err := bi.Close(); err != nil && ix.closeErr == nil {
+				ix.closeErr = fmt.Errorf("bm25 close: %w", err)
+			}
 		}
 	})
 	return ix.closeErr
@@ -370,9 +541,10 @@ func (ix *Index) search(ctx context.Context, text string, topk int) ([]retriever
 	if text == "" {
 		return hits, nil
 	}
-	q := bleve.NewMatchQuery(text)
-	q.SetField(field)
-	q.Analyzer = en.AnalyzerName
+	q := ix.query(text)
+	if q == nil {
+		return hits, nil
+	}
 	// Bleve breaks score ties by the order it meets documents in, which
 	// depends on the index's segment layout. Fetch until every document
 	// tied with the k-th is in hand, then order ties by corpus order.
@@ -414,4 +586,36 @@ func (ix *Index) search(ctx context.Context, text string, topk int) ([]retriever
 		hits = append(hits, retriever.Hit{ID: ix.c.ids[r.ord], Contents: ix.c.contents[r.ord], Score: r.score})
 	}
 	return hits, nil
+}
+
+// query is the Bleve query for text in the form opts ask for, or nil when
+// text has no searchable term (Terms form only; a match query of such a
+// text finds nothing by itself).
+func (ix *Index) query(text string) query.Query {
+	if !ix.opts.Terms {
+		q := bleve.NewMatchQuery(text)
+		q.SetField(field)
+		q.Analyzer = en.AnalyzerName
+		return q
+	}
+	count := map[string]int{}
+	var order []string
+	for _, tok := range ix.an.Analyze([]byte(text)) {
+		t := string(tok.Term)
+		if count[t] == 0 {
+			order = append(order, t)
+		}
+		count[t]++
+	}
+	if len(order) == 0 {
+		return nil
+	}
+	terms := make([]query.Query, len(order))
+	for i, t := range order {
+		tq := bleve.NewTermQuery(t)
+		tq.SetField(field)
+		tq.SetBoost(float64(count[t]))
+		terms[i] = tq
+	}
+	return bleve.NewDisjunctionQuery(terms...)
 }
