@@ -158,7 +158,7 @@ type marker struct {
 	SHA256  string `json:"sha256"`
 	Docs    int    `json:"docs"`
 	Tokens  int64  `json:"tokens"`
-	// Shards, BatchSize and Merged are the Options it was built with
+	// Shards, BatchSize and Unmerged are the Options it was built with
 	// (0, 0 and false in markers written before they were recorded: one
 	// index, the default batch, merged).
 	Shards       int     `json:"shards,omitempty"`
