@@ -132,10 +132,8 @@ func runRetrievalBench(cmd *cobra.Command, e *env, recipe, dir string, passages 
 		return fmt.Errorf("--engines: name at least one of %s, %s", bench.EngineStatic, bench.EngineBleve)
 	}
 	for _, eng := range engines {
-		if eng != bench.EngineStatic {
-			if _, err := bench.ParseBleveEngine(eng); err != nil {
-				return err
-			}
+		if err := bench.CheckEngine(eng); err != nil {
+			return err
 		}
 	}
 	var reps []*bench.RetrievalReport

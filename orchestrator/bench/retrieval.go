@@ -73,14 +73,32 @@ type engine interface {
 // openEngine opens (building if need be) the corpus's index of kind name
 // under dir.
 func openEngine(ctx context.Context, name, corpus, dir string) (engine, error) {
-	if name == EngineStatic || name == "" {
-		return bm25.Open(ctx, corpus, dir, nil)
-	}
-	opts, err := ParseBleveEngine(name)
+	static, opts, err := engineOptions(name)
 	if err != nil {
 		return nil, err
 	}
+	if static {
+		return bm25.Open(ctx, corpus, dir, nil)
+	}
 	return bleveindex.OpenOptions(ctx, corpus, dir, opts, nil)
+}
+
+// CheckEngine reports whether name is an engine the retrieval benchmark
+// measures (EngineStatic, EngineBleve or a variant: ParseBleveEngine),
+// so that a bad name fails before anything is generated or built.
+func CheckEngine(name string) error {
+	_, _, err := engineOptions(name)
+	return err
+}
+
+// engineOptions reads an engine's name: the static index ("" too), or a
+// Bleve variant with its options.
+func engineOptions(name string) (static bool, _ bleveindex.Options, _ error) {
+	if name == EngineStatic || name == "" {
+		return true, bleveindex.Options{}, nil
+	}
+	opts, err := ParseBleveEngine(name)
+	return false, opts, err
 }
 
 // ParseBleveEngine reads the name of a Bleve variant: "bleve" (the
