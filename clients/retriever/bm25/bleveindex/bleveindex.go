@@ -443,6 +443,9 @@ func buildShard(ctx context.Context, c *corpus, path string, s int, opts Options
 	// segments still being persisted or merged in the background are left
 	// beside its result (one call left 2 or 3), so it is asked again until
 	// one is left, as Bleve's own test of it does.
+	// The merged root is then persisted before the index is closed (a
+	// batch returns once the root holding it is on disk), or a reopened
+	// index could find the root from before the last merge.
 	if adv, err := bi.Advanced(); err == nil {
 		if sc, ok := adv.(*scorch.Scorch); ok {
 			for try := 0; try < maxForceMerges && fileSegments(bi) > 1 && ctx.Err() == nil; try++ {
@@ -451,10 +454,17 @@ func buildShard(ctx context.Context, c *corpus, path string, s int, opts Options
 					break
 				}
 			}
+			if err := bi.SetInternal([]byte(mergedKey), []byte("1")); err != nil {
+				return fmt.Errorf("bm25 build: %w", err)
+			}
 		}
 	}
 	return ctx.Err()
 }
+
+// mergedKey is the internal key written after the merges, whose batch
+// waits until the merged root is persisted.
+const mergedKey = "hindsearch-merged"
 
 // maxForceMerges bounds the force merges of one shard.
 const maxForceMerges = 20
