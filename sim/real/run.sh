@@ -1,0 +1,212 @@
+#!/usr/bin/env bash
+# make real: the program against the real servers, on this machine's CPU.
+#
+#   sim/real/run.sh            install (cached), make the tiny model, start
+#                              SkyRL's Tinker API server and two vLLMs on
+#                              loopback, run the real-server tests, stop them
+#   sim/real/run.sh serve      the same up to the servers, which stay up; the
+#                              environment the tests read is in $STATE/env
+#   sim/real/run.sh stop       stop servers left up by serve
+#   sim/real/run.sh install    only the environments and the model
+#
+# Extra arguments after `--` go to `go test` (e.g. -- -run TestRunReal -v).
+# Everything is cached outside the repository, under $HINDSEARCH_REAL_CACHE
+# (default ~/.cache/hindsearch/real): uv, the two Python environments (locked
+# by sim/real/*/uv.lock), uv's download cache and the model. Nothing is
+# installed into the system Python. sim/real/README.md says what runs and why.
+set -euo pipefail
+
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+HERE=$REPO/sim/real
+CACHE=${HINDSEARCH_REAL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hindsearch/real}
+# The servers' state (SkyRL's database and checkpoints, logs) is a run's:
+# under runs/, where recipes/real-cpu.yaml reads the checkpoints.
+STATE=${HINDSEARCH_REAL_STATE:-$REPO/runs/real-servers}
+UV_VERSION=0.13.9
+MODEL_NAME=Qwen3-tiny-taught
+MODEL=$CACHE/models/$MODEL_NAME
+mode=${1:-test}
+[ $# -gt 0 ] && shift
+[ "${1:-}" = "--" ] && shift
+
+t0=$(date +%s)
+say() { printf '[real %4ds] %s\n' "$(( $(date +%s) - t0 ))" "$*"; }
+die() { say "FAILED: $*"; exit 1; }
+
+stop_servers() {
+	[ -d "$STATE" ] || return 0
+	for f in "$STATE"/*.pid; do
+		[ -e "$f" ] || continue
+		pid=$(cat "$f")
+		# Each server runs in its own process group (setsid): SkyRL's API
+		# process starts its engine, vLLM its engine core and workers.
+		kill -TERM -- "-$pid" 2>/dev/null || true
+		for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+		kill -KILL -- "-$pid" 2>/dev/null || true
+		rm -f "$f"
+	done
+}
+
+if [ "$mode" = stop ]; then
+	stop_servers
+	say "stopped"
+	exit 0
+fi
+
+# --- Python and uv -----------------------------------------------------------
+# SkyRL 0.3.0 does not import on Python 3.11 (pydantic refuses its
+# typing.TypedDict below 3.12: sim/real/README.md), and uv may not download
+# an interpreter here, so a Python 3.12 must be on the machine.
+find_python312() {
+	for p in "${HINDSEARCH_PYTHON312:-}" "$(command -v python3.12 2>/dev/null || true)" \
+		"$HOME"/.pyenv/versions/3.12*/bin/python3.12 /usr/bin/python3.12 /usr/local/bin/python3.12; do
+		[ -n "$p" ] && [ -x "$p" ] && "$p" -c 'import sys; assert sys.version_info[:2] == (3, 12)' 2>/dev/null && { echo "$p"; return; }
+	done
+	return 1
+}
+PY312=$(find_python312) || die "no Python 3.12 found (SkyRL 0.3.0 needs it; set HINDSEARCH_PYTHON312 to one)"
+
+mkdir -p "$CACHE/models"
+UV=$CACHE/uv-$UV_VERSION/bin/uv
+if [ ! -x "$UV" ]; then
+	say "installing uv $UV_VERSION into $CACHE/uv-$UV_VERSION (a venv of its own)"
+	"$PY312" -m venv "$CACHE/uv-$UV_VERSION"
+	"$CACHE/uv-$UV_VERSION/bin/pip" install --quiet --disable-pip-version-check "uv==$UV_VERSION"
+fi
+# SkyRL's API process starts its engine as `uv run ...`: uv must be on PATH.
+export PATH=$CACHE/uv-$UV_VERSION/bin:$PATH
+export UV_CACHE_DIR=$CACHE/uv-cache UV_PYTHON_DOWNLOADS=never UV_PYTHON=$PY312 UV_NO_PROGRESS=1
+
+sync_env() { # name
+	local t=$(date +%s)
+	(cd "$HERE/$1" && UV_PROJECT_ENVIRONMENT=$CACHE/venv-$1 uv sync --frozen --quiet --all-extras) ||
+		die "uv sync of sim/real/$1 (its uv.lock) failed"
+	say "environment $1: $CACHE/venv-$1 ready in $(( $(date +%s) - t ))s"
+}
+t_install=$(date +%s)
+sync_env skyrl
+sync_env vllm
+SKYRL_PY=$CACHE/venv-skyrl/bin/python
+VLLM_PY=$CACHE/venv-vllm/bin/python
+
+# vLLM's CPU build expects tcmalloc and Intel's OpenMP preloaded.
+TCMALLOC=$(ls /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4 2>/dev/null || true)
+if [ -z "$TCMALLOC" ]; then
+	say "installing Debian's libtcmalloc-minimal4 (vLLM's CPU build preloads it)"
+	SUDO=; [ "$(id -u)" = 0 ] || SUDO=sudo
+	$SUDO apt-get install -y -qq libtcmalloc-minimal4 >/dev/null 2>&1 ||
+		{ $SUDO apt-get update -qq >/dev/null 2>&1 && $SUDO apt-get install -y -qq libtcmalloc-minimal4 >/dev/null; } ||
+		die "apt-get install libtcmalloc-minimal4 failed"
+	TCMALLOC=/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4
+fi
+IOMP=$CACHE/venv-vllm/lib/libiomp5.so
+[ -e "$IOMP" ] || die "$IOMP missing (intel-openmp, locked in sim/real/vllm/uv.lock)"
+
+# --- The tiny model ---------------------------------------------------------
+# Random weights from a fixed seed, then a short lesson in the Search-R1
+# format (sim/real/teach writes it with the program's own prompt, format and
+# tokenizer); remade when any of its inputs changes.
+stamp=$(cat "$HERE/make_model.py" "$HERE/teach/main.go" "$REPO/clients/policy/tokenizer/qwen2.5/tokenizer.json.gz" \
+	"$REPO/clients/policy/format/format.go" "$REPO/orchestrator/hindsight.go" "$HERE/skyrl/uv.lock" | sha256sum | cut -c1-16)
+if [ "$(cat "$MODEL/.made-by" 2>/dev/null)" != "$stamp" ]; then
+	t=$(date +%s)
+	rm -rf "$MODEL" "$MODEL.lesson.jsonl"
+	say "making the tiny model (random weights, then a 100-step lesson: about 3 minutes on 2 cores)"
+	(cd "$REPO" && go run ./sim/real/teach -repo . -n 1632 > "$MODEL.lesson.jsonl") || die "writing the lesson failed"
+	(cd "$HERE/skyrl" && HF_HUB_OFFLINE=1 "$SKYRL_PY" "$HERE/make_model.py" "$REPO" "$MODEL" "$MODEL.lesson.jsonl") |
+		grep -E '^(lesson|tiny model)' || die "making the tiny model failed"
+	echo "$stamp" > "$MODEL/.made-by"
+	say "tiny model made in $(( $(date +%s) - t ))s"
+else
+	say "tiny model: $MODEL (cached)"
+fi
+say "installed in $(( $(date +%s) - t_install ))s"
+[ "$mode" = install ] && exit 0
+
+# --- The servers -------------------------------------------------------------
+stop_servers
+rm -rf "$STATE"
+mkdir -p "$STATE"
+# The ports recipes/real-cpu.yaml names; the tests read them from $STATE/env.
+SKYRL_PORT=${HINDSEARCH_REAL_SKYRL_PORT:-18300}
+VLLM_PORT=${HINDSEARCH_REAL_VLLM_PORT:-18000}
+JUDGE_PORT=${HINDSEARCH_REAL_JUDGE_PORT:-18100}
+for p in $SKYRL_PORT $VLLM_PORT $JUDGE_PORT; do
+	if curl -s -o /dev/null "http://127.0.0.1:$p/"; then
+		die "port $p is taken (a server left by sim/real/run.sh serve? sim/real/run.sh stop; or set HINDSEARCH_REAL_*_PORT)"
+	fi
+done
+
+if [ "$mode" = test ]; then trap 'stop_servers' EXIT; fi
+
+start() { # name, then the command; its output goes to $STATE/name.log
+	local name=$1; shift
+	setsid "$@" > "$STATE/$name.log" 2>&1 < /dev/null &
+	echo $! > "$STATE/$name.pid"
+}
+
+# SkyRL: the API process checks that its parent is `uv run ... -m
+# skyrl.tinker.api` and starts its engine with the same uv flags. It runs in
+# the models directory so that its base model is the bare directory name,
+# the name vLLM serves too (one policy.model, trainer.base_model and
+# judge.model for every server).
+(cd "$CACHE/models" && start skyrl env UV_PROJECT_ENVIRONMENT="$CACHE/venv-skyrl" JAX_PLATFORMS=cpu HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
+	uv run --project "$HERE/skyrl" --frozen --extra tinker --extra jax -m skyrl.tinker.api \
+	--base-model "$MODEL_NAME" --backend jax \
+	--backend-config '{"max_lora_adapters": 32, "max_lora_rank": 8}' \
+	--host 127.0.0.1 --port "$SKYRL_PORT" \
+	--checkpoints-base "$STATE/skyrl-checkpoints" --database-url "sqlite:///$STATE/skyrl.db")
+
+vllm_env=(env LD_PRELOAD="$TCMALLOC:$IOMP" VLLM_CPU_KVCACHE_SPACE=1 VLLM_CPU_OMP_THREADS_BIND=nobind
+	OMP_NUM_THREADS=2 VLLM_CPU_CI_ENV=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1)
+# vllm-cpu installs as the distribution "vllm-cpu", so the `vllm` command
+# (which asks for the distribution "vllm") does not start; the API server's
+# module does.
+vllm_args=(-m vllm.entrypoints.openai.api_server --model "$MODEL" --served-model-name "$MODEL_NAME"
+	--host 127.0.0.1 --dtype float32 --max-model-len 4096 --enforce-eager --seed 0)
+start vllm "${vllm_env[@]}" VLLM_ALLOW_RUNTIME_LORA_UPDATING=True "$VLLM_PY" "${vllm_args[@]}" --port "$VLLM_PORT" \
+	--enable-lora --max-lora-rank 8 --max-loras 4
+start judge "${vllm_env[@]}" "$VLLM_PY" "${vllm_args[@]}" --port "$JUDGE_PORT"
+
+wait_ready() { # name url seconds
+	local t=$(date +%s)
+	until curl -sf -o /dev/null "$2"; do
+		if ! kill -0 "$(cat "$STATE/$1.pid")" 2>/dev/null; then
+			tail -n 40 "$STATE/$1.log"
+			die "$1 exited before it was ready (log: $STATE/$1.log)"
+		fi
+		if (( $(date +%s) - t > $3 )); then
+			tail -n 40 "$STATE/$1.log"
+			die "$1 not ready after $3s (log: $STATE/$1.log)"
+		fi
+		sleep 1
+	done
+	say "$1 ready at $2 after $(( $(date +%s) - t ))s"
+}
+wait_ready skyrl "http://127.0.0.1:$SKYRL_PORT/api/v1/healthz" 300
+wait_ready vllm "http://127.0.0.1:$VLLM_PORT/health" 600
+wait_ready judge "http://127.0.0.1:$JUDGE_PORT/health" 600
+
+cat > "$STATE/env" <<EOF
+export HINDSEARCH_REAL=1
+export HINDSEARCH_REAL_SKYRL=http://127.0.0.1:$SKYRL_PORT
+export HINDSEARCH_REAL_VLLM=http://127.0.0.1:$VLLM_PORT
+export HINDSEARCH_REAL_JUDGE=http://127.0.0.1:$JUDGE_PORT
+export HINDSEARCH_REAL_MODEL=$MODEL
+export HINDSEARCH_REAL_NAME=$MODEL_NAME
+export HINDSEARCH_REAL_CHECKPOINTS=$STATE/skyrl-checkpoints
+export HINDSEARCH_REAL_PYTHON=$SKYRL_PY
+export HINDSEARCH_REAL_VLLM_PYTHON=$VLLM_PY
+export HINDSEARCH_REAL_STATE=$STATE
+EOF
+if [ "$mode" = serve ]; then
+	say "servers up; source $STATE/env, then go test ./sim/real/ ...; sim/real/run.sh stop ends them"
+	exit 0
+fi
+
+# --- The tests ---------------------------------------------------------------
+# shellcheck disable=SC1091
+. "$STATE/env"
+t_tests=$(date +%s)
+(cd "$REPO" && go test ./sim/real/ -count=1 -timeout 80m "$@") || die "the real-server tests failed (server logs: $STATE/*.log)"
+say "tests passed in $(( $(date +%s) - t_tests ))s"
