@@ -37,8 +37,8 @@ Trajectory:
 
 Write a short, directive critique of the agent's search behaviour, in at most three sentences: say what it should have searched for instead, quoting the exact search query in double quotes. Do not state the answer itself.`
 
-// judgeSystem is the system message sent with every critique request.
-const judgeSystem = "You are a concise, exacting reviewer of search agents. You give directive advice about what to search for; you never reveal answers."
+// JudgeSystem is the system message sent with every critique request.
+const JudgeSystem = "You are a concise, exacting reviewer of search agents. You give directive advice about what to search for; you never reveal answers."
 
 // judgeData is the judge template's input.
 type judgeData struct {
@@ -176,7 +176,7 @@ func (h *hinter) critique(ctx context.Context, t *rollout.Trajectory) (critique,
 	}
 	seed := roles.Seed(h.seed, int64(t.Step), int64(t.Group), int64(t.Sample), 7)
 	done := h.phases.Start("judge")
-	c, err := h.judge.Chat(ctx, judge.ChatRequest{Messages: []judge.Message{{Role: "system", Content: judgeSystem}, {Role: "user", Content: p}},
+	c, err := h.judge.Chat(ctx, judge.ChatRequest{Messages: []judge.Message{{Role: "system", Content: JudgeSystem}, {Role: "user", Content: p}},
 		MaxTokens: h.maxTokens, Sampling: h.sampling, Seed: &seed})
 	done()
 	if err != nil {

@@ -170,7 +170,7 @@ func (rn *Runner) prepare(ctx context.Context) (ru *run, unlock func(), err erro
 		trainer:  boundedTrainer{rn.Deps.Trainer, time.Duration(r.Trainer.CallTimeoutSeconds * float64(time.Second))},
 		judgeSem: make(semaphore, max(r.Judge.Concurrency, 1))}
 	rn.last = ru
-	if ru.ret, err = loadRetention(dir, r.Checkpoint.Keep); err != nil {
+	if ru.ret, err = loadRetention(dir, r.Checkpoint.Keep, r.Trainer.CheckpointsDir); err != nil {
 		return nil, nil, err
 	}
 	if ru.prior, err = readTrainerModel(dir); err != nil {

@@ -263,8 +263,12 @@ func (ru *run) announce(rec *results.StepRecord) {
 // report ends a run's output: a warning when deleting superseded trainer
 // checkpoints failed, then the table of every evaluation.
 func (ru *run) report(sum *Summary) error {
-	if _, failed := ru.ret.counts(); failed > 0 {
+	_, failed, left := ru.ret.counts()
+	if failed > 0 {
 		fmt.Fprintf(ru.Out, "warning: %d deletions of superseded trainer checkpoints failed (%s lists what is left on the trainer)\n", failed, ledgerFile)
+	}
+	if left > 0 {
+		fmt.Fprintf(ru.Out, "warning: %d superseded trainer checkpoints were left on a trainer without the DELETE route (%s lists them)\n", left, ledgerFile)
 	}
 	if len(sum.Evals) == 0 {
 		return nil

@@ -122,7 +122,9 @@ func TestRescoredStudentLogprobs(t *testing.T) {
 			t.Errorf("sampled step %d: rescore phase or count (%d)", s.Step, s.Rescores)
 		}
 	}
-	noisy, _ := runRecipe(t, testRecipe(t, "", "hindsight.student_logprobs=rescored", "sim.policy.prefill_noise=0.3", "trainer.loss=ppo"), 1)
+	// The FSDP backend reports forward_backward metrics (skyrl 0.3.0's JAX
+	// backend none).
+	noisy, _ := runRecipe(t, testRecipe(t, "", "hindsight.student_logprobs=rescored", "sim.policy.prefill_noise=0.3", "trainer.loss=ppo", "sim.trainer.backend=fsdp"), 1)
 	if got, want := stepDigests(noisy)[0], stepDigests(sampled)[0]; got == want {
 		t.Errorf("rescored with noise: the first batch is the noiseless one: the OPD terms did not change")
 	}

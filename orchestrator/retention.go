@@ -41,20 +41,33 @@ func (c trainerCheckpoint) state() bool { return strings.HasPrefix(c.ID, "weight
 // states, and the sampler archives still needed, stay; the rest of the
 // ledger is deleted through the trainer's DELETE route. A failed delete is
 // counted, reported and tried again at the next prune; it never fails the
-// run.
+// run. A trainer without the route (trainer.ErrNoDeleteRoute: skyrl 0.3.0
+// from PyPI) is reported once and no delete is sent to it again in this
+// process: when the run knows the trainer's checkpoints directory
+// (trainer.checkpoints_dir) the checkpoint's files are removed there, in
+// SkyRL's layout (its database still lists them); otherwise the ledger
+// keeps them for a later run (a resume on a server with the route deletes
+// them) and the run's end says how many were left.
 type retention struct {
 	dir  *results.RunDir
 	keep int
+	// disk is the trainer's checkpoints directory as this machine sees
+	// it (trainer.checkpoints_dir; "": not reachable from here).
+	disk string
 
 	mu       sync.Mutex
 	held     []trainerCheckpoint
 	deleted  int
 	failures int
+	// noRoute is set once the trainer answered that it has no DELETE
+	// route; left counts the superseded checkpoints left on it since.
+	noRoute bool
+	left    map[string]bool
 }
 
 // loadRetention reads the run directory's ledger (none: an empty one).
-func loadRetention(dir *results.RunDir, keep int) (*retention, error) {
-	rt := &retention{dir: dir, keep: max(keep, 1)}
+func loadRetention(dir *results.RunDir, keep int, disk string) (*retention, error) {
+	rt := &retention{dir: dir, keep: max(keep, 1), disk: disk}
 	b, err := os.ReadFile(filepath.Join(dir.Path, ledgerFile))
 	if errors.Is(err, os.ErrNotExist) {
 		return rt, nil
@@ -137,7 +150,27 @@ func (rt *retention) prune(ctx context.Context, tr trainer.Trainer, samplerNeede
 			kept = append(kept, h)
 			continue
 		}
-		if err := tr.DeleteCheckpoint(ctx, h.ModelID, h.ID); err != nil {
+		var err error
+		if !rt.noRoute {
+			err = tr.DeleteCheckpoint(ctx, h.ModelID, h.ID)
+		}
+		if errors.Is(err, trainer.ErrNoDeleteRoute) {
+			rt.noRoute, rt.left = true, map[string]bool{}
+			if rt.disk != "" {
+				fmt.Fprintf(out, "warning: %v; superseded checkpoints are removed from its disk instead, under %s (its database still lists them)\n", err, rt.disk)
+			} else {
+				fmt.Fprintf(out, "warning: superseded trainer checkpoints cannot be deleted: %v; they stay on the trainer's disk (%s lists them: set trainer.checkpoints_dir to the trainer's --checkpoints-base, where the run then removes them, delete them there by hand, or run a SkyRL with the route, docs/gpu.md)\n", err, ledgerFile)
+			}
+		}
+		if rt.noRoute {
+			if rt.disk == "" {
+				rt.left[h.ModelID+"/"+h.ID] = true
+				kept = append(kept, h)
+				continue
+			}
+			err = removeCheckpointFiles(rt.disk, h)
+		}
+		if err != nil {
 			rt.failures++
 			fmt.Fprintf(out, "warning: trainer checkpoint %s/%s not deleted (tried again at the next step): %v\n", h.ModelID, h.ID, err)
 			kept = append(kept, h)
@@ -151,11 +184,36 @@ func (rt *retention) prune(ctx context.Context, tr trainer.Trainer, samplerNeede
 	}
 }
 
-// counts returns the deletions made and failed so far.
-func (rt *retention) counts() (deleted, failures int) {
+// removeCheckpointFiles removes checkpoint h from the trainer's
+// checkpoints directory disk, laid out as SkyRL's engine writes it for
+// every backend (engine.py): a state at <model_id>/<name>.tar.gz (a file,
+// or a directory on the JAX backend), sampler weights at
+// <model_id>/sampler_weights/<name>.tar.gz with the .probe file the JAX
+// backend writes beside it. What is already gone is no error.
+func removeCheckpointFiles(disk string, h trainerCheckpoint) error {
+	kind, name, _ := strings.Cut(h.ID, "/")
+	if !trainer.ValidModelID(h.ModelID) || name == "" || strings.ContainsAny(name, `/\`) || name == "." || name == ".." {
+		return fmt.Errorf("checkpoint %s/%s: not a name to remove from disk", h.ModelID, h.ID)
+	}
+	p := filepath.Join(disk, h.ModelID, name+".tar.gz")
+	if kind == "sampler_weights" {
+		p = filepath.Join(disk, h.ModelID, "sampler_weights", name+".tar.gz")
+	}
+	if err := os.RemoveAll(p); err != nil {
+		return fmt.Errorf("remove %s: %w", p, err)
+	}
+	if err := os.Remove(p + ".probe"); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove %s.probe: %w", p, err)
+	}
+	return nil
+}
+
+// counts returns the deletions made and failed so far, and the superseded
+// checkpoints left on a trainer without the DELETE route.
+func (rt *retention) counts() (deleted, failures, left int) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
-	return rt.deleted, rt.failures
+	return rt.deleted, rt.failures, len(rt.left)
 }
 
 // checkpointRef maps a trainer path to its model id and typed checkpoint
@@ -211,7 +269,7 @@ func readTrainerModel(dir *results.RunDir) (string, error) {
 // no resume point (--overwrite replaces the run that saved them), so the
 // next prune deletes them on the trainer.
 func supersedeLedger(dir *results.RunDir) error {
-	rt, err := loadRetention(dir, 1)
+	rt, err := loadRetention(dir, 1, "")
 	if err != nil {
 		return err
 	}

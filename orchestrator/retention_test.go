@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -243,7 +244,7 @@ func TestOverwriteReleasesTheKilledRunsModelAndCheckpoints(t *testing.T) {
 	if err := writeTrainerModel(dir, killed, deps.Trainer.URL()); err != nil {
 		t.Fatal(err)
 	}
-	rt, _ := loadRetention(dir, 1)
+	rt, _ := loadRetention(dir, 1, "")
 	if err := rt.add(trainerCheckpoint{ModelID: killed, ID: "weights/old-state0001", Step: 1}); err != nil {
 		t.Fatal(err)
 	}
@@ -302,5 +303,94 @@ func TestTinkerSamplerCheckpointsStayBounded(t *testing.T) {
 				t.Errorf("delete failures:\n%s", out.String())
 			}
 		})
+	}
+}
+
+// On a trainer without the DELETE checkpoint route (skyrl 0.3.0 from PyPI,
+// played by sim.trainer.delete_route false) whose checkpoints directory the
+// run reaches (trainer.checkpoints_dir), the run says so once and removes
+// superseded checkpoints from that directory itself: the disk stays
+// bounded as with the route. Before the fix the route's bare 404 counted
+// as "deleted": the ledger emptied and the disk kept every state, silently.
+func TestNoDeleteRouteRemovesOnTheTrainersDisk(t *testing.T) {
+	r := testRecipe(t, "", append(slices.Clone(fullWeightSets), "train.steps=5", "train.batch_size=2", "train.group_size=2",
+		"checkpoint.every=1", "checkpoint.keep=1", "sim.trainer.delete_route=false")...)
+	deps, emb, err := setup.Connect(context.Background(), r, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emb.Close()
+	ts := emb.Sim().Trainer
+	var out bytes.Buffer
+	rn := &Runner{Recipe: r, Deps: deps, Out: &out, afterStep: func(step int) {
+		if u := ts.CheckpointUsage(); u.States > 1 || u.Samplers > 1 {
+			t.Errorf("after step %d the trainer's disk holds %d states and %d sampler archives, want at most 1 and 1", step, u.States, u.Samplers)
+		}
+	}}
+	if _, err := rn.Run(context.Background()); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if n := strings.Count(out.String(), "no DELETE checkpoint route"); n != 1 {
+		t.Errorf("the missing route was reported %d times, want once:\n%s", n, out.String())
+	}
+	if !strings.Contains(out.String(), "removed from its disk instead, under "+r.Trainer.CheckpointsDir) || strings.Contains(out.String(), "were left") {
+		t.Errorf("output:\n%s", out.String())
+	}
+	if probes, _ := filepath.Glob(filepath.Join(r.Trainer.CheckpointsDir, "*", "*", "*.probe")); len(probes) > 1 {
+		t.Errorf("probe files left: %v", probes)
+	}
+}
+
+// noRouteTrainer answers every delete as skyrl 0.3.0 does.
+type noRouteTrainer struct {
+	trainer.Trainer
+	deletes int
+}
+
+func (n *noRouteTrainer) DeleteCheckpoint(context.Context, string, string) error {
+	n.deletes++
+	return fmt.Errorf("trainer delete checkpoint: %w", trainer.ErrNoDeleteRoute)
+}
+
+// Without the trainer's disk, a trainer lacking the DELETE route gets one
+// delete, the run says once what is left and how to free it, and the
+// ledger keeps every superseded checkpoint for a later run.
+func TestNoDeleteRouteKeepsTheLedger(t *testing.T) {
+	dir := &results.RunDir{Path: t.TempDir()}
+	rt, err := loadRetention(dir, 1, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 3; i++ {
+		for _, c := range []trainerCheckpoint{{ModelID: "model_a", ID: fmt.Sprintf("weights/s%d", i), Step: i},
+			{ModelID: "model_a", ID: fmt.Sprintf("sampler_weights/p%d", i), Step: i}} {
+			if err := rt.add(c); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := rt.complete("model_a", fmt.Sprintf("weights/s%d", i), i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tr := &noRouteTrainer{}
+	var out bytes.Buffer
+	for range 2 {
+		rt.prune(context.Background(), tr, func(string, string) bool { return false }, &out)
+	}
+	if tr.deletes != 1 {
+		t.Errorf("%d deletes sent to a trainer without the route, want 1", tr.deletes)
+	}
+	if n := strings.Count(out.String(), "cannot be deleted"); n != 1 || !strings.Contains(out.String(), "trainer.checkpoints_dir") {
+		t.Errorf("output:\n%s", out.String())
+	}
+	if _, _, left := rt.counts(); left != 5 {
+		t.Errorf("%d left, want 5 (2 states and 3 sampler checkpoints)", left)
+	}
+	again, err := loadRetention(dir, 1, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(again.held) != 6 {
+		t.Errorf("the ledger holds %d checkpoints, want all 6: %+v", len(again.held), again.held)
 	}
 }

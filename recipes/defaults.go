@@ -268,7 +268,7 @@ func Defaults() Recipe {
 			ThinkSigma:       1.0,
 			PrefixCaching:    true,
 			RetrieverStyle:   RetrieverStyleDense,
-			Trainer:          SimTrainer{Archive: SimArchiveJAX, Backend: SimBackendJAX},
+			Trainer:          SimTrainer{Archive: SimArchiveJAX, Backend: SimBackendJAX, DeleteRoute: true},
 			Faults: SimFaults{
 				Policy:    FaultSpec{Kinds: []string{}, HangMS: 5000, SlowMS: 200},
 				Judge:     FaultSpec{Kinds: []string{}, HangMS: 5000, SlowMS: 200},

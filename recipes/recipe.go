@@ -604,6 +604,12 @@ type SimTrainer struct {
 	// until it is unloaded; JAX: LoRA adapters side by side, rank 0
 	// refused).
 	Backend string `mapstructure:"backend" yaml:"backend"`
+	// DeleteRoute says whether the simulated trainer serves SkyRL's DELETE
+	// training_runs/{id}/checkpoints/{weights|sampler_weights}/{name}
+	// (default true, as SkyRL's main branch since 2026-07-16); false plays
+	// a SkyRL without it, skyrl 0.3.0 from PyPI among them, which answers
+	// FastAPI's 404 {"detail": "Not Found"} to every delete.
+	DeleteRoute bool `mapstructure:"delete_route" yaml:"delete_route"`
 }
 
 // SimGenerationConfig is the sampling part of a simulated model's

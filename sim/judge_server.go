@@ -70,7 +70,7 @@ func (s *JudgeServer) Critiques(prompt string) []string { return s.judge.Critiqu
 // IgnoredFields returns, for every "ROUTE FIELD" that requests carried and
 // the server ignored, the number of requests that carried it (see
 // PolicyServer.IgnoredFields).
-func (s *JudgeServer) IgnoredFields() map[string]int { return s.ignored.snapshot() }
+func (s *JudgeServer) IgnoredFields() map[string]int { return s.ignored.Snapshot() }
 
 // Handler returns the server's routes.
 func (s *JudgeServer) Handler() http.Handler {
@@ -96,7 +96,7 @@ func (s *JudgeServer) chat(w http.ResponseWriter, r *http.Request) {
 		lm.SamplingFields
 		Seed *int64 `json:"seed"`
 	}
-	err := s.ignored.decode(w, r, "POST /v1/chat/completions", &req)
+	err := s.ignored.Decode(w, r, "POST /v1/chat/completions", &req)
 	if err != nil {
 		openAIError(w, http.StatusBadRequest, "BadRequestError", err.Error())
 		return

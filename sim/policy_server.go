@@ -145,7 +145,7 @@ func (s *PolicyServer) Params(name string) (lm.Params, bool) {
 // the server ignored (a field vLLM's or SGLang's request model lacks), the
 // number of requests that carried it. A client that sends only fields the
 // servers read leaves it empty.
-func (s *PolicyServer) IgnoredFields() map[string]int { return s.ignored.snapshot() }
+func (s *PolicyServer) IgnoredFields() map[string]int { return s.ignored.Snapshot() }
 
 func (s *PolicyServer) params(name string) (lm.Params, bool) {
 	s.mu.RLock()
@@ -281,7 +281,7 @@ func (s *PolicyServer) completions(w http.ResponseWriter, r *http.Request) {
 	s.requests.Add(1)
 	defer s.running.Add(-1)
 	var req completionRequest
-	err := s.ignored.decode(w, r, "POST /v1/completions", &req)
+	err := s.ignored.Decode(w, r, "POST /v1/completions", &req)
 	if err != nil {
 		openAIError(w, http.StatusBadRequest, "BadRequestError", err.Error())
 		return
@@ -502,7 +502,7 @@ const maxModelLen = 32768
 
 func (s *PolicyServer) tokenize(w http.ResponseWriter, r *http.Request) {
 	var req tokenizeRequest
-	err := s.ignored.decode(w, r, "POST /tokenize", &req)
+	err := s.ignored.Decode(w, r, "POST /tokenize", &req)
 	if err != nil {
 		openAIError(w, http.StatusBadRequest, "BadRequestError", err.Error())
 		return
@@ -542,7 +542,7 @@ func (s *PolicyServer) detokenize(w http.ResponseWriter, r *http.Request) {
 		Model  string `json:"model"`
 		Tokens []int  `json:"tokens"`
 	}
-	err := s.ignored.decode(w, r, "POST /detokenize", &req)
+	err := s.ignored.Decode(w, r, "POST /detokenize", &req)
 	if err != nil {
 		openAIError(w, http.StatusBadRequest, "BadRequestError", err.Error())
 		return
@@ -563,7 +563,7 @@ func (s *PolicyServer) loadLoRA(w http.ResponseWriter, r *http.Request) {
 		LoRAName string `json:"lora_name"`
 		LoRAPath string `json:"lora_path"`
 	}
-	err := s.ignored.decode(w, r, "POST /v1/load_lora_adapter", &req)
+	err := s.ignored.Decode(w, r, "POST /v1/load_lora_adapter", &req)
 	if err != nil {
 		openAIError(w, http.StatusBadRequest, "BadRequestError", err.Error())
 		return
@@ -614,7 +614,7 @@ func (s *PolicyServer) unloadLoRA(w http.ResponseWriter, r *http.Request) {
 		LoRAName  string `json:"lora_name"`
 		LoRAIntID *int   `json:"lora_int_id"`
 	}
-	err := s.ignored.decode(w, r, "POST /v1/unload_lora_adapter", &req)
+	err := s.ignored.Decode(w, r, "POST /v1/unload_lora_adapter", &req)
 	if err != nil {
 		openAIError(w, http.StatusBadRequest, "BadRequestError", err.Error())
 		return

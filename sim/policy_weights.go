@@ -68,7 +68,7 @@ func weightsFromDiskAnswer(w http.ResponseWriter, ok bool, msg string) {
 
 func (s *PolicyServer) updateWeightsFromDisk(w http.ResponseWriter, r *http.Request) {
 	var req weightsFromDiskRequest
-	err := s.ignored.decode(w, r, "POST /update_weights_from_disk", &req)
+	err := s.ignored.Decode(w, r, "POST /update_weights_from_disk", &req)
 	if err != nil {
 		weightsFromDiskAnswer(w, false, err.Error())
 		return

@@ -167,7 +167,7 @@ func parseSGLangSampling(raw json.RawMessage, hasSeed bool) (sglangSampling, int
 		return sp, http.StatusBadRequest, fmt.Errorf("sampling_params: %v (a list of sampling_params is a batch, not simulated)", err)
 	}
 	known := map[string]bool{}
-	jsonFields(reflect.TypeOf(sglangSampling{}), known)
+	httpx.JSONFields(reflect.TypeOf(sglangSampling{}), known)
 	names := make([]string, 0, len(keys))
 	for k := range keys {
 		names = append(names, k)
@@ -283,7 +283,7 @@ func (s *PolicyServer) generate(w http.ResponseWriter, r *http.Request) {
 	s.requests.Add(1)
 	defer s.running.Add(-1)
 	var req generateRequest
-	err := s.ignored.decode(w, r, "POST /generate", &req)
+	err := s.ignored.Decode(w, r, "POST /generate", &req)
 	if err != nil {
 		// FastAPI's validation error.
 		httpx.WriteJSON(w, http.StatusUnprocessableEntity, map[string]any{"detail": err.Error()})
@@ -552,7 +552,7 @@ func (s *PolicyServer) sglangLoadLoRA(w http.ResponseWriter, r *http.Request) {
 		LoRAPath string `json:"lora_path"`
 		Pinned   bool   `json:"pinned"`
 	}
-	err := s.ignored.decode(w, r, "POST /load_lora_adapter", &req)
+	err := s.ignored.Decode(w, r, "POST /load_lora_adapter", &req)
 	if err != nil {
 		httpx.WriteJSON(w, http.StatusUnprocessableEntity, map[string]any{"detail": err.Error()})
 		return
@@ -589,7 +589,7 @@ func (s *PolicyServer) sglangUnloadLoRA(w http.ResponseWriter, r *http.Request) 
 	var req struct {
 		LoRAName string `json:"lora_name"`
 	}
-	err := s.ignored.decode(w, r, "POST /unload_lora_adapter", &req)
+	err := s.ignored.Decode(w, r, "POST /unload_lora_adapter", &req)
 	if err != nil {
 		httpx.WriteJSON(w, http.StatusUnprocessableEntity, map[string]any{"detail": err.Error()})
 		return

@@ -44,6 +44,9 @@ type Config struct {
 	// TrainerBackend is the SkyRL training backend the simulated trainer
 	// behaves like (trainer.Server.Backend; "": trainer.BackendJAX).
 	TrainerBackend trainer.Backend
+	// TrainerNoDeleteRoute plays a SkyRL without the DELETE checkpoint
+	// route (trainer.Server.NoDeleteRoute; sim.trainer.delete_route false).
+	TrainerNoDeleteRoute bool
 	// PrefillNoise is the sd of the simulated policy's prefill-route
 	// logprob noise (PolicyServer.SetPrefillNoise; 0: none).
 	PrefillNoise float64
@@ -162,6 +165,7 @@ func Start(cfg Config) (*Servers, error) {
 		s.Trainer.StepDelay = cfg.Latency.TrainerStep
 		s.Trainer.Archive = cfg.TrainerArchive
 		s.Trainer.Backend = cfg.TrainerBackend
+		s.Trainer.NoDeleteRoute = cfg.TrainerNoDeleteRoute
 		s.Trainer.PrefillNoise = cfg.PrefillNoise
 		u, err := serve(s.faulty(s.Trainer.Handler(), cfg.Faults.Trainer, 0))
 		if err != nil {

@@ -936,8 +936,11 @@ var reCheckpointID = regexp.MustCompile(`^(weights|sampler_weights)/[A-Za-z0-9_-
 // training_runs/{model_id}/checkpoints/{id}, 204): id is "weights/<name>"
 // (save_weights) or "sampler_weights/<name>" (save_weights_for_sampler),
 // the typed form SkyRL and the hosted service require (a bare name is
-// their 400). SkyRL deletes the row, then the file. A 404 ("Checkpoint not
-// found") means it is gone already: nil. A 425 ("Checkpoint is still
+// their 400). SkyRL deletes the row, then the file. A 404 naming the
+// checkpoint ("Checkpoint not found") means it is gone already: nil; a 404
+// that is the server's answer to a route it does not have (FastAPI's
+// {"detail":"Not Found"}, or a body that is not JSON) is an error wrapping
+// ErrNoDeleteRoute, never taken for a deletion. A 425 ("Checkpoint is still
 // being created") is asked again after a growing wait, at most DeleteTries
 // times in all. Any other failure is returned.
 func (c *Client) DeleteCheckpoint(ctx context.Context, modelID, id string) error {
@@ -957,7 +960,12 @@ func (c *Client) DeleteCheckpoint(ctx context.Context, modelID, id string) error
 	for try := 1; ; try++ {
 		err := c.do(ctx, http.MethodDelete, route, nil, nil)
 		switch {
-		case err == nil || transport.IsStatus(err, http.StatusNotFound):
+		case err == nil:
+			return nil
+		case transport.IsStatus(err, http.StatusNotFound):
+			if routeMissing(err) {
+				return fmt.Errorf("trainer delete checkpoint %s/%s: %w (%w)", modelID, id, ErrNoDeleteRoute, err)
+			}
 			return nil
 		case !transport.IsStatus(err, http.StatusTooEarly) || try >= tries:
 			if transport.IsStatus(err, http.StatusTooEarly) {
@@ -970,6 +978,31 @@ func (c *Client) DeleteCheckpoint(ctx context.Context, modelID, id string) error
 		}
 		wait = min(wait*2, most)
 	}
+}
+
+// ErrNoDeleteRoute is a trainer without the DELETE checkpoint route:
+// SkyRL before 2026-07-16 (its #1840), which includes skyrl 0.3.0, the
+// release on PyPI (seen running: docs/conformance.md). Its checkpoints
+// can only be deleted on its disk.
+var ErrNoDeleteRoute = errors.New("the trainer has no DELETE checkpoint route (SkyRL before 2026-07-16, e.g. skyrl 0.3.0 from PyPI)")
+
+// routeMissing reports whether a 404 is a server's answer to a route it
+// does not serve rather than to a checkpoint it does not have: FastAPI's
+// {"detail":"Not Found"} for an unmounted path (SkyRL names the checkpoint:
+// "Checkpoint not found"), or a body that is not JSON (a proxy's page).
+func routeMissing(err error) bool {
+	var se *transport.StatusError
+	if !errors.As(err, &se) {
+		return false
+	}
+	var body struct {
+		Detail any `json:"detail"`
+	}
+	if json.Unmarshal([]byte(se.Body), &body) != nil {
+		return true
+	}
+	d, _ := body.Detail.(string)
+	return d == "Not Found"
 }
 
 // sleep waits d, or until ctx ends (then its error).

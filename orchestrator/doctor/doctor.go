@@ -1304,7 +1304,41 @@ func (c *checker) trainer(ctx context.Context, tr trainer.Trainer) []Check {
 	default:
 		add("base model", CheckOK, fmt.Sprintf("supports %q", base), "")
 	}
+	if c.full && err == nil {
+		out = append(out, c.deleteRoute(ctx, tr))
+	}
 	return withKey()
+}
+
+// Probe names of the delete route row: a model and a checkpoint no
+// server has.
+const (
+	deleteProbeModel = "model_hindsearch_doctor_probe"
+	deleteProbeID    = "sampler_weights/hindsearch-doctor-probe"
+)
+
+// deleteRoute asks the trainer to delete a checkpoint of a model it does
+// not have: a server with the DELETE checkpoint route answers that it has
+// no such checkpoint (nothing is deleted), one without it (skyrl 0.3.0 from
+// PyPI) answers FastAPI's bare 404, and the run's retention could then
+// delete nothing: the trainer's disk keeps every saved state.
+func (c *checker) deleteRoute(ctx context.Context, tr trainer.Trainer) Check {
+	ch := Check{Role: "trainer", Server: tr.URL(), Name: "delete route"}
+	cctx, cancel := c.bounded(ctx)
+	err := tr.DeleteCheckpoint(cctx, deleteProbeModel, deleteProbeID)
+	cancel()
+	switch {
+	case err == nil:
+		ch.Status, ch.Detail = CheckOK, "DELETE training_runs/{id}/checkpoints/{id} is served (asked about a checkpoint no server has: not found)"
+	case errors.Is(err, trainer.ErrNoDeleteRoute):
+		ch.Status = CheckWarn
+		ch.Detail = fmt.Sprintf("DELETE training_runs/{id}/checkpoints/{id} answered FastAPI's bare 404: %v; the run's retention (checkpoint.keep %d) cannot delete a superseded checkpoint, so every state and sampler checkpoint the run saves stays on the trainer's disk", err, c.r.Checkpoint.Keep)
+		ch.Fix = "run a SkyRL with the route (its main branch since 2026-07-16; docs/gpu.md), or delete what trainer_checkpoints.json lists on the trainer's disk by hand; size the disk for every checkpoint the run saves"
+	default:
+		ch.Status, ch.Detail = CheckWarn, "a DELETE of a checkpoint no server has: "+reason(err)
+		ch.Fix = "the run's retention deletes superseded checkpoints with this route: check the trainer's answer above (docs/conformance.md, Tinker API retention)"
+	}
+	return ch
 }
 
 // weightsCheck explains what trainer.lora_rank trains and whether

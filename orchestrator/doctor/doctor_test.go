@@ -61,7 +61,7 @@ func TestDoctorEmbeddedDefault(t *testing.T) {
 		{"policy", "chat template", CheckOK}, {"policy", "logprobs", CheckOK}, {"policy", prefillRow, CheckOK}, {"policy", "tokenizer", CheckOK}, {"policy", "local tokenizer", CheckOK},
 		{"judge", "chat", CheckOK},
 		{"retriever", "retrieve", CheckOK},
-		{"trainer", "healthz", CheckOK}, {"trainer", "base model", CheckOK},
+		{"trainer", "healthz", CheckOK}, {"trainer", "base model", CheckOK}, {"trainer", "delete route", CheckOK},
 		{"trainer", "weights", CheckOK}, {"trainer", "optimizer", CheckOK}, {"trainer", "checkpoints dir", CheckOK},
 		{"sync", "sync dir", CheckOK}, {"sync", "policy access", CheckOK},
 	}
@@ -78,7 +78,7 @@ func TestDoctorEmbeddedDefault(t *testing.T) {
 		t.Errorf("second replica's local tokenizer row: %q", d)
 	}
 	out := report(t, rep)
-	for _, w := range []string{"| role", "| server", "| check", "| status", "| detail", "all 25 checks passed",
+	for _, w := range []string{"| role", "| server", "| check", "| status", "| detail", "all 26 checks passed",
 		"SIMULATED: policy, judge, trainer served by the embedded hindsearch simulator"} {
 		if !strings.Contains(out, w) {
 			t.Errorf("output lacks %q:\n%s", w, out)
@@ -269,6 +269,9 @@ func (s *stack) serve(w http.ResponseWriter, r *http.Request) {
 			ms = append(ms, map[string]any{"model_name": m})
 		}
 		testkit.WriteJSON(w, http.StatusOK, map[string]any{"supported_models": ms})
+	case "DELETE /api/v1/training_runs/" + deleteProbeModel + "/checkpoints/" + deleteProbeID:
+		// SkyRL's answer for a checkpoint it does not have (api.py).
+		testkit.WriteJSON(w, http.StatusNotFound, map[string]any{"detail": "Checkpoint not found"})
 	default:
 		notFound()
 	}
@@ -939,3 +942,25 @@ func (highShift) AppendEncode(dst []int, text string) []int {
 type wrongBytes struct{ stackVocab }
 
 func (wrongBytes) TokenBytes(id int) ([]byte, bool) { return []byte{byte(id + 1)}, true }
+
+// A trainer without the DELETE checkpoint route (skyrl 0.3.0 from PyPI,
+// played by the simulator) is a warning that says the disk keeps every
+// checkpoint, never an ok.
+func TestDoctorNoDeleteRoute(t *testing.T) {
+	r := testRecipe(t, "", "sim.trainer.delete_route=false")
+	deps, emb, err := setup.Connect(context.Background(), r, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emb.Close()
+	rep := Run(context.Background(), r, deps, Options{})
+	for _, c := range rep.Checks {
+		if c.Role == "trainer" && c.Name == "delete route" {
+			if c.Status != CheckWarn || !strings.Contains(c.Detail, "stays on the trainer's disk") || !strings.Contains(c.Fix, "2026-07-16") {
+				t.Errorf("delete route row: %+v", c)
+			}
+			return
+		}
+	}
+	t.Fatalf("no delete route row:\n%s", report(t, rep))
+}

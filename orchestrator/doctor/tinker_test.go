@@ -34,7 +34,7 @@ func TestDoctorTinkerPolicy(t *testing.T) {
 			defer emb.Close()
 			rep := Run(context.Background(), r, deps, Options{})
 			want := append(tc.policy, row{"judge", "chat", CheckOK}, row{"retriever", "retrieve", CheckOK},
-				row{"trainer", "healthz", CheckOK}, row{"trainer", "base model", CheckOK},
+				row{"trainer", "healthz", CheckOK}, row{"trainer", "base model", CheckOK}, row{"trainer", "delete route", CheckOK},
 				row{"trainer", "weights", CheckOK}, row{"trainer", "optimizer", CheckOK}, row{"trainer", "checkpoints dir", CheckOK})
 			if got := rows(rep); !slices.Equal(got, want) {
 				t.Fatalf("rows:\n%v\nwant\n%v\n%s", got, want, report(t, rep))

@@ -235,7 +235,7 @@ func Connect(ctx context.Context, r *recipes.Recipe, environ []string, log io.Wr
 		}
 		gen := lm.GenerationConfigFromRecipe(r.Sim.GenerationConfig)
 		s, err := sim.Start(sim.Config{BaseModel: r.Policy.Model, JudgeModel: r.Judge.Model, JudgeAPIKey: key(r.Judge.APIKeyEnv),
-			CheckpointsDir: r.Trainer.CheckpointsDir, TrainerArchive: weights.ArchiveLayout(r.Sim.Trainer.Archive), TrainerBackend: simtrainer.Backend(r.Sim.Trainer.Backend), PrefillNoise: r.Sim.Policy.PrefillNoise, Corpus: corpus, Answers: answers, Epsilon: r.Sim.Epsilon,
+			CheckpointsDir: r.Trainer.CheckpointsDir, TrainerArchive: weights.ArchiveLayout(r.Sim.Trainer.Archive), TrainerBackend: simtrainer.Backend(r.Sim.Trainer.Backend), TrainerNoDeleteRoute: !r.Sim.Trainer.DeleteRoute, PrefillNoise: r.Sim.Policy.PrefillNoise, Corpus: corpus, Answers: answers, Epsilon: r.Sim.Epsilon,
 			PolicyReplicas: nEmbedded, Judge: r.Judge.URL == recipes.Embedded, Trainer: r.Trainer.URL == recipes.Embedded,
 			Latency: sim.LatencyFromRecipe(r.Sim), Faults: faults, GenerationConfig: &gen})
 		if err != nil {

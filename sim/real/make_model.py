@@ -127,10 +127,12 @@ def teach(model, lesson, decode):
             ids = torch.tensor([ex["ids"][:start]])
             text_ids = []
             ok = False
+            past = None
             for _ in range(48):
-                logits = model(input_ids=ids).logits[0, -1]
-                nxt = torch.multinomial(torch.softmax(logits, -1), 1, generator=gen)
-                ids = torch.cat([ids, nxt.view(1, 1)], 1)
+                res = model(input_ids=ids, past_key_values=past, use_cache=True)
+                past = res.past_key_values
+                nxt = torch.multinomial(torch.softmax(res.logits[0, -1], -1), 1, generator=gen)
+                ids = nxt.view(1, 1)
                 text_ids.append(int(nxt))
                 text = decode(text_ids)
                 if ex["kind"] == "agent" and ("</search>" in text or "</answer>" in text):

@@ -15,23 +15,27 @@ import (
 // The trainer role's contract suite run against clients/trainer and the
 // simulated Tinker API server: SkyRL's JAX backend (a LoRA of rank 8, the
 // default), its FSDP backend (full weights, one model at a time) and the
-// hosted service's try_again polling (docs/conformance.md, "Contract
-// suites").
+// hosted service's try_again polling, and a SkyRL without the DELETE
+// checkpoint route (docs/conformance.md, "Contract suites").
 func TestTrainerContract(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		backend  simtrainer.Backend
 		rank     int
 		tryAgain bool
+		noDelete bool
 	}{
-		{"jax", simtrainer.BackendJAX, 8, false},
-		{"fsdp", simtrainer.BackendFSDP, 0, false},
-		{"hosted-try-again", simtrainer.BackendJAX, 8, true},
+		{"jax", simtrainer.BackendJAX, 8, false, false},
+		{"fsdp", simtrainer.BackendFSDP, 0, false, false},
+		{"hosted-try-again", simtrainer.BackendJAX, 8, true, false},
+		// skyrl 0.3.0 from PyPI: no DELETE checkpoint route (seen running,
+		// sim/real's TestTrainerContractSkyRL).
+		{"jax-no-delete-route", simtrainer.BackendJAX, 8, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			trainertest.Run(t, func(t *testing.T) *trainertest.Backend {
 				ts := simtrainer.NewServer(sharedModel(t), contractBase, t.TempDir())
-				ts.Backend, ts.TryAgain = tc.backend, tc.tryAgain
+				ts.Backend, ts.TryAgain, ts.NoDeleteRoute = tc.backend, tc.tryAgain, tc.noDelete
 				ts.PollWait = 20 * time.Millisecond
 				// Saves take long enough for a delete to meet one running
 				// (SkyRL's 425), and futures stay pending for a few polls.
@@ -49,7 +53,7 @@ func TestTrainerContract(t *testing.T) {
 				probe := &http.Client{Transport: &http.Transport{}, Timeout: 5 * time.Second}
 				t.Cleanup(probe.CloseIdleConnections)
 				return &trainertest.Backend{
-					Trainer: c, Checkpoints: c.Checkpoints, BaseModel: contractBase, Rank: tc.rank,
+					Trainer: c, Checkpoints: c.Checkpoints, BaseModel: contractBase, Rank: tc.rank, NoDeleteRoute: tc.noDelete,
 					Tokens: sharedModel(t).Tokenizer().Encode("Question: who wrote The Old Man and the Sea? Answer: <answer> Ernest Hemingway </answer>"),
 					Lose:   func(route string, n int) { s.Fault(t, route, n, "lost") },
 					SavePending: func(id, name string) bool {

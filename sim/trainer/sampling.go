@@ -92,7 +92,7 @@ func (s *Server) createSamplingSession(w http.ResponseWriter, r *http.Request) {
 		BaseModel            *string `json:"base_model"`
 		ModelPath            *string `json:"model_path"`
 	}
-	if err := httpx.Decode(r, &req); err != nil {
+	if err := s.ignored.Decode(w, r, r.Pattern, &req); err != nil {
 		detail(w, http.StatusUnprocessableEntity, "%v", err)
 		return
 	}
@@ -183,7 +183,7 @@ type sampleJob struct {
 
 func (s *Server) asample(w http.ResponseWriter, r *http.Request) {
 	var req sampleRequest
-	if err := httpx.Decode(r, &req); err != nil {
+	if err := s.ignored.Decode(w, r, r.Pattern, &req); err != nil {
 		detail(w, http.StatusUnprocessableEntity, "%v", err)
 		return
 	}

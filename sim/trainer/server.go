@@ -65,6 +65,12 @@ type Server struct {
 	// (sim.trainer.backend; "": BackendJAX). Set it before the server
 	// takes requests.
 	Backend Backend
+	// NoDeleteRoute plays a SkyRL released before its DELETE checkpoint
+	// route (2026-07-16; skyrl 0.3.0 from PyPI is one, seen running): every
+	// DELETE is answered as FastAPI answers a path it does not serve, 404
+	// {"detail": "Not Found"}, and nothing is deleted. Set it before
+	// Handler is called.
+	NoDeleteRoute bool
 	// SessionTimeout and CleanupInterval are SkyRL's session_timeout_sec
 	// (300 s) and session_cleanup_interval_sec (60 s), tinker/config.py:
 	// every CleanupInterval the models of every active session whose last
@@ -78,6 +84,10 @@ type Server struct {
 	// the simulated vLLM's prompt_logprobs). Set it before the server
 	// takes requests.
 	PrefillNoise float64
+
+	// ignored counts the request fields the server accepted and ignored,
+	// as SkyRL's pydantic models do (their requests forbid no extra field).
+	ignored httpx.IgnoredFields
 
 	mu sync.Mutex
 	// samplingSessions are the sampling sessions by id; retrieved the
@@ -347,11 +357,55 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/v1/training_runs", s.trainingRuns)
 	mux.HandleFunc("GET /api/v1/training_runs/{id}/checkpoints", s.listCheckpoints)
 	mux.HandleFunc("POST /api/v1/unload_model", s.unloadModel)
-	mux.HandleFunc("DELETE /api/v1/training_runs/{id}/checkpoints/{path...}", s.deleteCheckpoint)
+	if !s.NoDeleteRoute {
+		mux.HandleFunc("DELETE /api/v1/training_runs/{id}/checkpoints/{path...}", s.deleteCheckpoint)
+	}
 	mux.HandleFunc("GET /api/v1/training_runs/{id}/checkpoints/{name}/archive", s.checkpointArchive)
 	mux.HandleFunc("GET /api/v1/training_runs/{id}/checkpoints/{name}/download", s.checkpointDownload)
 	mux.HandleFunc("POST /api/v1/weights_info", s.weightsInfo)
-	return httpx.Labelled(mux)
+	// Routes the Tinker SDK calls besides the training ones (seen running
+	// against skyrl 0.3.0 with tinker 0.24.1: sim/real's SDK test).
+	mux.HandleFunc("POST /api/v1/client/config", func(w http.ResponseWriter, _ *http.Request) {
+		httpx.WriteJSON(w, http.StatusOK, map[string]any{"pjwt_auth_enabled": false})
+	})
+	mux.HandleFunc("POST /api/v1/telemetry", func(w http.ResponseWriter, _ *http.Request) {
+		httpx.WriteJSON(w, http.StatusOK, map[string]any{"status": "accepted"})
+	})
+	mux.HandleFunc("POST /api/v1/get_info", s.getInfo)
+	mux.HandleFunc("GET /api/v1/training_runs/{id}", s.trainingRun)
+	mux.HandleFunc("GET /api/v1/models/{id}/checkpoints", s.listCheckpoints)
+	mux.HandleFunc("POST /api/v1/forward", s.forward)
+	return httpx.Labelled(fastAPIErrors(mux))
+}
+
+// IgnoredFields returns "ROUTE FIELD" -> requests that carried a top-level
+// field the server ignored (named in each answer's
+// httpx.IgnoredFieldsHeader too).
+func (s *Server) IgnoredFields() map[string]int { return s.ignored.Snapshot() }
+
+// fastAPIErrors answers a request no route of mux takes as FastAPI does:
+// 405 {"detail": "Method Not Allowed"} when the path has a route for
+// another method, else 404 {"detail": "Not Found"}: what a client meets on
+// a SkyRL without a route (DELETE before 2026-07-16, NoDeleteRoute).
+func fastAPIErrors(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, pattern := mux.Handler(r); pattern != "" {
+			mux.ServeHTTP(w, r)
+			return
+		}
+		for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodDelete} {
+			if m == r.Method {
+				continue
+			}
+			probe := r.Clone(r.Context())
+			probe.Method = m
+			if _, pattern := mux.Handler(probe); pattern != "" {
+				detail(w, http.StatusMethodNotAllowed, "Method Not Allowed")
+				return
+			}
+		}
+		detail(w, http.StatusNotFound, "Not Found")
+	})
 }
 
 func detail(w http.ResponseWriter, status int, format string, args ...any) {
@@ -370,7 +424,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		SDKVersion   *string        `json:"sdk_version"`
 		Type         string         `json:"type"`
 	}
-	if err := httpx.DecodeStrict(r, &req); err != nil {
+	if err := s.ignored.Decode(w, r, r.Pattern, &req); err != nil {
 		detail(w, http.StatusUnprocessableEntity, "%v", err)
 		return
 	}
@@ -391,7 +445,7 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 		SessionID string `json:"session_id"`
 		Type      string `json:"type"`
 	}
-	if err := httpx.DecodeStrict(r, &req); err != nil {
+	if err := s.ignored.Decode(w, r, r.Pattern, &req); err != nil {
 		detail(w, http.StatusUnprocessableEntity, "%v", err)
 		return
 	}
@@ -435,7 +489,7 @@ func (s *Server) createModel(w http.ResponseWriter, r *http.Request) {
 		} `json:"lora_config"`
 		Type string `json:"type"`
 	}
-	if err := httpx.DecodeStrict(r, &req); err != nil {
+	if err := s.ignored.Decode(w, r, r.Pattern, &req); err != nil {
 		detail(w, http.StatusUnprocessableEntity, "%v", err)
 		return
 	}
@@ -524,7 +578,7 @@ func (s *Server) unloadModel(w http.ResponseWriter, r *http.Request) {
 		ModelID string `json:"model_id"`
 		Type    string `json:"type"`
 	}
-	if err := httpx.DecodeStrict(r, &req); err != nil {
+	if err := s.ignored.Decode(w, r, r.Pattern, &req); err != nil {
 		detail(w, http.StatusUnprocessableEntity, "%v", err)
 		return
 	}
@@ -537,6 +591,49 @@ func (s *Server) unloadModel(w http.ResponseWriter, r *http.Request) {
 	}
 	rid := s.submit(0, 0, s.unloadJob(m))
 	httpx.WriteJSON(w, http.StatusOK, map[string]any{"request_id": rid, "model_id": m.id})
+}
+
+// getInfo implements POST get_info {model_id}: the model's base model,
+// LoRA rank and status as SkyRL answers them (404 "Model not found" for
+// an unknown id); the SDK asks when it makes a training client.
+func (s *Server) getInfo(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		ModelID string  `json:"model_id"`
+		Type    *string `json:"type"`
+	}
+	if err := s.ignored.Decode(w, r, r.Pattern, &req); err != nil {
+		detail(w, http.StatusUnprocessableEntity, "%v", err)
+		return
+	}
+	s.mu.Lock()
+	m, ok := s.models[req.ModelID]
+	s.mu.Unlock()
+	if !ok {
+		detail(w, http.StatusNotFound, "Model not found")
+		return
+	}
+	httpx.WriteJSON(w, http.StatusOK, map[string]any{"model_id": m.id, "status": "created",
+		"model_data": map[string]any{"base_model": m.base, "lora_config": map[string]any{"rank": m.rank}, "model_name": m.base}})
+}
+
+// trainingRun implements GET training_runs/{id}: one entry of the
+// training_runs listing (404 "Model not found" for an unknown id).
+func (s *Server) trainingRun(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	m, ok := s.models[r.PathValue("id")]
+	s.mu.Unlock()
+	if !ok {
+		detail(w, http.StatusNotFound, "Model not found")
+		return
+	}
+	httpx.WriteJSON(w, http.StatusOK, trainingRunEntry(m))
+}
+
+// trainingRunEntry is m as SkyRL's TrainingRun model answers it.
+func trainingRunEntry(m *trainedModel) map[string]any {
+	return map[string]any{"training_run_id": m.id, "base_model": m.base, "model_owner": "default",
+		"is_lora": true, "corrupted": false, "lora_rank": m.rank, "last_request_time": m.created.Format(time.RFC3339Nano),
+		"last_checkpoint": nil, "last_sampler_checkpoint": nil, "user_metadata": nil}
 }
 
 // unloadJob is the worker's part of unloading m (unload_model, the
@@ -746,7 +843,7 @@ func (s *Server) weightsInfo(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		TinkerPath string `json:"tinker_path"`
 	}
-	if err := httpx.DecodeStrict(r, &req); err != nil {
+	if err := s.ignored.Decode(w, r, r.Pattern, &req); err != nil {
 		detail(w, http.StatusUnprocessableEntity, "%v", err)
 		return
 	}
@@ -793,9 +890,7 @@ func (s *Server) trainingRuns(w http.ResponseWriter, r *http.Request) {
 	var runs []map[string]any
 	for i := max(offset, 0); i < len(s.order) && len(runs) < max(limit, 0); i++ {
 		m := s.models[s.order[i]]
-		runs = append(runs, map[string]any{"training_run_id": m.id, "base_model": m.base, "model_owner": "default",
-			"is_lora": true, "corrupted": false, "lora_rank": m.rank, "last_request_time": m.created.Format(time.RFC3339Nano),
-			"last_checkpoint": nil, "last_sampler_checkpoint": nil, "user_metadata": nil})
+		runs = append(runs, trainingRunEntry(m))
 	}
 	total := len(s.order)
 	s.mu.Unlock()
@@ -920,23 +1015,49 @@ type wireDatum struct {
 }
 
 type fbRequest struct {
-	ModelID              string `json:"model_id"`
-	SeqID                int    `json:"seq_id"`
-	ForwardBackwardInput struct {
-		Data         []wireDatum        `json:"data"`
-		LossFn       string             `json:"loss_fn"`
-		LossFnConfig map[string]float64 `json:"loss_fn_config"`
-	} `json:"forward_backward_input"`
-	Type string `json:"type"`
+	ModelID              string  `json:"model_id"`
+	SeqID                int     `json:"seq_id"`
+	ForwardBackwardInput fbInput `json:"forward_backward_input"`
+	Type                 string  `json:"type"`
+}
+
+// fbInput is the forward_backward_input (and forward_input) of a request.
+type fbInput struct {
+	Data         []wireDatum        `json:"data"`
+	LossFn       string             `json:"loss_fn"`
+	LossFnConfig map[string]float64 `json:"loss_fn_config"`
 }
 
 func (s *Server) forwardBackward(w http.ResponseWriter, r *http.Request) {
 	var req fbRequest
-	if err := httpx.DecodeStrict(r, &req); err != nil {
+	if err := s.ignored.Decode(w, r, r.Pattern, &req); err != nil {
 		detail(w, http.StatusUnprocessableEntity, "%v", err)
 		return
 	}
-	in := req.ForwardBackwardInput
+	s.modelPass(w, req.ModelID, req.SeqID, req, req.ForwardBackwardInput, true)
+}
+
+// forward implements POST forward: forward_backward's datums and loss,
+// answered the same way, with no gradient kept (SkyRL's forward request
+// carries forward_input).
+func (s *Server) forward(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		ModelID      string  `json:"model_id"`
+		SeqID        int     `json:"seq_id"`
+		ForwardInput fbInput `json:"forward_input"`
+		Type         string  `json:"type"`
+	}
+	if err := s.ignored.Decode(w, r, r.Pattern, &req); err != nil {
+		detail(w, http.StatusUnprocessableEntity, "%v", err)
+		return
+	}
+	s.modelPass(w, req.ModelID, req.SeqID, req, req.ForwardInput, false)
+}
+
+// modelPass checks and runs the input of a forward_backward (accumulate)
+// or forward request (body, for the request's replay check) on modelID at
+// seqID, as SkyRL does.
+func (s *Server) modelPass(w http.ResponseWriter, modelID string, seqID int, body any, in fbInput, accumulate bool) {
 	switch in.LossFn {
 	case "importance_sampling", "ppo", "cross_entropy":
 	default:
@@ -968,8 +1089,8 @@ func (s *Server) forwardBackward(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	s.sequenced(w, req.ModelID, req.SeqID, req, s.DatumDelay*time.Duration(len(in.Data)), len(in.Data), nil, func(m *trainedModel) (int, any) {
-		return s.runForwardBackward(m, in.Data, in.LossFn, in.LossFnConfig)
+	s.sequenced(w, modelID, seqID, body, s.DatumDelay*time.Duration(len(in.Data)), len(in.Data), nil, func(m *trainedModel) (int, any) {
+		return s.runForwardBackward(m, in.Data, in.LossFn, in.LossFnConfig, accumulate)
 	})
 }
 
@@ -1014,7 +1135,7 @@ func checkDatum(d wireDatum, lossFn string) error {
 	return nil
 }
 
-func (s *Server) runForwardBackward(m *trainedModel, data []wireDatum, lossFn string, cfg map[string]float64) (int, any) {
+func (s *Server) runForwardBackward(m *trainedModel, data []wireDatum, lossFn string, cfg map[string]float64, accumulate bool) (int, any) {
 	clipLow, clipHigh := 0.8, 1.2
 	if v, ok := cfg["clip_low_threshold"]; ok {
 		clipLow = v
@@ -1058,17 +1179,21 @@ func (s *Server) runForwardBackward(m *trainedModel, data []wireDatum, lossFn st
 		if s.Backend == BackendFSDP {
 			norm = 1
 		}
+		elementwise := make([]float64, len(toks))
 		for j, i := range idx {
 			w := weights[i] / norm
 			switch lossFn {
 			case "cross_entropy":
 				coef[j] = w
 				lossSum -= w * lps[j]
+				elementwise[i] = -weights[i] * lps[j]
 			default:
 				a := in["advantages"].Data[i]
 				ratio := math.Exp(lps[j] - in["logprobs"].Data[i])
 				lossSum -= w * ratio * a
+				elementwise[i] = -weights[i] * ratio * a
 				if lossFn == "ppo" && ((a > 0 && ratio > clipHigh) || (a < 0 && ratio < clipLow)) {
+					elementwise[i] = -weights[i] * min(ratio*a, math.Max(clipLow, math.Min(ratio, clipHigh))*a)
 					clipped++
 					continue
 				}
@@ -1081,12 +1206,26 @@ func (s *Server) runForwardBackward(m *trainedModel, data []wireDatum, lossFn st
 		s.model.LogProbGrad(m.params, seq, positions, coef, grad)
 		raw, _ := json.Marshal(d)
 		sum := sha256.Sum256(raw)
-		m.pending = append(m.pending, datumGrad{key: hex.EncodeToString(sum[:]), grad: grad})
+		if accumulate {
+			m.pending = append(m.pending, datumGrad{key: hex.EncodeToString(sum[:]), grad: grad})
+		}
 		out := make([]float64, len(toks))
 		for j, i := range idx {
 			out[i] = lps[j]
 		}
-		outputs = append(outputs, map[string]any{"logprobs": map[string]any{"data": float32s(out), "dtype": "float32", "shape": []int{len(out)}}})
+		o := map[string]any{"logprobs": map[string]any{"data": float32s(out), "dtype": "float32", "shape": []int{len(out)}}}
+		if s.Backend != BackendFSDP {
+			o["elementwise_loss"] = map[string]any{"data": float32s(elementwise), "dtype": "float32", "shape": []int{len(elementwise)}}
+		}
+		outputs = append(outputs, o)
+	}
+	if s.Backend != BackendFSDP {
+		// skyrl 0.3.0's JAX backend (jax.py _model_pass, seen running):
+		// per-token losses beside the logprobs, "scalar", and no metrics.
+		// Its logprobs cover every position; the simulator's only the
+		// weighted ones (0 elsewhere), which the program never reads.
+		return http.StatusOK, map[string]any{"loss_fn_output_type": "scalar", "loss_fn_outputs": outputs,
+			"metrics": map[string]float64{}, "type": "forward_backward"}
 	}
 	return http.StatusOK, map[string]any{
 		"loss_fn_output_type": "TensorData", "loss_fn_outputs": outputs,
@@ -1116,7 +1255,7 @@ func (s *Server) optimStep(w http.ResponseWriter, r *http.Request) {
 		} `json:"adam_params"`
 		Type string `json:"type"`
 	}
-	if err := httpx.DecodeStrict(r, &req); err != nil {
+	if err := s.ignored.Decode(w, r, r.Pattern, &req); err != nil {
 		detail(w, http.StatusUnprocessableEntity, "%v", err)
 		return
 	}
@@ -1190,9 +1329,9 @@ type saveRequest struct {
 
 // decodeSave decodes a save request and checks its name; false means an
 // error was answered.
-func decodeSave(w http.ResponseWriter, r *http.Request) (saveRequest, bool) {
+func (s *Server) decodeSave(w http.ResponseWriter, r *http.Request) (saveRequest, bool) {
 	var req saveRequest
-	if err := httpx.DecodeStrict(r, &req); err != nil {
+	if err := s.ignored.Decode(w, r, r.Pattern, &req); err != nil {
 		detail(w, http.StatusUnprocessableEntity, "%v", err)
 		return req, false
 	}
@@ -1258,7 +1397,7 @@ type samplerSaveRequest struct {
 // save's path is tinker://<model_id>/<name>.
 func (s *Server) saveWeights(w http.ResponseWriter, r *http.Request) {
 	var req samplerSaveRequest
-	if err := httpx.DecodeStrict(r, &req); err != nil {
+	if err := s.ignored.Decode(w, r, r.Pattern, &req); err != nil {
 		detail(w, http.StatusUnprocessableEntity, "%v", err)
 		return
 	}
@@ -1357,7 +1496,7 @@ func (s *Server) retrieveFuture(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		RequestID string `json:"request_id"`
 	}
-	if err := httpx.DecodeStrict(r, &req); err != nil {
+	if err := s.ignored.Decode(w, r, r.Pattern, &req); err != nil {
 		detail(w, http.StatusUnprocessableEntity, "%v", err)
 		return
 	}
@@ -1453,7 +1592,7 @@ const stateFile = "hindsearch_sim_state.json"
 // SkyRL's engine.py process_save_weights writes a training checkpoint; the
 // answer is tinker://<model_id>/weights/<name>.
 func (s *Server) saveState(w http.ResponseWriter, r *http.Request) {
-	req, ok := decodeSave(w, r)
+	req, ok := s.decodeSave(w, r)
 	if !ok {
 		return
 	}
@@ -1483,7 +1622,7 @@ func (s *Server) loadState(w http.ResponseWriter, r *http.Request) {
 		SeqID     int    `json:"seq_id"`
 		Type      string `json:"type"`
 	}
-	if err := httpx.DecodeStrict(r, &req); err != nil {
+	if err := s.ignored.Decode(w, r, r.Pattern, &req); err != nil {
 		detail(w, http.StatusUnprocessableEntity, "%v", err)
 		return
 	}

@@ -81,8 +81,6 @@ func metric(t *testing.T, res map[string]any, name string) float64 {
 // entropy makes it more likely).
 func TestTrainerGradientStepsChangeLikelihood(t *testing.T) {
 	f := getFixture(t)
-	ts, c, _ := newTrainer(t, f)
-	session := createSession(c)
 	tr := trainTrajectory(t, f, 7)
 	before := policyLogLik(f.model, lm.InitialParams(), tr)
 	npol := len(tr.PolicyPositions())
@@ -91,7 +89,10 @@ func TestTrainerGradientStepsChangeLikelihood(t *testing.T) {
 		adv  float64
 	}{{"importance_sampling", 1}, {"importance_sampling", -1}, {"ppo", 1}, {"ppo", -1}, {"cross_entropy", 0}} {
 		name := fmt.Sprintf("%s/adv=%v", tc.loss, tc.adv)
-		mid := createModel(c, session, k)
+		// The FSDP backend's forward_backward reports the metrics
+		// (skyrl 0.3.0's JAX backend reports none); it holds one model.
+		ts, c, _ := newTrainerBackend(t, f, BackendFSDP, 0)
+		mid := createModel(c, createSession(c), k)
 		d := datum(tr, tc.adv, 0)
 		if tc.loss == "cross_entropy" {
 			d["loss_fn_inputs"] = map[string]any{"target_tokens": d["loss_fn_inputs"].(map[string]any)["target_tokens"],
@@ -114,9 +115,9 @@ func TestTrainerGradientStepsChangeLikelihood(t *testing.T) {
 			t.Errorf("%s: tokens:sum %v, want %d", name, got, npol)
 		}
 		if tc.loss != "cross_entropy" {
-			// On policy, ratio 1 and weights normalised to 1: loss = -A.
-			if got := metric(t, res, "loss:sum"); math.Abs(got+tc.adv) > 1e-4 {
-				t.Errorf("%s: loss:sum %v, want %v", name, got, -tc.adv)
+			// On policy, ratio 1, FSDP's token sum: loss = -A per token.
+			if got := metric(t, res, "loss:sum"); math.Abs(got+tc.adv*float64(npol)) > 1e-4*float64(npol) {
+				t.Errorf("%s: loss:sum %v, want %v", name, got, -tc.adv*float64(npol))
 			}
 		}
 		if p, _ := ts.ModelParams(mid); !slices.Equal(p, lm.InitialParams()) {
@@ -147,8 +148,6 @@ func TestTrainerGradientStepsChangeLikelihood(t *testing.T) {
 // importance-sampling loss does not clip.
 func TestTrainerPPOClips(t *testing.T) {
 	f := getFixture(t)
-	ts, c, _ := newTrainer(t, f)
-	session := createSession(c)
 	tr := trainTrajectory(t, f, 12)
 	npol := float64(len(tr.PolicyPositions()))
 	for k, tc := range []struct {
@@ -164,7 +163,8 @@ func TestTrainerPPOClips(t *testing.T) {
 		{"importance_sampling", 1, -1, nil, 0},
 	} {
 		name := fmt.Sprintf("%s adv=%v shift=%v cfg=%v", tc.loss, tc.adv, tc.shift, tc.cfg)
-		mid := createModel(c, session, k)
+		ts, c, _ := newTrainerBackend(t, f, BackendFSDP, 0) // reports metrics
+		mid := createModel(c, createSession(c), k)
 		res := c.Call("/api/v1/forward_backward", fbBody(mid, 1, tc.loss, tc.cfg, datum(tr, tc.adv, tc.shift)))
 		if got := metric(t, res, "clipped:sum"); got != tc.clipped {
 			t.Errorf("%s: clipped:sum %v, want %v", name, got, tc.clipped)
@@ -272,7 +272,7 @@ func TestTrainerSeqIDs(t *testing.T) {
 // TestTrainerRejectsBadRequests checks the trainer's validation.
 func TestTrainerRejectsBadRequests(t *testing.T) {
 	f := getFixture(t)
-	_, c, _ := newTrainer(t, f)
+	ts, c, _ := newTrainer(t, f)
 	session := createSession(c)
 	mid := createModel(c, session, 0)
 	tr := trainTrajectory(t, f, 3)
@@ -303,11 +303,6 @@ func TestTrainerRejectsBadRequests(t *testing.T) {
 		body any
 		want int
 	}{
-		{"unknown field", "/api/v1/forward_backward", func() any {
-			b := fbBody(mid, 1, "ppo", nil, d)
-			b["extra"] = 1
-			return b
-		}(), 422},
 		{"unknown loss", "/api/v1/forward_backward", fbBody(mid, 1, "dpo", nil, d), 400},
 		{"short tensor", "/api/v1/forward_backward", fbBody(mid, 1, "ppo", nil, bad("short", d, func(m map[string]any) {
 			inputs(m)["weights"] = tensor([]float64{1}, "float32")
@@ -352,6 +347,17 @@ func TestTrainerRejectsBadRequests(t *testing.T) {
 	}
 	if st, body := c.Result(acc["request_id"].(string)); st != http.StatusBadRequest || body["detail"] == nil {
 		t.Errorf("non-next-token targets: %d %v, want 400 with detail", st, body)
+	}
+	// A field the request model lacks is ignored, as SkyRL's pydantic
+	// models do (seen running: the Tinker SDK's lora_config fields), and
+	// counted.
+	b := fbBody(mid, 2, "ppo", nil, d)
+	b["extra"] = 1
+	if st, body := c.Post("/api/v1/forward_backward", b); st != http.StatusOK {
+		t.Errorf("unknown field: status %d %v, want 200 (ignored)", st, body)
+	}
+	if got := ts.IgnoredFields(); got["POST /api/v1/forward_backward extra"] != 1 {
+		t.Errorf("ignored fields %v", got)
 	}
 }
 
@@ -434,5 +440,55 @@ func TestSimTrainerSessionsAnswerLikeSkyRL(t *testing.T) {
 	}
 	if st, body := c.Post("/api/v1/optim_step", optimBody("nope", 1, 0.1)); st != http.StatusNotFound || body["detail"] != "Model not found" {
 		t.Errorf("optim_step of an unknown model: %d %v", st, body)
+	}
+}
+
+// skyrl 0.3.0's JAX backend (seen running through the Tinker SDK, sim/real)
+// answers forward_backward with loss_fn_output_type "scalar", per-token
+// losses beside the logprobs, and no metrics; POST forward answers the
+// same and trains nothing.
+func TestTrainerJAXForwardBackwardShape(t *testing.T) {
+	f := getFixture(t)
+	ts, c, _ := newTrainer(t, f)
+	mid := createModel(c, createSession(c), 0)
+	tr := trainTrajectory(t, f, 7)
+	res := c.Call("/api/v1/forward_backward", fbBody(mid, 1, "importance_sampling", nil, datum(tr, 1, 0)))
+	if res["loss_fn_output_type"] != "scalar" || len(res["metrics"].(map[string]any)) != 0 {
+		t.Errorf("forward_backward: %v", res)
+	}
+	out := res["loss_fn_outputs"].([]any)[0].(map[string]any)
+	loss := out["elementwise_loss"].(map[string]any)["data"].([]any)
+	nonzero := 0
+	for _, v := range loss {
+		if v.(float64) != 0 {
+			nonzero++
+		}
+	}
+	if want := len(tr.PolicyPositions()); nonzero != want {
+		t.Errorf("%d non-zero per-token losses, want one per weighted token (%d)", nonzero, want)
+	}
+	fwd := datum(tr, 1, 0)
+	body := map[string]any{"model_id": mid, "seq_id": 2, "forward_input": map[string]any{"data": []any{fwd}, "loss_fn": "importance_sampling"}, "type": "forward"}
+	if got := c.Call("/api/v1/forward", body); got["loss_fn_output_type"] != "scalar" || len(got["loss_fn_outputs"].([]any)) != 1 {
+		t.Errorf("forward: %v", got)
+	}
+	c.Call("/api/v1/optim_step", optimBody(mid, 3, 0.02))
+	p, _ := ts.ModelParams(mid)
+	if slices.Equal(p, lm.InitialParams()) {
+		t.Error("the forward_backward's gradient was not applied")
+	}
+	// A forward alone leaves nothing to apply.
+	mid2 := createModel(c, createSession(c), 1)
+	c.Call("/api/v1/forward", map[string]any{"model_id": mid2, "seq_id": 1, "forward_input": map[string]any{"data": []any{fwd}, "loss_fn": "importance_sampling"}, "type": "forward"})
+	c.Call("/api/v1/optim_step", optimBody(mid2, 2, 0.02))
+	if p, _ := ts.ModelParams(mid2); !slices.Equal(p, lm.InitialParams()) {
+		t.Error("a forward changed the parameters")
+	}
+	// Unknown routes and methods are FastAPI's.
+	if st, body := c.Get("/api/v1/no_such_route"); st != 404 || body["detail"] != "Not Found" {
+		t.Errorf("unknown route: %d %v", st, body)
+	}
+	if st, body := c.Get("/api/v1/forward_backward"); st != 405 || body["detail"] != "Method Not Allowed" {
+		t.Errorf("wrong method: %d %v", st, body)
 	}
 }

@@ -13,6 +13,7 @@ package trainertest
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -40,6 +41,11 @@ type Backend struct {
 	// such as "/api/v1/save_weights") in full and then drop the answers,
 	// as a network that loses an answer does.
 	Lose func(route string, n int)
+	// NoDeleteRoute says the server has no DELETE checkpoint route (SkyRL
+	// before 2026-07-16: skyrl 0.3.0 from PyPI): every DeleteCheckpoint
+	// must then fail with an error wrapping trainer.ErrNoDeleteRoute and
+	// leave the checkpoint listed, never pass for a deletion.
+	NoDeleteRoute bool
 	// SavePending reports whether the checkpoint name of modelID exists
 	// on the server and is still being saved (SkyRL's 425); nil skips the
 	// subtest that deletes a checkpoint while it is saved.
@@ -243,7 +249,8 @@ func unload(t *testing.T, b *Backend) {
 
 // conformance.md "Tinker API: model lifetime and checkpoint retention"
 // (DELETE training_runs/{id}/checkpoints/{weights|sampler_weights}/{name}:
-// 204, then 404, which the client takes for done).
+// 204, then 404 "Checkpoint not found", which the client takes for done;
+// a server without the route answers FastAPI's bare 404, which must not).
 func deleteBoth(t *testing.T, b *Backend) {
 	id := newModel(t, b)
 	if _, err := b.Trainer.SaveWeightsForSampler(ctx(t), id, "contract-s1"); err != nil {
@@ -253,6 +260,16 @@ func deleteBoth(t *testing.T, b *Backend) {
 		t.Fatal(err)
 	}
 	for _, ck := range []struct{ typ, id, name string }{{"sampler", "sampler_weights/contract-s1", "contract-s1"}, {"training", "weights/contract-w1", "contract-w1"}} {
+		if b.NoDeleteRoute {
+			err := b.Trainer.DeleteCheckpoint(ctx(t), id, ck.id)
+			if !errors.Is(err, trainer.ErrNoDeleteRoute) {
+				t.Errorf("delete %s on a server without the route: %v, want an error wrapping trainer.ErrNoDeleteRoute", ck.id, err)
+			}
+			if !listed(t, b, id, ck.typ, ck.name) {
+				t.Errorf("%s is no longer listed, yet the server has no DELETE route", ck.id)
+			}
+			continue
+		}
 		for i := range 2 {
 			if err := b.Trainer.DeleteCheckpoint(ctx(t), id, ck.id); err != nil {
 				t.Fatalf("delete %s (%d): %v", ck.id, i+1, err)
@@ -273,6 +290,9 @@ func deleteBoth(t *testing.T, b *Backend) {
 func deletePending(t *testing.T, b *Backend) {
 	if b.SavePending == nil {
 		t.Skip("the backend cannot tell a save still running")
+	}
+	if b.NoDeleteRoute {
+		t.Skip("the server has no DELETE checkpoint route (DeleteCheckpointBothKinds checks its refusal)")
 	}
 	id := newModel(t, b)
 	done := make(chan error, 1)
