@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/hindsearch/hindsearch/clients/policy/sglang"
@@ -66,9 +67,12 @@ func TestSGLangServerGivesTheSameBatchesAsVLLM(t *testing.T) {
 // policy.server tinker samples through the embedded trainer's Tinker
 // routes (asample on sampling sessions of ephemeral saves) the same model
 // with the same sampler as the simulated vLLM: the same settings give
-// the same batches and evaluations, LoRA or full weights, on-policy or
-// one step off-policy (JAX, whose sampling sessions keep their
-// checkpoint's weights).
+// the same batches and evaluations, LoRA or full weights, and with the
+// initial policy as the teacher on JAX. The simulated JAX backend loads a
+// sampled checkpoint into the slot it trains, as SkyRL's does (B1): before
+// the run served the initial weights from base-model sessions there, the
+// teacher's scoring of the initial save rolled the training back from
+// step 2 on and the batches parted from vLLM's.
 func TestTinkerServerGivesTheSameBatchesAsVLLM(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs six short trainings")
@@ -79,7 +83,7 @@ func TestTinkerServerGivesTheSameBatchesAsVLLM(t *testing.T) {
 	}{
 		{"lora", []string{"sim.trainer.backend=jax"}},
 		{"full-fsdp", []string{"trainer.lora_rank=0", "sim.trainer.backend=fsdp"}},
-		{"lora-offpolicy", []string{"sim.trainer.backend=jax", "train.max_off_policy_steps=1"}},
+		{"lora-teacher-initial", []string{"sim.trainer.backend=jax", "hindsight.teacher=initial", "train.steps=4"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			run := func(sets ...string) *Summary {
@@ -109,9 +113,6 @@ func TestTinkerServerGivesTheSameBatchesAsVLLM(t *testing.T) {
 			if sync == "sync.kind=sglang_disk" {
 				ref = append(ref, "policy.server=sglang")
 			}
-			if slices.Contains(tc.sets, "train.max_off_policy_steps=1") && sync == "sync.kind=sglang_disk" {
-				t.Fatal("sglang_disk cannot go off-policy")
-			}
 			want := run(ref...)
 			got := run("policy.server=tinker", "sync.kind=tinker", "policy.tokenize=local")
 			if a, b := stepDigests(want), stepDigests(got); !slices.Equal(a, b) {
@@ -121,5 +122,25 @@ func TestTinkerServerGivesTheSameBatchesAsVLLM(t *testing.T) {
 				t.Errorf("evaluations: %s %s\ntinker %s", ref, a, b)
 			}
 		})
+	}
+}
+
+// Off the policy, sync.kind tinker on SkyRL's JAX backend would sample
+// checkpoints older than the weights being trained, which that backend
+// loads into the training slot (B1): the run refuses before step 1,
+// naming the key and the fix, instead of training from rolled-back weights.
+func TestTinkerOffPolicyOnJAXIsRefused(t *testing.T) {
+	r := testRecipe(t, "", "sim.trainer.backend=jax", "train.max_off_policy_steps=1", "policy.server=tinker", "sync.kind=tinker", "policy.tokenize=local")
+	deps, emb, err := setup.Connect(t.Context(), r, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emb.Close()
+	_, err = (&Runner{Recipe: r, Deps: deps}).Run(t.Context())
+	if err == nil || !strings.Contains(err.Error(), "train.max_off_policy_steps") || !strings.Contains(err.Error(), "rolling the training back") {
+		t.Fatalf("run: %v, want the preflight's refusal", err)
+	}
+	if n := emb.Sim().Trainer.SlotReloads(); n != 0 {
+		t.Errorf("%d slot reloads before the refusal", n)
 	}
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/hindsearch/hindsearch/orchestrator/doctor"
 	"github.com/hindsearch/hindsearch/orchestrator/fleet"
+	"github.com/hindsearch/hindsearch/recipes"
 )
 
 // syncWeights runs step 7 of DESIGN §2 for a trained step: the trainer
@@ -84,20 +86,41 @@ func (ru *run) saveAndServe(ctx context.Context, ss fleet.SessionSync, name stri
 	return s.Path, nil
 }
 
-// serveInitial makes policy.model, under sync.kind tinker, the sampling
-// session of an ephemeral save of the run's new model: its initial
-// weights, which are the base model's. Sampling the base model itself
-// is not possible everywhere (SkyRL's FSDP and Megatron backends refuse a
-// request without a model id), a save of the model is. A resumed run
-// serves its restored weights the same way (resumeSessions).
+// serveInitial serves policy.model, the run's initial weights, under
+// sync.kind tinker, as the server can (doctor.ProbeTinkerSampling):
+//   - SkyRL's JAX backend (a model's checkpoints share the slot it
+//     trains): from base-model sampling sessions, which a fresh LoRA
+//     equals (lora_B zero). Sampling a save of the model would load it
+//     into the training slot whenever it is sampled after the weights
+//     moved on: an initial-policy teacher would roll the training back
+//     every step (source audit B1, seen running).
+//   - SkyRL's FSDP and Megatron backends (no base-model sampling) and the
+//     hosted service: the sampling session of an ephemeral save of the new
+//     model. With hindsight.teacher initial that name is pinned: it stays
+//     served past sync.keep, instead of falling back to base-model
+//     sampling (refused on FSDP, whose preflight refuses that recipe: B2).
+//
+// A resumed run serves its restored weights through a save
+// (resumeSessions).
 func (ru *run) serveInitial(ctx context.Context) error {
 	ss, ok := ru.sync.(fleet.SessionSync)
 	if !ok {
 		return nil
 	}
+	kind, err := doctor.ProbeTinkerSampling(ctx, ru.r, ru.Deps.Policies[0], ru.Deps.Tokenizer)
+	if err != nil {
+		return fmt.Errorf("initial weights: how the Tinker server samples: %w", err)
+	}
+	if kind == doctor.TinkerSharedSlot {
+		fmt.Fprintf(ru.Out, "sync.kind tinker on %s: %s is sampled from base-model sessions\n", kind, ru.r.Policy.Model)
+		return nil
+	}
 	path, err := ru.saveAndServe(ctx, ss, ru.r.Policy.Model, 0)
 	if err != nil {
 		return fmt.Errorf("initial weights: %w", err)
+	}
+	if ru.r.Hindsight.Enabled && ru.r.Hindsight.Teacher == recipes.TeacherInitial {
+		ss.Pin(ru.r.Policy.Model)
 	}
 	ru.mu.Lock()
 	ru.initialSampler = path

@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -57,6 +58,9 @@ func (c *checker) tinkerPolicy(ctx context.Context, p *tinker.Client) replicaChe
 	default:
 		add("capabilities", CheckOK, "lists "+c.r.Policy.Model, "")
 	}
+	if c.r.Sync.Kind == recipes.SyncTinker {
+		rc.checks = append(rc.checks, c.samplingSlots(ctx, p))
+	}
 	if !c.full {
 		return rc
 	}
@@ -78,11 +82,7 @@ func (c *checker) tinkerPolicy(ctx context.Context, p *tinker.Client) replicaChe
 	switch {
 	case baseRefused && c.r.Sync.Kind == recipes.SyncTinker:
 		note := "the server does not sample the base model itself (SkyRL's FSDP or Megatron backend); the run samples it through an ephemeral save of its new model, which this check cannot make without creating one"
-		st, fix := CheckOK, ""
-		if c.r.Hindsight.Enabled && c.r.Hindsight.Teacher == recipes.TeacherInitial {
-			st, fix = CheckWarn, "on this backend every sampling session samples the newest saved weights, so hindsight.teacher initial scores with the current policy: use hindsight.teacher self, or the JAX backend"
-		}
-		add("sample", st, note, fix)
+		add("sample", CheckOK, note, "")
 		add("prompt logprobs", CheckSkip, note, "")
 		add(localTokenizerRow, CheckSkip, note, "")
 		return rc
@@ -108,6 +108,107 @@ func (c *checker) tinkerPolicy(ctx context.Context, p *tinker.Client) replicaChe
 	}
 	rc.checks = append(rc.checks, tinkerTokenizerCheck(rc.url, tok, comp))
 	return rc
+}
+
+// TinkerSampling is how a Tinker server that trains the policy (sync.kind
+// tinker) samples a model's sampler checkpoints: what the run may ask of
+// it (ProbeTinkerSampling).
+type TinkerSampling int
+
+const (
+	// TinkerOwnSessions: each sampling session samples the weights it was
+	// made over (the hosted service, as documented; not seen running).
+	TinkerOwnSessions TinkerSampling = iota
+	// TinkerSharedSlot: SkyRL's JAX backend. A model's sampler checkpoints
+	// are loaded, when sampled, into the adapter slot the model trains
+	// (backends/jax.py load_sampler_checkpoint; seen running, sim/real):
+	// sampling an older checkpoint rolls the training weights back. The
+	// base model is sampled from a slot of its own, and a fresh LoRA
+	// (lora_B zero) is the base model.
+	TinkerSharedSlot
+	// TinkerOneVersion: SkyRL's FSDP and Megatron backends. Their
+	// inference engines hold the newest saved weights, which every
+	// sampling session samples, and a sample without a model (the base
+	// model) is refused.
+	TinkerOneVersion
+)
+
+// String names the behaviour and the servers that have it.
+func (k TinkerSampling) String() string {
+	switch k {
+	case TinkerSharedSlot:
+		return "one slot per model, shared by its training and its sampler checkpoints (SkyRL's JAX backend)"
+	case TinkerOneVersion:
+		return "the newest saved weights in every session, no base-model sampling (SkyRL's FSDP or Megatron backend)"
+	}
+	return "each session its own weights (the hosted service)"
+}
+
+// ProbeTinkerSampling tells a Tinker policy server's TinkerSampling: the
+// hosted service by its URL, SkyRL's backends by a one-token sample of
+// the base model (policy.model), which the FSDP and Megatron backends
+// refuse with "Sampling requested for unknown model_id(s)".
+func ProbeTinkerSampling(ctx context.Context, r *recipes.Recipe, p policy.Policy, tok *roles.Tokenizer) (TinkerSampling, error) {
+	if strings.Contains(p.URL(), HostedTinkerHost) {
+		return TinkerOwnSessions, nil
+	}
+	if tok == nil {
+		return 0, errors.New("no local tokenizer to build the probe")
+	}
+	prompt := tok.Vocab.AppendEncode(nil, tok.Chat([]policy.Message{{Role: "user", Content: tinkerProbe}}, true))
+	seed := int64(1)
+	_, err := p.Complete(ctx, policy.CompletionRequest{Model: r.Policy.Model, Prompt: prompt, MaxTokens: 1, Sampling: policy.Greedy(), Seed: &seed})
+	switch {
+	case err != nil && strings.Contains(err.Error(), fsdpBaseRefusal):
+		return TinkerOneVersion, nil
+	case err != nil:
+		return 0, err
+	}
+	return TinkerSharedSlot, nil
+}
+
+// samplingSlots is the "sampling slots" row of sync.kind tinker: how the
+// server samples (ProbeTinkerSampling) against what the recipe asks. Off
+// the policy (train.max_off_policy_steps above 0) a step samples weights
+// older than the ones being trained, which SkyRL's JAX backend would load
+// into the training slot (rolling the training back: source audit B1) and
+// its FSDP backend cannot serve at all; hindsight.teacher initial needs the
+// initial weights served all run long, which FSDP cannot (B2) and JAX
+// serves from the base model.
+func (c *checker) samplingSlots(ctx context.Context, p policy.Policy) Check {
+	ch := Check{Role: "policy", Server: p.URL(), Name: "sampling slots"}
+	tok, err := c.deps.LocalTokenizer()
+	if err != nil {
+		ch.Status, ch.Detail = CheckSkip, "no local tokenizer to build the probe (see the local tokenizer row)"
+		return ch
+	}
+	cctx, cancel := c.bounded(ctx)
+	kind, err := ProbeTinkerSampling(cctx, c.r, p, tok)
+	cancel()
+	if err != nil {
+		ch.Status, ch.Detail, ch.Fix = CheckFail, "a one-token sample of the base model: "+reason(err), tinkerFix(err)
+		return ch
+	}
+	initial := c.r.Hindsight.Enabled && c.r.Hindsight.Teacher == recipes.TeacherInitial
+	off := c.r.Train.MaxOffPolicySteps
+	ch.Status, ch.Detail = CheckOK, kind.String()
+	switch {
+	case kind == TinkerSharedSlot && off > 0:
+		ch.Status = CheckFail
+		ch.Detail += fmt.Sprintf(": with train.max_off_policy_steps %d a step samples a checkpoint older than the one being trained, which this backend loads into the training slot, rolling the training back (docs/conformance.md, B1)", off)
+		ch.Fix = "set train.max_off_policy_steps: 0, or sample the policy with vLLM (policy.server vllm, sync.kind lora)"
+	case kind == TinkerOneVersion && off > 0:
+		ch.Status = CheckFail
+		ch.Detail += fmt.Sprintf(": with train.max_off_policy_steps %d a step would sample older weights, which this backend no longer holds (it samples the newest)", off)
+		ch.Fix = "set train.max_off_policy_steps: 0, or sample the policy with vLLM or SGLang replicas"
+	case kind == TinkerOneVersion && initial:
+		ch.Status = CheckFail
+		ch.Detail += ": hindsight.teacher initial needs the initial weights served all run long, and this backend samples only the newest (docs/conformance.md, B2)"
+		ch.Fix = "use hindsight.teacher: self, or the JAX backend, or vLLM replicas that keep the base model served (policy.server vllm, sync.kind lora)"
+	case kind == TinkerSharedSlot && initial:
+		ch.Detail += "; hindsight.teacher initial is served by base-model sampling sessions (a fresh LoRA is the base model), never by the model's own checkpoints"
+	}
+	return ch
 }
 
 // tinkerTokenizerCheck holds the local tokenizer to what the server

@@ -20,9 +20,9 @@ func TestDoctorTinkerPolicy(t *testing.T) {
 		backend string
 		policy  []row
 	}{
-		{"jax", []row{{"policy", "health", CheckOK}, {"policy", "capabilities", CheckOK}, {"policy", "sample", CheckOK},
+		{"jax", []row{{"policy", "health", CheckOK}, {"policy", "capabilities", CheckOK}, {"policy", "sampling slots", CheckOK}, {"policy", "sample", CheckOK},
 			{"policy", "prompt logprobs", CheckOK}, {"policy", "local tokenizer", CheckOK}}},
-		{"fsdp", []row{{"policy", "health", CheckOK}, {"policy", "capabilities", CheckOK}, {"policy", "sample", CheckOK},
+		{"fsdp", []row{{"policy", "health", CheckOK}, {"policy", "capabilities", CheckOK}, {"policy", "sampling slots", CheckOK}, {"policy", "sample", CheckOK},
 			{"policy", "prompt logprobs", CheckSkip}, {"policy", "local tokenizer", CheckSkip}}},
 	} {
 		t.Run(tc.backend, func(t *testing.T) {
@@ -39,12 +39,56 @@ func TestDoctorTinkerPolicy(t *testing.T) {
 			if got := rows(rep); !slices.Equal(got, want) {
 				t.Fatalf("rows:\n%v\nwant\n%v\n%s", got, want, report(t, rep))
 			}
-			if d := rep.Checks[2].Detail; tc.backend == "fsdp" && !strings.Contains(d, "ephemeral save") {
+			if d := rep.Checks[3].Detail; tc.backend == "fsdp" && !strings.Contains(d, "ephemeral save") {
 				t.Errorf("sample row on fsdp: %q", d)
 			}
-			if d := rep.Checks[4].Detail; tc.backend == "jax" && !strings.Contains(d, "read back to themselves") {
+			if d := rep.Checks[5].Detail; tc.backend == "jax" && !strings.Contains(d, "read back to themselves") {
 				t.Errorf("local tokenizer row: %q", d)
 			}
+		})
+	}
+}
+
+// The sampling slots row holds the recipe to what the backend can serve
+// under sync.kind tinker: off the policy, SkyRL's JAX backend would roll
+// the training back (B1) and its FSDP backend has no older weights; the
+// initial-policy teacher needs the initial weights all run long, which
+// FSDP cannot serve (B2) and JAX serves from the base model. Preflight
+// stops such a run before step 1.
+func TestDoctorTinkerSamplingSlots(t *testing.T) {
+	for _, tc := range []struct {
+		sets   []string
+		status CheckStatus
+		detail string
+	}{
+		{[]string{"sim.trainer.backend=jax"}, CheckOK, "SkyRL's JAX backend"},
+		{[]string{"sim.trainer.backend=jax", "train.max_off_policy_steps=1"}, CheckFail, "rolling the training back"},
+		{[]string{"sim.trainer.backend=jax", "hindsight.teacher=initial"}, CheckOK, "served by base-model sampling sessions"},
+		{[]string{"sim.trainer.backend=fsdp"}, CheckOK, "FSDP or Megatron"},
+		{[]string{"sim.trainer.backend=fsdp", "train.max_off_policy_steps=1"}, CheckFail, "samples the newest"},
+		{[]string{"sim.trainer.backend=fsdp", "hindsight.teacher=initial"}, CheckFail, "B2"},
+	} {
+		t.Run(strings.Join(tc.sets, ","), func(t *testing.T) {
+			r := testRecipe(t, "", append([]string{"policy.server=tinker", "sync.kind=tinker", "policy.tokenize=local"}, tc.sets...)...)
+			deps, emb, err := setup.Connect(context.Background(), r, nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer emb.Close()
+			rep := Run(context.Background(), r, deps, Options{})
+			for _, c := range rep.Checks {
+				if c.Name == "sampling slots" {
+					if c.Status != tc.status || !strings.Contains(c.Detail, tc.detail) {
+						t.Errorf("row %+v, want %s with %q", c, tc.status, tc.detail)
+					}
+					err := Preflight(context.Background(), r, deps)
+					if (err != nil) != (tc.status == CheckFail) {
+						t.Errorf("preflight: %v", err)
+					}
+					return
+				}
+			}
+			t.Fatalf("no sampling slots row:\n%s", report(t, rep))
 		})
 	}
 }

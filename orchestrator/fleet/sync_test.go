@@ -6,6 +6,7 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -19,6 +20,8 @@ import (
 	"time"
 
 	"github.com/hindsearch/hindsearch/clients/policy"
+	"github.com/hindsearch/hindsearch/clients/policy/tinker"
+	"github.com/hindsearch/hindsearch/clients/trainer"
 	"github.com/hindsearch/hindsearch/clients/transport"
 	"github.com/hindsearch/hindsearch/recipes"
 	"github.com/hindsearch/hindsearch/sim/lm"
@@ -1020,4 +1023,33 @@ type loadRecorder struct {
 func (l *loadRecorder) LoadLoRA(_ context.Context, name, path string) error {
 	l.loads = append(l.loads, [2]string{name, path})
 	return nil
+}
+
+// sync.kind tinker serves the sync.keep newest names; a pinned name (the
+// initial weights an initial-policy teacher scores with, on a server
+// whose sessions keep their own weights) stays served however many follow.
+// Before the pin, the initial name fell out after keep steps and the
+// teacher's requests went to the base model (source audit B2).
+func TestTinkerSyncPin(t *testing.T) {
+	tr, err := trainer.New(transport.Options{BaseURL: "http://127.0.0.1:1"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	p, err := tinker.New(tr, tinker.Options{BaseModel: "base"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	s := &tinkerSync{ps: []*tinker.Client{p}, keep: 2}
+	s.Serve("initial", trainer.SamplerSession{SessionID: "s0"})
+	s.Pin("initial")
+	for i := 1; i <= 5; i++ {
+		s.Serve(fmt.Sprintf("step%d", i), trainer.SamplerSession{SessionID: fmt.Sprintf("s%d", i)})
+	}
+	for name, want := range map[string]bool{"initial": true, "step3": false, "step4": true, "step5": true} {
+		if got := p.Serves(name); got != want {
+			t.Errorf("serves %s: %v, want %v", name, got, want)
+		}
+	}
 }

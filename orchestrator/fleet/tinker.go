@@ -17,8 +17,11 @@ import (
 type SessionSync interface {
 	Sync
 	// Serve makes the policy sample weights name from the sampling
-	// session ss, and forgets the names beyond the keep newest.
+	// session ss, and forgets the names beyond the keep newest (pinned
+	// names aside).
 	Serve(name string, ss trainer.SamplerSession)
+	// Pin keeps name served however many newer names Serve adds.
+	Pin(name string)
 }
 
 // tinkerSync is sync.kind tinker: the policy is the Tinker server that
@@ -29,8 +32,10 @@ type SessionSync interface {
 type tinkerSync struct {
 	ps   []*tinker.Client
 	keep int
-	// order names the weights served, oldest first.
-	order []string
+	// order names the weights served, oldest first; pinned are never
+	// forgotten (and not counted against keep).
+	order  []string
+	pinned map[string]bool
 }
 
 var _ SessionSync = (*tinkerSync)(nil)
@@ -54,6 +59,9 @@ func (s *tinkerSync) Serve(name string, ss trainer.SamplerSession) {
 	for _, p := range s.ps {
 		p.Serve(name, ss.SessionID)
 	}
+	if s.pinned[name] {
+		return
+	}
 	s.order = append(slices.DeleteFunc(s.order, func(n string) bool { return n == name }), name)
 	for len(s.order) > s.keep {
 		for _, p := range s.ps {
@@ -61,6 +69,15 @@ func (s *tinkerSync) Serve(name string, ss trainer.SamplerSession) {
 		}
 		s.order = s.order[1:]
 	}
+}
+
+// Pin keeps name served: it leaves the keep window's order.
+func (s *tinkerSync) Pin(name string) {
+	if s.pinned == nil {
+		s.pinned = map[string]bool{}
+	}
+	s.pinned[name] = true
+	s.order = slices.DeleteFunc(s.order, func(n string) bool { return n == name })
 }
 
 // Apply serves the sampler weights at tinkerPath as name through a

@@ -56,7 +56,9 @@ type buildError struct {
 	out string
 }
 
-func (e *buildError) Error() string { return "go build ./cmd/orchestrate: " + e.err.Error() + "\n" + e.out }
+func (e *buildError) Error() string {
+	return "go build ./cmd/orchestrate: " + e.err.Error() + "\n" + e.out
+}
 
 func TestMain(m *testing.M) {
 	code := m.Run()

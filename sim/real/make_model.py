@@ -40,7 +40,7 @@ from tokenizers import Tokenizer
 from transformers import AutoModelForCausalLM, Qwen3Config
 
 SEED = 20261203
-LESSON_STEPS = 100
+LESSON_STEPS = 200
 LESSON_BATCH = 16
 LESSON_LR = 3e-3
 

@@ -82,7 +82,7 @@ func (a *skyrlAdapter) get(t *testing.T, st *stack) (tinkerPath, archive string)
 		// One step, so the adapter is not the zero update.
 		tk, _ := tokenizer.Qwen3()
 		toks := tk.Encode("Question: who wrote The Old Man and the Sea? <answer> Ernest Hemingway </answer>")
-		if _, err = tc.ForwardBackward(ctx, id, []trainer.Datum{lessonDatum(toks)}, "importance_sampling", nil); err == nil {
+		if _, err = tc.ForwardBackward(ctx, id, []trainer.Datum{contracttest.ImportanceDatum(toks)}, "importance_sampling", nil); err == nil {
 			_, err = tc.OptimStep(ctx, id, trainer.AdamParams{LearningRate: 1e-2, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8})
 		}
 		if err != nil {
@@ -98,25 +98,6 @@ func (a *skyrlAdapter) get(t *testing.T, st *stack) (tinkerPath, archive string)
 		t.Fatalf("sampler weights from SkyRL: %v", a.err)
 	}
 	return a.path, a.archive
-}
-
-// lessonDatum is an importance-sampling datum over toks, its second half
-// weighted.
-func lessonDatum(toks []int) trainer.Datum {
-	n := len(toks) - 1
-	targets := make([]int64, n)
-	lps, advs, ws := make([]float32, n), make([]float32, n), make([]float32, n)
-	for i := range n {
-		targets[i] = int64(toks[i+1])
-		if i >= n/2 {
-			ws[i], advs[i], lps[i] = 1, 1, -2
-		}
-	}
-	return trainer.Datum{
-		ModelInput: trainer.ModelInput{Chunks: []trainer.Chunk{{Type: "encoded_text", Tokens: toks[:n]}}},
-		LossFnInputs: map[string]trainer.TensorData{"target_tokens": trainer.Int64Tensor(targets), "weights": trainer.Float32Tensor(ws),
-			"logprobs": trainer.Float32Tensor(lps), "advantages": trainer.Float32Tensor(advs)},
-	}
 }
 
 // TestPolicyContractVLLM runs the policy role's contract suite, unchanged,

@@ -111,8 +111,8 @@ stamp=$(cat "$HERE/make_model.py" "$HERE/teach/main.go" "$REPO/clients/policy/to
 if [ "$(cat "$MODEL/.made-by" 2>/dev/null)" != "$stamp" ]; then
 	t=$(date +%s)
 	rm -rf "$MODEL" "$MODEL.lesson.jsonl"
-	say "making the tiny model (random weights, then a 100-step lesson: about 3 minutes on 2 cores)"
-	(cd "$REPO" && go run ./sim/real/teach -repo . -n 1632 > "$MODEL.lesson.jsonl") || die "writing the lesson failed"
+	say "making the tiny model (random weights, then a 200-step lesson: about 5 minutes on 2 cores)"
+	(cd "$REPO" && go run ./sim/real/teach -repo . -n 3264 > "$MODEL.lesson.jsonl") || die "writing the lesson failed"
 	(cd "$HERE/skyrl" && HF_HUB_OFFLINE=1 "$SKYRL_PY" "$HERE/make_model.py" "$REPO" "$MODEL" "$MODEL.lesson.jsonl") |
 		grep -E '^(lesson|tiny model)' || die "making the tiny model failed"
 	echo "$stamp" > "$MODEL/.made-by"

@@ -77,6 +77,34 @@ func samplerSnapshot(m *trainedModel) lm.Params {
 	return p
 }
 
+// loadIntoSlot is SkyRL's JAX backend sampling sampler checkpoint ckpt of
+// m (backends/jax.py load_sampler_weights, load_sampler_checkpoint; seen
+// running, sim/real's TestSkyRLJAXSharesTheTrainingSlot): unless ckpt is
+// the checkpoint last loaded (loaded_checkpoint_id, set only by a load),
+// its weights snap are written into the adapter slot the model trains, so
+// the next forward_backward and optim_step start from them; the weights
+// sampled are the slot's, which after an optim_step are the trained ones
+// even for the checkpoint still "loaded". Called with trainMu held; a load
+// that changes the training weights is counted (SlotReloads).
+func (s *Server) loadIntoSlot(m *trainedModel, ckpt string, snap lm.Params) lm.Params {
+	if m.loadedSampler != ckpt {
+		if !slices.Equal(samplerSnapshot(m), snap) {
+			copy(m.params, snap)
+			s.slotReloads.Add(1)
+		}
+		m.loadedSampler, m.loadedAt = ckpt, m.t
+		return snap
+	}
+	if m.t == m.loadedAt {
+		return snap
+	}
+	return samplerSnapshot(m)
+}
+
+// SlotReloads counts the sampler loads on the JAX backend that overwrote a
+// model's training weights with other weights (loadIntoSlot).
+func (s *Server) SlotReloads() int64 { return s.slotReloads.Load() }
+
 // markerArchive is the tar SkyRL's FSDP and Megatron backends write in
 // place of sampler weights for a transient save (skyrl_train_backend.py
 // save_sampler_checkpoint, persist=False).
@@ -398,6 +426,13 @@ func (s *Server) runSample(job sampleJob) (int, any) {
 				return fail(fmt.Sprintf("load sampler weights %s/%s: %v", job.modelID, job.ckpt, err))
 			}
 			params = p
+		}
+		if s.Backend != BackendFSDP {
+			s.trainMu.Lock()
+			if s.live[job.modelID] == m {
+				params = s.loadIntoSlot(m, job.ckpt, params)
+			}
+			s.trainMu.Unlock()
 		}
 	}
 	out := map[string]any{"type": "sample", "prompt_logprobs": nil, "topk_prompt_logprobs": nil}

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hindsearch/hindsearch/sim/internal/httpx"
@@ -85,6 +86,8 @@ type Server struct {
 	// takes requests.
 	PrefillNoise float64
 
+	// slotReloads counts loadIntoSlot's overwrites of training weights.
+	slotReloads atomic.Int64
 	// ignored counts the request fields the server accepted and ignored,
 	// as SkyRL's pydantic models do (their requests forbid no extra field).
 	ignored httpx.IgnoredFields
@@ -205,6 +208,11 @@ type trainedModel struct {
 	// under trainMu).
 	samplers map[string]lm.Params
 	synced   lm.Params
+	// loadedSampler is the sampler checkpoint last loaded into the
+	// model's slot (SkyRL JAX's loaded_checkpoint_id), loadedAt the
+	// optimiser step count then (loadIntoSlot).
+	loadedSampler string
+	loadedAt      int
 }
 
 // checkpoint is a save's record, as SkyRL's CheckpointDB row: pending

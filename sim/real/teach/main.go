@@ -15,7 +15,7 @@
 // passages, answers and gets critiques the program accepts, so every path
 // of a step meets the real servers (sim/real/README.md).
 //
-// Usage: go run ./sim/real/teach -repo . -n 1632 > lesson.jsonl
+// Usage: go run ./sim/real/teach -repo . -n 3264 > lesson.jsonl
 //
 // Each line is {"kind": "agent"|"judge", "ids": [...], "train": [...]}:
 // train is 1 on the tokens the model learns to write (the turns, the
@@ -43,7 +43,7 @@ import (
 
 func main() {
 	repo := flag.String("repo", ".", "the repository root (the shipped data is read from recipes/data)")
-	n := flag.Int("n", 1632, "examples to write")
+	n := flag.Int("n", 3264, "examples to write")
 	seed := flag.Uint64("seed", 1, "the lesson's seed")
 	flag.Parse()
 	if err := run(os.Stdout, *repo, *n, *seed); err != nil {
