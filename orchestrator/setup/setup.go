@@ -340,7 +340,9 @@ func Connect(ctx context.Context, r *recipes.Recipe, environ []string, log io.Wr
 				simURL++
 			}
 		}
-		c, err := newPolicy(r, opts("policy", u), key(r.Trainer.APIKeyEnv), deps.Tokenizer)
+		po := opts("policy", u)
+		po.PoolSize = PolicyPoolSize(r)
+		c, err := newPolicy(r, po, key(r.Trainer.APIKeyEnv), deps.Tokenizer)
 		if err != nil {
 			return fail(fmt.Errorf("policy.urls: %w", err))
 		}
@@ -368,6 +370,17 @@ func LoadAndConnect(ctx context.Context, path string, sets, environ []string, lo
 	}
 	deps, emb, err := Connect(ctx, r, environ, log, options...)
 	return r, deps, emb, err
+}
+
+// PolicyPoolSize is the connection pool of one policy replica's client:
+// http.pool_size, raised to what the replica can have in flight at once,
+// policy.concurrency rollout calls plus judge.concurrency groups' teacher
+// scoring (each an HTTP/1.1 request of its own, or for a Tinker policy an
+// asample whose retrieve_future poll holds a connection). A smaller pool
+// would cap the concurrency the recipe asks for without a word (source
+// audit C7: 512 asamples through 64 connections).
+func PolicyPoolSize(r *recipes.Recipe) int {
+	return max(r.HTTP.PoolSize, r.Policy.Concurrency+r.Judge.Concurrency)
 }
 
 // newPolicy builds the client of one policy replica for policy.server:

@@ -355,6 +355,9 @@ func (c *Client) Complete(ctx context.Context, req policy.CompletionRequest) (*p
 		}
 		out.Logprobs[i] = *lp
 	}
+	if zeroFilled(out.Logprobs) {
+		return nil, fmt.Errorf("tinker policy complete %s: %w", c.URL(), ErrZeroLogprobs)
+	}
 	switch seq.StopReason {
 	case "stop", "length":
 		out.FinishReason = seq.StopReason
@@ -375,6 +378,28 @@ func (c *Client) Complete(ctx context.Context, req policy.CompletionRequest) (*p
 		}
 	}
 	return out, nil
+}
+
+// ErrZeroLogprobs is a sample whose every logprob is exactly 0: SkyRL's
+// FSDP backend fills zeros when its vLLM returned none
+// (skyrl_train_backend.py, source audit C5), which would make every
+// importance ratio exp(lp - 0) and train on nonsense.
+var ErrZeroLogprobs = errors.New("every sampled logprob is exactly 0: the server filled in logprobs it did not compute (SkyRL's FSDP backend does when its vLLM returns none); check its inference engines' logprobs settings")
+
+// zeroFilled reports whether lps are a fill of zeros rather than a
+// model's logprobs: at least 4, all exactly 0 (a model's sampled token has
+// probability exactly 1 only by rounding, and not four times running at
+// the temperatures a run samples with).
+func zeroFilled(lps []float64) bool {
+	if len(lps) < 4 {
+		return false
+	}
+	for _, lp := range lps {
+		if lp != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // text is the text of ids under the local tokenizer, special tokens

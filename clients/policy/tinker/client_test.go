@@ -282,3 +282,27 @@ func TestBackpressureIsBounded(t *testing.T) {
 		t.Fatalf("%v, want the 429 after backing off", err)
 	}
 }
+
+// SkyRL's FSDP backend answers zeros for the logprobs its vLLM did not
+// return (source audit C5): a sample of four or more tokens whose every
+// logprob is exactly 0 is refused with ErrZeroLogprobs, never trained on;
+// a short one (one token at probability 1 by rounding) is not.
+func TestCompleteRefusesZeroFilledLogprobs(t *testing.T) {
+	s := newServer(t)
+	zeros := func(tokens []int) any {
+		r := seq(tokens, "length")
+		sq := r["sequences"].([]any)[0].(map[string]any)
+		sq["logprobs"] = make([]float64, len(tokens))
+		return r
+	}
+	c := newClient(t, s)
+	req := policy.CompletionRequest{Model: "Qwen/Qwen2.5-3B-Instruct", Prompt: []int{5}, MaxTokens: 4, Sampling: policy.Neutral()}
+	s.result = func(map[string]any) any { return zeros([]int{2, 2, 2, 2}) }
+	if _, err := c.Complete(context.Background(), req); !errors.Is(err, ErrZeroLogprobs) {
+		t.Errorf("four zero logprobs: %v, want ErrZeroLogprobs", err)
+	}
+	s.result = func(map[string]any) any { return zeros([]int{2}) }
+	if _, err := c.Complete(context.Background(), req); err != nil {
+		t.Errorf("one token at logprob 0: %v", err)
+	}
+}
