@@ -1330,10 +1330,14 @@ func (c *checker) deleteRoute(ctx context.Context, tr trainer.Trainer) Check {
 	switch {
 	case err == nil:
 		ch.Status, ch.Detail = CheckOK, "DELETE training_runs/{id}/checkpoints/{id} is served (asked about a checkpoint no server has: not found)"
+	case errors.Is(err, trainer.ErrNoDeleteRoute) && c.r.Trainer.CheckpointsDir != "":
+		ch.Status = CheckWarn
+		ch.Detail = fmt.Sprintf("DELETE training_runs/{id}/checkpoints/{id} answered FastAPI's bare 404 (the route came to SkyRL on 2026-07-16; skyrl 0.3.0 from PyPI lacks it): the run removes superseded checkpoints (checkpoint.keep %d) from trainer.checkpoints_dir %s itself, in SkyRL's layout; SkyRL's database keeps listing them", c.r.Checkpoint.Keep, c.r.Trainer.CheckpointsDir)
+		ch.Fix = "nothing, if trainer.checkpoints_dir is the trainer's --checkpoints-base as this machine sees it; or run a SkyRL with the route (docs/gpu.md)"
 	case errors.Is(err, trainer.ErrNoDeleteRoute):
 		ch.Status = CheckWarn
 		ch.Detail = fmt.Sprintf("DELETE training_runs/{id}/checkpoints/{id} answered FastAPI's bare 404: %v; the run's retention (checkpoint.keep %d) cannot delete a superseded checkpoint, so every state and sampler checkpoint the run saves stays on the trainer's disk", err, c.r.Checkpoint.Keep)
-		ch.Fix = "run a SkyRL with the route (its main branch since 2026-07-16; docs/gpu.md), or delete what trainer_checkpoints.json lists on the trainer's disk by hand; size the disk for every checkpoint the run saves"
+		ch.Fix = "set trainer.checkpoints_dir to the trainer's --checkpoints-base (the run then removes superseded checkpoints there), run a SkyRL with the route (its main branch since 2026-07-16; docs/gpu.md), or delete what trainer_checkpoints.json lists on the trainer's disk by hand"
 	default:
 		ch.Status, ch.Detail = CheckWarn, "a DELETE of a checkpoint no server has: "+reason(err)
 		ch.Fix = "the run's retention deletes superseded checkpoints with this route: check the trainer's answer above (docs/conformance.md, Tinker API retention)"

@@ -956,7 +956,7 @@ func TestDoctorNoDeleteRoute(t *testing.T) {
 	rep := Run(context.Background(), r, deps, Options{})
 	for _, c := range rep.Checks {
 		if c.Role == "trainer" && c.Name == "delete route" {
-			if c.Status != CheckWarn || !strings.Contains(c.Detail, "stays on the trainer's disk") || !strings.Contains(c.Fix, "2026-07-16") {
+			if c.Status != CheckWarn || !strings.Contains(c.Detail, "removes superseded checkpoints") || !strings.Contains(c.Detail, "2026-07-16") {
 				t.Errorf("delete route row: %+v", c)
 			}
 			return

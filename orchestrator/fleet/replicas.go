@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,8 +21,12 @@ type Replicas struct {
 	// replica is healthy and serves the weights in use, loading them again
 	// if it lost them; nil means keep it down.
 	Readmit func(ctx context.Context, p policy.Policy) error
-	mu      sync.Mutex
-	probing []bool
+	// ReadmitFor is how long a drained replica is probed before it is
+	// given up (0: 10 minutes); once every drained replica is given up
+	// and none is up, calls fail instead of waiting.
+	ReadmitFor time.Duration
+	mu         sync.Mutex
+	probing    []bool
 	// book, when set, records which weights each replica holds (see
 	// weightBook): a request needing given weights goes only to a replica
 	// that holds them.
@@ -84,14 +89,15 @@ func (r *Replicas) markDown(i int) {
 	go r.probe(i)
 }
 
-// probe tries to re-admit replica i every 200 ms, for at most 10 minutes.
+// probe tries to re-admit replica i every 200 ms, for at most
+// readmitFor.
 func (r *Replicas) probe(i int) {
 	defer func() {
 		r.mu.Lock()
 		r.probing[i] = false
 		r.mu.Unlock()
 	}()
-	deadline := time.Now().Add(10 * time.Minute)
+	deadline := time.Now().Add(r.readmitFor())
 	for time.Now().Before(deadline) {
 		time.Sleep(200 * time.Millisecond)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -148,6 +154,12 @@ func (r *Replicas) CallFor(ctx context.Context, model string, f func(p policy.Po
 		}
 		r.markDown(i)
 		for !r.live() {
+			if !r.anyProbing() {
+				// Every probe gave up (ReadmitFor each): no replica will
+				// come back. Without this check the call waited forever
+				// (seen running: a vLLM whose engine died).
+				return fmt.Errorf("every policy replica is down and none came back within %s: %w", r.readmitFor(), err)
+			}
 			select {
 			case <-ctx.Done():
 				return err
@@ -155,4 +167,26 @@ func (r *Replicas) CallFor(ctx context.Context, model string, f func(p policy.Po
 			}
 		}
 	}
+}
+
+// anyProbing reports whether a background probe may still re-admit a
+// drained replica.
+func (r *Replicas) anyProbing() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, p := range r.probing {
+		if p {
+			return true
+		}
+	}
+	return false
+}
+
+// readmitFor is how long a drained replica is probed before it is given
+// up (ReadmitFor, default 10 minutes).
+func (r *Replicas) readmitFor() time.Duration {
+	if r.ReadmitFor > 0 {
+		return r.ReadmitFor
+	}
+	return 10 * time.Minute
 }

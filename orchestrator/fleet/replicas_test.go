@@ -1,9 +1,14 @@
 package fleet
 
 import (
+	"context"
+	"net"
 	"slices"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/hindsearch/hindsearch/clients/policy"
 )
@@ -81,3 +86,37 @@ type fakePolicy struct {
 }
 
 func (p *fakePolicy) URL() string { return p.url }
+
+// deadPolicy is a replica whose server is gone: every call and health
+// check is refused.
+type deadPolicy struct{ fakePolicy }
+
+func (p *deadPolicy) Health(context.Context) error { return syscall.ECONNREFUSED }
+
+// When every replica is down and the probes that would re-admit them gave
+// up, a call fails naming why, instead of waiting forever (seen running: a
+// vLLM whose engine died left the run waiting with no end).
+func TestCallFailsWhenNoReplicaComesBack(t *testing.T) {
+	r := New([]policy.Policy{&deadPolicy{fakePolicy{url: "a"}}})
+	r.Readmit = func(context.Context, policy.Policy) error { return nil }
+	r.ReadmitFor = 300 * time.Millisecond
+	calls := 0
+	done := make(chan error, 1)
+	go func() {
+		done <- r.Call(context.Background(), func(policy.Policy) error {
+			calls++
+			return &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}
+		})
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "every policy replica is down") {
+			t.Errorf("call: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the call still waits 10 s after the only replica was given up")
+	}
+	if calls != 1 {
+		t.Errorf("%d calls, want 1", calls)
+	}
+}

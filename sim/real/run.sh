@@ -164,8 +164,13 @@ vllm_env=(env LD_PRELOAD="$TCMALLOC:$IOMP" VLLM_CPU_KVCACHE_SPACE=1 VLLM_CPU_OMP
 # module does.
 vllm_args=(-m vllm.entrypoints.openai.api_server --model "$MODEL" --served-model-name "$MODEL_NAME"
 	--host 127.0.0.1 --dtype float32 --max-model-len 4096 --enforce-eager --seed 0)
+# --max-num-seqs 1: vllm-cpu 0.32.0 kills its engine when a request with
+# prompt_logprobs is batched with another while LoRA is on (its CPU punica
+# wrapper maps LoRAs per request where prompt logprobs need one per token:
+# RuntimeError in bgmv_shrink; seen running, docs/conformance.md). One
+# sequence at a time never meets it.
 start vllm "${vllm_env[@]}" VLLM_ALLOW_RUNTIME_LORA_UPDATING=True "$VLLM_PY" "${vllm_args[@]}" --port "$VLLM_PORT" \
-	--enable-lora --max-lora-rank 8 --max-loras 4
+	--enable-lora --max-lora-rank 8 --max-loras 4 --max-num-seqs 1
 start judge "${vllm_env[@]}" "$VLLM_PY" "${vllm_args[@]}" --port "$JUDGE_PORT"
 
 wait_ready() { # name url seconds
