@@ -54,6 +54,12 @@ func TestRunSyncsBothArchiveLayouts(t *testing.T) {
 					t.Errorf("%s archive is gzip: %v", layout, gz)
 				}
 				dir, _ := filepath.Abs(filepath.Join(r.Sync.Dir, "test-step0002"))
+				model := filepath.Base(filepath.Dir(filepath.Dir(archives[0])))
+				if kind == recipes.SyncLoRA {
+					// Adapters are unpacked under the trainer model that
+					// saved them (vLLM's prefix cache keys name and path).
+					dir, _ = filepath.Abs(filepath.Join(r.Sync.Dir, model, "test-step0002"))
+				}
 				for i, p := range emb.Sim().Policies {
 					switch kind {
 					case recipes.SyncLoRA:
@@ -71,7 +77,7 @@ func TestRunSyncsBothArchiveLayouts(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				trained, _ := emb.Sim().Trainer.ModelParams(filepath.Base(filepath.Dir(filepath.Dir(archives[0]))))
+				trained, _ := emb.Sim().Trainer.ModelParams(model)
 				for i := range trained {
 					trained[i] = float64(float32(trained[i]))
 				}

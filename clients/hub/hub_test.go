@@ -8,7 +8,6 @@ import (
 	"errors"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -195,28 +194,4 @@ func TestTokenAndCache(t *testing.T) {
 func sha256Hex(b []byte) string {
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])
-}
-
-// What Get writes reads back as huggingface_hub reads its cache
-// (testdata/read_cache.py, standard-library Python that follows
-// try_to_load_from_cache), when python3 is on the machine.
-func TestCacheReadsBackLikeHuggingfaceHub(t *testing.T) {
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("no python3")
-	}
-	h := hubtest.New(t)
-	data := blob(3_000, 5)
-	h.Add("dataset", "PeterJinGo/nq_hotpotqa_train", "sub/train.parquet", data, true, false)
-	dir := t.TempDir()
-	if _, err := client(t, h, "").Get(context.Background(), File{Repo: "PeterJinGo/nq_hotpotqa_train", Type: Dataset, Path: "sub/train.parquet"}, dir); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command(py, "testdata/read_cache.py", dir, "dataset", "PeterJinGo/nq_hotpotqa_train", "main", "sub/train.parquet").CombinedOutput()
-	if err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
-	if got := strings.TrimSpace(string(out)); got != sha256Hex(data) {
-		t.Errorf("python read back sha256 %s, want %s", got, sha256Hex(data))
-	}
 }

@@ -82,8 +82,11 @@ func (s *loraSync) Apply(ctx context.Context, tinkerPath, name string) error {
 			}
 			s.book.dropped(i, old)
 		}
-		_ = os.RemoveAll(filepath.Join(s.dir, old))
+		d := s.dirOf(old)
+		_ = os.RemoveAll(d)
+		_ = os.Remove(filepath.Dir(d)) // the model's directory, once empty
 		delete(s.paths, old)
+		delete(s.dirs, old)
 	}
 	return nil
 }

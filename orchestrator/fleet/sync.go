@@ -284,7 +284,7 @@ func NewSync(r *recipes.Recipe, reps *Replicas) (Sync, error) {
 		reps.book = newWeightBook(r.Policy.Model, false, len(reps.ps))
 		// Off-policy sampling needs the k steps before the newest kept
 		// loaded.
-		return &loraSync{syncState: syncState{reps: reps, book: reps.book, checkpointsDir: r.Trainer.CheckpointsDir,
+		return &loraSync{syncState: syncState{reps: reps, book: reps.book, checkpointsDir: r.Trainer.CheckpointsDir, uniquePaths: true,
 			dir: r.Sync.Dir, keep: max(r.Sync.Keep, r.Train.MaxOffPolicySteps+2, 1)}}, nil
 	case recipes.SyncSGLangDisk:
 		if r.Train.MaxOffPolicySteps > 0 {
@@ -343,9 +343,20 @@ type syncState struct {
 	dir            string
 	keep           int
 	// order names the weights kept, oldest first; paths maps each to its
-	// unpacked directory (absolute: the servers resolve it).
+	// unpacked directory (absolute: the servers resolve it), dirs to the
+	// directory under dir it was unpacked into.
 	order []string
 	paths map[string]string
+	dirs  map[string]string
+	// uniquePaths unpacks each save under the trainer model that saved
+	// it, <dir>/<model_id>/<name>, never <dir>/<name>: vLLM keys its
+	// prefix cache by an adapter's name and path, so a name reloaded from
+	// the same path with other weights (a rerun with --overwrite, a resume
+	// training a step again: each a new trainer model) would reuse KV
+	// computed with the old weights (vLLM 0.32's serving code warns
+	// "Prefix-cache blocks computed with its previous weights are not
+	// invalidated"). Set for sync.kind lora.
+	uniquePaths bool
 }
 
 // ensureWith loads model with loadOn on every replica up that the book says
@@ -377,7 +388,18 @@ func (s *syncState) unpack(tinkerPath, name string, unpackFn func(archive, dir s
 	if err != nil {
 		return "", fmt.Errorf("sync: %w", err)
 	}
-	path, err := unpackFn(archive, filepath.Join(s.dir, name))
+	sub := name
+	if s.uniquePaths {
+		model, _, _, err := trainer.SplitCheckpointPath(tinkerPath)
+		if err != nil || !trainer.ValidModelID(model) {
+			return "", fmt.Errorf("sync: %s: no trainer model id to unpack under", tinkerPath)
+		}
+		sub = filepath.Join(model, name)
+	}
+	if old := s.dirs[name]; old != "" && old != filepath.Join(s.dir, sub) {
+		_ = os.RemoveAll(old) // an earlier unpack of the name: other weights
+	}
+	path, err := unpackFn(archive, filepath.Join(s.dir, sub))
 	if err != nil {
 		return "", fmt.Errorf("sync: %w", err)
 	}
@@ -389,7 +411,19 @@ func (s *syncState) unpack(tinkerPath, name string, unpackFn func(archive, dir s
 		s.paths = map[string]string{}
 	}
 	s.paths[name] = abs
+	if s.dirs == nil {
+		s.dirs = map[string]string{}
+	}
+	s.dirs[name] = filepath.Join(s.dir, sub)
 	return abs, nil
+}
+
+// dirOf is the directory name's weights were unpacked into (under dir).
+func (s *syncState) dirOf(name string) string {
+	if d := s.dirs[name]; d != "" {
+		return d
+	}
+	return filepath.Join(s.dir, name)
 }
 
 // onEach runs f on each replica index, concurrently (loading weights is

@@ -432,7 +432,9 @@ func TestLoRASyncApply(t *testing.T) {
 		if err := s.Apply(ctx, "tinker://model-7/sampler_weights/"+name, name); err != nil {
 			t.Fatalf("apply %s: %v", name, err)
 		}
-		abs := filepath.Join(wd, "adapters", name)
+		// Under the trainer model that saved it: a later model's save of
+		// the same name is another path, which vLLM's prefix cache keys.
+		abs := filepath.Join(wd, "adapters", "model-7", name)
 		for k, srv := range servers {
 			srv.mu.Lock()
 			got := srv.loads[i]
@@ -477,7 +479,7 @@ func TestLoRASyncApply(t *testing.T) {
 			t.Errorf("the book says replica %d holds the unloaded adapter", k)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(wd, "adapters", "run-step0001")); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(wd, "adapters", "model-7", "run-step0001")); !os.IsNotExist(err) {
 		t.Error("the unloaded adapter's directory is still there")
 	}
 	if !slices.Equal(s.order, []string{"run-step0002", "run-step0003"}) {
@@ -489,6 +491,23 @@ func TestLoRASyncApply(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "no policy replica holds weights run-step0001") ||
 		!strings.Contains(err.Error(), servers[0].URL) || !strings.Contains(err.Error(), servers[1].URL) {
 		t.Errorf("request for an unloaded adapter: %v", err)
+	}
+	// The same name saved by another trainer model (a rerun with
+	// --overwrite, a resume) is loaded from another path: vLLM keys its
+	// prefix cache by name and path, and would otherwise reuse KV computed
+	// with the first model's weights. The first model's copy goes.
+	writeSimArchive(t, filepath.Join(ck, "model-8", "sampler_weights", "run-step0003.tar.gz"))
+	if err := s.Apply(ctx, "tinker://model-8/sampler_weights/run-step0003", "run-step0003"); err != nil {
+		t.Fatal(err)
+	}
+	servers[0].mu.Lock()
+	last := servers[0].loads[len(servers[0].loads)-1]
+	servers[0].mu.Unlock()
+	if want := filepath.Join(wd, "adapters", "model-8", "run-step0003"); last["lora_path"] != want {
+		t.Errorf("reload of run-step0003 from model-8: lora_path %v, want %s", last["lora_path"], want)
+	}
+	if _, err := os.Stat(filepath.Join(wd, "adapters", "model-7", "run-step0003")); !os.IsNotExist(err) {
+		t.Error("model-7's copy of run-step0003 is still there")
 	}
 }
 
@@ -508,7 +527,7 @@ func TestLoRASyncApplyNestedAndErrors(t *testing.T) {
 	srv.mu.Lock()
 	got := srv.loads[0]["lora_path"]
 	srv.mu.Unlock()
-	if want := filepath.Join(root, "adapters", "n1", "n1"); got != want {
+	if want := filepath.Join(root, "adapters", "m", "n1", "n1"); got != want {
 		t.Errorf("lora_path %v, want the nested adapter dir %s", got, want)
 	}
 
@@ -594,7 +613,7 @@ func TestLoRASyncReplicaFailsThenRejoins(t *testing.T) {
 	servers[1].mu.Lock()
 	loads := slices.Clone(servers[1].loads)
 	servers[1].mu.Unlock()
-	if want := slices.Repeat([]map[string]any{{"lora_name": "n1", "lora_path": filepath.Join(root, "adapters", "n1")}}, 3); !reflect.DeepEqual(loads, want) {
+	if want := slices.Repeat([]map[string]any{{"lora_name": "n1", "lora_path": filepath.Join(root, "adapters", "m", "n1")}}, 3); !reflect.DeepEqual(loads, want) {
 		t.Errorf("replica 1 load bodies %v, want %v", loads, want)
 	}
 
@@ -651,7 +670,7 @@ func TestLoRASyncRestore(t *testing.T) {
 	servers[1].mu.Lock()
 	loads := servers[1].loads
 	servers[1].mu.Unlock()
-	if want := []map[string]any{{"lora_name": "n1", "lora_path": filepath.Join(root, "adapters", "n1")}}; !reflect.DeepEqual(loads, want) {
+	if want := []map[string]any{{"lora_name": "n1", "lora_path": filepath.Join(root, "adapters", "m", "n1")}}; !reflect.DeepEqual(loads, want) {
 		t.Errorf("restore loaded %v, want %v", loads, want)
 	}
 	for _, n := range []string{"base", "n1", "n2"} {

@@ -170,7 +170,7 @@ vllm_args=(-m vllm.entrypoints.openai.api_server --model "$MODEL" --served-model
 # RuntimeError in bgmv_shrink; seen running, docs/conformance.md). One
 # sequence at a time never meets it.
 start vllm "${vllm_env[@]}" VLLM_ALLOW_RUNTIME_LORA_UPDATING=True "$VLLM_PY" "${vllm_args[@]}" --port "$VLLM_PORT" \
-	--enable-lora --max-lora-rank 8 --max-loras 4 --max-num-seqs 1
+	--enable-lora --max-lora-rank 8 --max-loras 4 --max-num-seqs 1 ${HINDSEARCH_REAL_VLLM_FLAGS:-}
 start judge "${vllm_env[@]}" "$VLLM_PY" "${vllm_args[@]}" --port "$JUDGE_PORT"
 
 wait_ready() { # name url seconds
