@@ -55,8 +55,16 @@ type Options struct {
 	Out io.Writer
 	// Only, when non-empty, runs only these scenario groups: speedup
 	// (async, lockstep: async_speedup, busy_fraction,
-	// retriever_calls_saved), hindsight, replicas, cpu.
+	// retriever_calls_saved), hindsight, replicas, cpu, cpu-real.
 	Only []string
+	// RealPolicy are the --set flags that point the policy at real
+	// servers (policy.urls, policy.model, policy.tokenizer, ...): the
+	// cpu-real group measures the CPU per turn against them beside the
+	// same rollouts against the simulator, in pairs. Empty: no cpu-real.
+	RealPolicy []string
+	// RealRollout are --set flags both sides of cpu-real share (the
+	// turn and context budgets a small real model needs).
+	RealRollout []string
 }
 
 func (o Options) wants(group string) bool {
@@ -78,6 +86,13 @@ type Report struct {
 	ReplicaScaling2       float64 `json:"replica_scaling_2"`
 	ReplicaScaling4       float64 `json:"replica_scaling_4"`
 	RetrieverCallsSaved   float64 `json:"retriever_calls_saved"`
+	// CPUMicrosPerTurnRealVLLM and CPUMicrosPerTurnRealSim are the
+	// cpu-real group's medians: the orchestrator's CPU per policy turn
+	// against real policy servers (Options.RealPolicy) and against the
+	// simulator with the same rollout settings, run in alternating pairs
+	// (0 when the group did not run).
+	CPUMicrosPerTurnRealVLLM float64 `json:"cpu_us_per_turn_real_policy,omitempty"`
+	CPUMicrosPerTurnRealSim  float64 `json:"cpu_us_per_turn_real_sim,omitempty"`
 	// CPUSecondsPerPaperStep is cpu_us_per_turn over a paper-scale step's
 	// benchPaperTurns policy turns, in seconds: the control plane's CPU
 	// next to a step's minutes of GPU time (docs/bench.md).
@@ -250,9 +265,48 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		rep.BytesPerInflightToken = cpu["bytes_per_token"]
 		rep.CPUSecondsPerPaperStep = rep.CPUMicrosPerTurn * benchPaperTurns / 1e6
 	}
+	if o.SimCommand != nil && len(o.RealPolicy) > 0 && o.wants("cpu-real") {
+		var reals, sims []map[string]float64
+		for i := range benchRealPairs {
+			order := []bool{true, false} // the real side first, then the simulator
+			if i%2 == 1 {
+				order = []bool{false, true} // and the other way round
+			}
+			for _, real := range order {
+				name := fmt.Sprintf("cpu-real-sim-%d", i+1)
+				var policySets []string
+				if real {
+					name, policySets = fmt.Sprintf("cpu-real-policy-%d", i+1), o.RealPolicy
+				}
+				fmt.Fprintf(o.Out, "bench: %s ...\n", name)
+				extra := append([]string{"policy.tokenize=" + recipes.TokenizeLocal}, o.RealRollout...)
+				cpu, err := benchCPUWith(ctx, o, n(benchRealBatch), name, policySets, extra...)
+				if err != nil {
+					return nil, fmt.Errorf("scenario %s: %w", name, err)
+				}
+				fmt.Fprintf(o.Out, "bench: %s: %.0f turns, %.0f us CPU per turn\n", name, cpu["turns"], cpu["cpu_us_per_turn"])
+				rep.Scenarios[name] = cpu
+				if real {
+					reals = append(reals, cpu)
+				} else {
+					sims = append(sims, cpu)
+				}
+			}
+		}
+		rep.Scenarios["cpu-real-policy"] = medianRun(reals, "cpu_us_per_turn")
+		rep.Scenarios["cpu-real-sim"] = medianRun(sims, "cpu_us_per_turn")
+		rep.CPUMicrosPerTurnRealVLLM = rep.Scenarios["cpu-real-policy"]["cpu_us_per_turn"]
+		rep.CPUMicrosPerTurnRealSim = rep.Scenarios["cpu-real-sim"]["cpu_us_per_turn"]
+	}
 	rep.Seconds = time.Since(t0).Seconds()
 	return rep, nil
 }
+
+// The cpu-real group: pairs of runs, questions per run (x5 samples).
+const (
+	benchRealPairs = 3
+	benchRealBatch = 8
+)
 
 // benchRun runs one scenario recipe against its own embedded servers.
 func benchRun(ctx context.Context, path string, sets []string) (*benchOutcome, error) {
@@ -294,6 +348,13 @@ func benchRun(ctx context.Context, path string, sets []string) (*benchOutcome, e
 // per held token, rolling out batch*5 trajectories against zero-latency
 // simulated servers started in a separate process.
 func benchCPU(ctx context.Context, o Options, batch int, name string, extra ...string) (map[string]float64, error) {
+	return benchCPUWith(ctx, o, batch, name, nil, extra...)
+}
+
+// benchCPUWith is benchCPU with the policy given by policySets (real
+// servers: policy.urls and what their model needs) instead of the
+// simulator's; the retriever stays the simulator process's either way.
+func benchCPUWith(ctx context.Context, o Options, batch int, name string, policySets []string, extra ...string) (map[string]float64, error) {
 	// The simulator runs in another process: its tokenizer is built here
 	// from the same recipe (policy.tokenizer sim).
 	sets := append(append([]string{}, benchCommon...), "policy.tokenizer="+recipes.TokenizerSim)
@@ -306,6 +367,7 @@ func benchCPU(ctx context.Context, o Options, batch int, name string, extra ...s
 	sets = append(sets, "policy.urls="+strings.Join(urls.Policy, ","), "retriever.url="+urls.Retriever,
 		"judge.url="+urls.Judge, "trainer.url="+urls.Trainer, "trainer.checkpoints_dir="+urls.Checkpoints,
 		"output.dir="+filepath.Join(o.Dir, name))
+	sets = append(sets, policySets...)
 	r, deps, emb, err := setup.LoadAndConnect(ctx, o.Recipe, sets, nil, nil)
 	if err != nil {
 		return nil, err
@@ -555,17 +617,21 @@ func startSimProcess(ctx context.Context, argv []string, recipe string, sets []s
 var benchTargets = []struct {
 	key, target, scenario string
 	get                   func(*Report) float64
+	// optional rows are left out when their group did not run (0).
+	optional bool
 }{
-	{"async_speedup", ">= 1.5", "rollout makespan, lockstep / async, long-tail workload", func(r *Report) float64 { return r.AsyncSpeedup }},
-	{"hindsight_overhead", "<= 1.05", "step wall time, hindsight / plain GRPO", func(r *Report) float64 { return r.HindsightOverhead }},
-	{"busy_fraction", ">= 0.95", "share of the async rollout with policy work running", func(r *Report) float64 { return r.BusyFraction }},
-	{"cpu_us_per_turn", "<= 400", "orchestrator CPU per policy turn, servers in another process", func(r *Report) float64 { return r.CPUMicrosPerTurn }},
-	{"cpu_us_per_turn_local", "-", "the same with policy.tokenize local (no /tokenize round trips)", func(r *Report) float64 { return r.CPUMicrosPerTurnLocal }},
-	{"cpu_seconds_per_paper_step", "<= 4", "cpu_us_per_turn x 10,240 turns (a paper-scale step), in seconds", func(r *Report) float64 { return r.CPUSecondsPerPaperStep }},
-	{"bytes_per_inflight_token", "-", "orchestrator heap per token held by trajectories", func(r *Report) float64 { return r.BytesPerInflightToken }},
-	{"replica_scaling_2", ">= 1.8", "throughput, 2 replicas / 1", func(r *Report) float64 { return r.ReplicaScaling2 }},
-	{"replica_scaling_4", ">= 3.4", "throughput, 4 replicas / 1", func(r *Report) float64 { return r.ReplicaScaling4 }},
-	{"retriever_calls_saved", "-", "share of searches without an HTTP call of their own", func(r *Report) float64 { return r.RetrieverCallsSaved }},
+	{"async_speedup", ">= 1.5", "rollout makespan, lockstep / async, long-tail workload", func(r *Report) float64 { return r.AsyncSpeedup }, false},
+	{"hindsight_overhead", "<= 1.05", "step wall time, hindsight / plain GRPO", func(r *Report) float64 { return r.HindsightOverhead }, false},
+	{"busy_fraction", ">= 0.95", "share of the async rollout with policy work running", func(r *Report) float64 { return r.BusyFraction }, false},
+	{"cpu_us_per_turn", "<= 400", "orchestrator CPU per policy turn, servers in another process", func(r *Report) float64 { return r.CPUMicrosPerTurn }, false},
+	{"cpu_us_per_turn_local", "-", "the same with policy.tokenize local (no /tokenize round trips)", func(r *Report) float64 { return r.CPUMicrosPerTurnLocal }, false},
+	{"cpu_seconds_per_paper_step", "<= 4", "cpu_us_per_turn x 10,240 turns (a paper-scale step), in seconds", func(r *Report) float64 { return r.CPUSecondsPerPaperStep }, false},
+	{"cpu_us_per_turn_real_policy", "-", "cpu-real: orchestrator CPU per turn against the real policy servers (--real-policy-set)", func(r *Report) float64 { return r.CPUMicrosPerTurnRealVLLM }, true},
+	{"cpu_us_per_turn_real_sim", "-", "cpu-real: the same rollouts against the simulator, paired", func(r *Report) float64 { return r.CPUMicrosPerTurnRealSim }, true},
+	{"bytes_per_inflight_token", "-", "orchestrator heap per token held by trajectories", func(r *Report) float64 { return r.BytesPerInflightToken }, false},
+	{"replica_scaling_2", ">= 1.8", "throughput, 2 replicas / 1", func(r *Report) float64 { return r.ReplicaScaling2 }, false},
+	{"replica_scaling_4", ">= 3.4", "throughput, 4 replicas / 1", func(r *Report) float64 { return r.ReplicaScaling4 }, false},
+	{"retriever_calls_saved", "-", "share of searches without an HTTP call of their own", func(r *Report) float64 { return r.RetrieverCallsSaved }, false},
 }
 
 // WriteTable prints the figures with their targets.
@@ -575,6 +641,9 @@ func WriteTable(w io.Writer, r *Report) error {
 	}))
 	t.Header("figure", "value", "target", "measured as")
 	for _, b := range benchTargets {
+		if b.optional && b.get(r) == 0 {
+			continue
+		}
 		if err := t.Append(b.key, fmt.Sprintf("%.3f", b.get(r)), b.target, b.scenario); err != nil {
 			return err
 		}
