@@ -3,7 +3,7 @@ GO ?= go
 BIN := bin/orchestrate
 RECIPE ?= recipes/sim.yaml
 
-.PHONY: all build demo bench chaos golden test test-race test-short vet fmt fmt-check recipes-check ci clean
+.PHONY: all build demo bench chaos golden real real-serve real-stop test test-race test-short vet fmt fmt-check recipes-check ci clean
 
 all: build
 
@@ -30,6 +30,19 @@ chaos: build
 		--set trainer.lora_rank=0 --set sync.kind=sglang_disk --set policy.server=sglang --set policy.tokenize=local
 	$(BIN) chaos $(RECIPE) --servers --kills 3 --set train.steps=6 --set eval.every=3 --set sim.trainer.backend=fsdp \
 		--set policy.server=tinker --set sync.kind=tinker --set policy.tokenize=local
+
+## real: the program against the real servers on this CPU (sim/real/README.md): pinned Python
+## environments (uv, cached under ~/.cache/hindsearch/real), a tiny Qwen3 made here, SkyRL's
+## Tinker API server and two vLLMs started on loopback, sim/real's tests, the servers stopped
+real:
+	bash sim/real/run.sh
+
+## real-serve: the same servers, left running (source runs/real-servers/env; make real-stop ends them)
+real-serve:
+	bash sim/real/run.sh serve
+
+real-stop:
+	bash sim/real/run.sh stop
 
 ## golden: the behaviour record a refactoring must leave unchanged (.ci/golden; --update rewrites it)
 golden:
