@@ -13,6 +13,7 @@ import (
 
 	"github.com/hindsearch/hindsearch/clients/trainer"
 	"github.com/hindsearch/hindsearch/orchestrator/setup"
+	"github.com/hindsearch/hindsearch/recipes"
 	"github.com/hindsearch/hindsearch/results"
 	simtrainer "github.com/hindsearch/hindsearch/sim/trainer"
 )
@@ -282,25 +283,15 @@ func TestTinkerSamplerCheckpointsStayBounded(t *testing.T) {
 		t.Run(backend, func(t *testing.T) {
 			r := testRecipe(t, "", "policy.server=tinker", "sync.kind=tinker", "policy.tokenize=local", "sim.trainer.backend="+backend,
 				"train.steps=12", "train.batch_size=2", "train.group_size=2", "checkpoint.every=4", "checkpoint.keep=2")
-			deps, emb, err := setup.Connect(context.Background(), r, nil, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer emb.Close()
-			ts := emb.Sim().Trainer
-			var out bytes.Buffer
 			// Kept: the newest state's samplers (resume), the newest step's
 			// (the next step samples it) and the one being made.
-			rn := &Runner{Recipe: r, Deps: deps, Out: &out, afterStep: func(step int) {
-				if u := ts.CheckpointUsage(); u.Samplers > 3 || u.States > 2 {
+			out := runWatchingTrainer(t, r, func(step int, u simtrainer.CheckpointUsage) {
+				if u.Samplers > 3 || u.States > 2 {
 					t.Errorf("after step %d the trainer holds %d sampler checkpoints and %d states, want at most 3 and 2", step, u.Samplers, u.States)
 				}
-			}}
-			if _, err := rn.Run(context.Background()); err != nil {
-				t.Fatalf("%v\n%s", err, out.String())
-			}
-			if strings.Contains(out.String(), "not deleted") {
-				t.Errorf("delete failures:\n%s", out.String())
+			})
+			if strings.Contains(out, "not deleted") {
+				t.Errorf("delete failures:\n%s", out)
 			}
 		})
 	}
@@ -315,26 +306,16 @@ func TestTinkerSamplerCheckpointsStayBounded(t *testing.T) {
 func TestNoDeleteRouteRemovesOnTheTrainersDisk(t *testing.T) {
 	r := testRecipe(t, "", append(slices.Clone(fullWeightSets), "train.steps=5", "train.batch_size=2", "train.group_size=2",
 		"checkpoint.every=1", "checkpoint.keep=1", "sim.trainer.delete_route=false")...)
-	deps, emb, err := setup.Connect(context.Background(), r, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer emb.Close()
-	ts := emb.Sim().Trainer
-	var out bytes.Buffer
-	rn := &Runner{Recipe: r, Deps: deps, Out: &out, afterStep: func(step int) {
-		if u := ts.CheckpointUsage(); u.States > 1 || u.Samplers > 1 {
+	out := runWatchingTrainer(t, r, func(step int, u simtrainer.CheckpointUsage) {
+		if u.States > 1 || u.Samplers > 1 {
 			t.Errorf("after step %d the trainer's disk holds %d states and %d sampler archives, want at most 1 and 1", step, u.States, u.Samplers)
 		}
-	}}
-	if _, err := rn.Run(context.Background()); err != nil {
-		t.Fatalf("%v\n%s", err, out.String())
+	})
+	if n := strings.Count(out, "no DELETE checkpoint route"); n != 1 {
+		t.Errorf("the missing route was reported %d times, want once:\n%s", n, out)
 	}
-	if n := strings.Count(out.String(), "no DELETE checkpoint route"); n != 1 {
-		t.Errorf("the missing route was reported %d times, want once:\n%s", n, out.String())
-	}
-	if !strings.Contains(out.String(), "removed from its disk instead, under "+r.Trainer.CheckpointsDir) || strings.Contains(out.String(), "were left") {
-		t.Errorf("output:\n%s", out.String())
+	if !strings.Contains(out, "removed from its disk instead, under "+r.Trainer.CheckpointsDir) || strings.Contains(out, "were left") {
+		t.Errorf("output:\n%s", out)
 	}
 	if probes, _ := filepath.Glob(filepath.Join(r.Trainer.CheckpointsDir, "*", "*", "*.probe")); len(probes) > 1 {
 		t.Errorf("probe files left: %v", probes)
@@ -393,4 +374,23 @@ func TestNoDeleteRouteKeepsTheLedger(t *testing.T) {
 	if len(again.held) != 6 {
 		t.Errorf("the ledger holds %d checkpoints, want all 6: %+v", len(again.held), again.held)
 	}
+}
+
+// runWatchingTrainer runs r against freshly started embedded servers and
+// calls check with the simulated trainer's checkpoint directory usage after
+// every step; it returns the run's output.
+func runWatchingTrainer(t *testing.T, r *recipes.Recipe, check func(step int, u simtrainer.CheckpointUsage)) string {
+	t.Helper()
+	deps, emb, err := setup.Connect(context.Background(), r, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emb.Close()
+	ts := emb.Sim().Trainer
+	var out bytes.Buffer
+	rn := &Runner{Recipe: r, Deps: deps, Out: &out, afterStep: func(step int) { check(step, ts.CheckpointUsage()) }}
+	if _, err := rn.Run(context.Background()); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	return out.String()
 }

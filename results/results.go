@@ -231,6 +231,24 @@ func (d *RunDir) ReadEval() ([]EvalRecord, error) {
 	return readJSONL[EvalRecord](filepath.Join(d.Path, EvalFile))
 }
 
+// SavedStep is the step of the run's last saved state (state.json's
+// "step"), 0 when there is none yet or it does not read: what a --resume
+// would continue after. Tools that watch a run from outside (chaos, the
+// real-server tests) poll it.
+func (d *RunDir) SavedStep() int {
+	b, err := os.ReadFile(filepath.Join(d.Path, "state.json"))
+	if err != nil {
+		return 0
+	}
+	var st struct {
+		Step int `json:"step"`
+	}
+	if json.Unmarshal(b, &st) != nil {
+		return 0
+	}
+	return st.Step
+}
+
 // ReadSteps reads steps.jsonl. A missing file reads as no records.
 func (d *RunDir) ReadSteps() ([]StepRecord, error) {
 	return readJSONL[StepRecord](filepath.Join(d.Path, StepsFile))

@@ -267,3 +267,24 @@ func TestTornLastLine(t *testing.T) {
 		t.Errorf("appended line not on its own line: %q", b)
 	}
 }
+
+// SavedStep reads state.json's step, 0 without one or when it does not
+// read (a run killed while writing it leaves the previous one: atomic).
+func TestSavedStep(t *testing.T) {
+	d := &RunDir{Path: t.TempDir()}
+	if got := d.SavedStep(); got != 0 {
+		t.Errorf("no state.json: %d", got)
+	}
+	if err := d.WriteFileAtomic("state.json", []byte(`{"step": 7, "model_id": "m"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.SavedStep(); got != 7 {
+		t.Errorf("step %d, want 7", got)
+	}
+	if err := d.WriteFileAtomic("state.json", []byte(`{"step": `)); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.SavedStep(); got != 0 {
+		t.Errorf("unreadable state.json: %d", got)
+	}
+}

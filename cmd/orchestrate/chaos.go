@@ -128,7 +128,7 @@ weights it last synced.`,
 						// id the run never learned (no route lists them),
 						// freed only by SkyRL's stale-session cleanup
 						// after 300 s (docs/gpu.md). The draw is the same.
-						target = max(target, stateStep(chaos)+1)
+						target = max(target, (&results.RunDir{Path: chaos}).SavedStep()+1)
 					}
 					timer = killAfter(ctx, chaos, target, extra, done)
 				}
@@ -194,22 +194,6 @@ weights it last synced.`,
 	return cmd
 }
 
-// stateStep is the last completed step in the run directory dir's
-// state.json (0 when there is none).
-func stateStep(dir string) int {
-	b, err := os.ReadFile(filepath.Join(dir, "state.json"))
-	if err != nil {
-		return 0
-	}
-	var st struct {
-		Step int `json:"step"`
-	}
-	if json.Unmarshal(b, &st) != nil {
-		return 0
-	}
-	return st.Step
-}
-
 // killAfter fires after the run in dir has completed step target (read
 // from its state.json) and a further delay, unless the run ends first.
 func killAfter(ctx context.Context, dir string, target int, delay time.Duration, done chan error) <-chan time.Time {
@@ -226,7 +210,7 @@ func killAfter(ctx context.Context, dir string, target int, delay time.Duration,
 			if len(done) > 0 {
 				return
 			}
-			if stateStep(dir) >= target {
+			if (&results.RunDir{Path: dir}).SavedStep() >= target {
 				time.Sleep(delay)
 				fire <- time.Now()
 				return

@@ -238,27 +238,12 @@ func killAt(t *testing.T, sets []string, dir string, target int) string {
 			t.Fatalf("the run ended before step %d was saved: %v\n%s", target, err, buf.String())
 		case <-tick.C:
 		}
-		if stateStep(dir) >= target {
+		if (&results.RunDir{Path: dir}).SavedStep() >= target {
 			_ = cmd.Process.Signal(syscall.SIGKILL)
 			<-done
 			return buf.String()
 		}
 	}
-}
-
-// stateStep is the step of dir's state.json (0: none yet).
-func stateStep(dir string) int {
-	b, err := os.ReadFile(filepath.Join(dir, "state.json"))
-	if err != nil {
-		return 0
-	}
-	var st struct {
-		Step int `json:"step"`
-	}
-	if json.Unmarshal(b, &st) != nil {
-		return 0
-	}
-	return st.Step
 }
 
 // TestKillAndResumeReal kills a run with SIGKILL after its step-2 state was

@@ -2,7 +2,6 @@ package real_test
 
 import (
 	"context"
-	"net/http"
 	"testing"
 	"time"
 
@@ -31,8 +30,6 @@ func TestTrainerContractSkyRL(t *testing.T) {
 		}
 		c.RecoveryTimeout = 60 * time.Second
 		t.Cleanup(c.Close)
-		probe := &http.Client{Transport: &http.Transport{}, Timeout: 5 * time.Second}
-		t.Cleanup(probe.CloseIdleConnections)
 		return &trainertest.Backend{
 			Trainer: unloading(t, c), Checkpoints: c.Checkpoints, BaseModel: st.Name, Rank: 8,
 			Tokens: tk.Encode("Question: who wrote The Old Man and the Sea? Answer: <answer> Ernest Hemingway </answer>"),
@@ -40,19 +37,7 @@ func TestTrainerContractSkyRL(t *testing.T) {
 			// route (it came on 2026-07-16): FastAPI answers 404 "Not Found".
 			NoDeleteRoute: true,
 			Lose:          func(route string, n int) { s.Fault(t, route, n, "lost") },
-			SavePending: func(id, name string) bool {
-				req, err := http.NewRequestWithContext(context.Background(), http.MethodGet,
-					s.URL+"/api/v1/training_runs/"+id+"/checkpoints/"+name+"/archive", nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				resp, err := probe.Do(req)
-				if err != nil {
-					return false
-				}
-				resp.Body.Close()
-				return resp.StatusCode == http.StatusTooEarly
-			},
+			SavePending:   contracttest.SavePending(t, s.URL),
 		}
 	})
 }

@@ -1,8 +1,6 @@
 package trainer_test
 
 import (
-	"context"
-	"net/http"
 	"testing"
 	"time"
 
@@ -40,40 +38,33 @@ func TestTrainerContract(t *testing.T) {
 				// Saves take long enough for a delete to meet one running
 				// (SkyRL's 425), and futures stay pending for a few polls.
 				ts.StepDelay = 150 * time.Millisecond
-				t.Cleanup(ts.Close)
-				s := serveSwitch(t, ts.Handler())
-				c, err := trainer.New(contractOptions(s.URL), "")
-				if err != nil {
-					t.Fatal(err)
-				}
-				c.PollWaitMin, c.PollWaitMax = 2*time.Millisecond, 20*time.Millisecond
-				c.ListWaitMax, c.DeleteTries = 20*time.Millisecond, 50
-				c.RecoveryTimeout = 20 * time.Second
-				t.Cleanup(c.Close)
-				probe := &http.Client{Transport: &http.Transport{}, Timeout: 5 * time.Second}
-				t.Cleanup(probe.CloseIdleConnections)
+				s, c := contractClient(t, ts)
 				return &trainertest.Backend{
 					Trainer: c, Checkpoints: c.Checkpoints, BaseModel: contractBase, Rank: tc.rank, NoDeleteRoute: tc.noDelete,
-					Tokens: sharedModel(t).Tokenizer().Encode("Question: who wrote The Old Man and the Sea? Answer: <answer> Ernest Hemingway </answer>"),
-					Lose:   func(route string, n int) { s.Fault(t, route, n, "lost") },
-					SavePending: func(id, name string) bool {
-						// SkyRL's archive route: 425 while the save runs.
-						req, err := http.NewRequestWithContext(context.Background(), http.MethodGet,
-							s.URL+"/api/v1/training_runs/"+id+"/checkpoints/"+name+"/archive", nil)
-						if err != nil {
-							t.Fatal(err)
-						}
-						resp, err := probe.Do(req)
-						if err != nil {
-							return false
-						}
-						resp.Body.Close()
-						return resp.StatusCode == http.StatusTooEarly
-					},
+					Tokens:      sharedModel(t).Tokenizer().Encode("Question: who wrote The Old Man and the Sea? Answer: <answer> Ernest Hemingway </answer>"),
+					Lose:        func(route string, n int) { s.Fault(t, route, n, "lost") },
+					SavePending: contracttest.SavePending(t, s.URL),
 				}
 			})
 		})
 	}
+}
+
+// contractClient serves ts behind the fault switch until the test ends
+// and returns the switch and a client of it with quick polls.
+func contractClient(t *testing.T, ts *simtrainer.Server) (*switchServer, *trainer.Client) {
+	t.Helper()
+	t.Cleanup(ts.Close)
+	s := serveSwitch(t, ts.Handler())
+	c, err := trainer.New(contractOptions(s.URL), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.PollWaitMin, c.PollWaitMax = 2*time.Millisecond, 20*time.Millisecond
+	c.ListWaitMax, c.DeleteTries = 20*time.Millisecond, 50
+	c.RecoveryTimeout = 20 * time.Second
+	t.Cleanup(c.Close)
+	return s, c
 }
 
 // The contract servers' helpers (contracttest), under their names here.

@@ -8,7 +8,6 @@ import (
 	"github.com/hindsearch/hindsearch/clients/policy"
 	"github.com/hindsearch/hindsearch/clients/policy/format"
 	"github.com/hindsearch/hindsearch/clients/policy/tinker"
-	"github.com/hindsearch/hindsearch/clients/trainer"
 	"github.com/hindsearch/hindsearch/sim/internal/contracttest"
 	"github.com/hindsearch/hindsearch/sim/lm"
 	simtrainer "github.com/hindsearch/hindsearch/sim/trainer"
@@ -22,14 +21,7 @@ import (
 func TestJAXSharesTheTrainingSlot(t *testing.T) {
 	ts := simtrainer.NewServer(sharedModel(t), contractBase, t.TempDir())
 	ts.PollWait = 20 * time.Millisecond
-	t.Cleanup(ts.Close)
-	s := serveSwitch(t, ts.Handler())
-	c, err := trainer.New(contractOptions(s.URL), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.PollWaitMin, c.PollWaitMax = 2*time.Millisecond, 20*time.Millisecond
-	t.Cleanup(c.Close)
+	_, c := contractClient(t, ts)
 	// A trajectory the simulated agent wrote: its parameters move the
 	// logprobs of the agent's own choices, not of any text.
 	tk := sharedModel(t).Tokenizer()

@@ -6,6 +6,7 @@
 package contracttest
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -97,4 +98,25 @@ func ServeSwitch(t *testing.T, h http.Handler) *Switch {
 func Options(url string) transport.Options {
 	return transport.Options{BaseURL: url, Timeout: 20 * time.Second, Retries: 2,
 		RetryWaitMin: time.Millisecond, RetryWaitMax: 5 * time.Millisecond}
+}
+
+// SavePending is a trainertest Backend's SavePending for the Tinker API
+// server at url: SkyRL's archive route answers 425 while a checkpoint is
+// still being saved. Its probe client is closed when the test ends.
+func SavePending(t *testing.T, url string) func(id, name string) bool {
+	probe := &http.Client{Transport: &http.Transport{}, Timeout: 5 * time.Second}
+	t.Cleanup(probe.CloseIdleConnections)
+	return func(id, name string) bool {
+		req, err := http.NewRequestWithContext(context.Background(), http.MethodGet,
+			url+"/api/v1/training_runs/"+id+"/checkpoints/"+name+"/archive", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := probe.Do(req)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusTooEarly
+	}
 }
