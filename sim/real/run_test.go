@@ -27,10 +27,13 @@ func realSets(st *stack, extra ...string) []string {
 		"trainer.checkpoints_dir=" + st.Checkpoints}, extra...)
 }
 
-// tinkerSets sample the policy through SkyRL's own sampling sessions
-// instead of vLLM.
+// tinkerSets sample the policy, and ask the judge, through SkyRL's own
+// sampling sessions instead of vLLM (policy.server tinker, sync.kind
+// tinker, judge.api tinker): every role but the retriever on one Tinker
+// server, as on the hosted service.
 func tinkerSets(st *stack, extra ...string) []string {
-	return realSets(st, append([]string{"policy.server=tinker", "sync.kind=tinker", "policy.urls=" + st.SkyRL}, extra...)...)
+	return realSets(st, append([]string{"policy.server=tinker", "sync.kind=tinker", "policy.urls=" + st.SkyRL,
+		"judge.api=tinker", "judge.url=" + st.SkyRL, "judge.tokenizer=qwen3"}, extra...)...)
 }
 
 // orch runs `orchestrate ARGS... --set SETS...` in the repository root and
@@ -166,8 +169,8 @@ func TestRunRealVLLM(t *testing.T) {
 }
 
 // TestRunRealTinker runs the same recipe through SkyRL's own sampling
-// sessions (policy.server tinker, sync.kind tinker): no vLLM for the
-// policy. On SkyRL's JAX backend the initial weights are sampled from
+// sessions (policy.server tinker, sync.kind tinker, judge.api tinker): no
+// vLLM at all. On SkyRL's JAX backend the initial weights are sampled from
 // base-model sessions (a save of the model would share its training slot:
 // B1).
 func TestRunRealTinker(t *testing.T) {
