@@ -37,6 +37,34 @@ const (
 	// (critiques are still written and counted).
 	HindsightLossNone = "none"
 
+	// LossAggTokenMean is trainer.loss_agg for the mean over a
+	// mini-batch's policy tokens (verl's token-mean).
+	LossAggTokenMean = "token-mean"
+	// LossAggSeqMeanTokenMean is trainer.loss_agg for the mean over a
+	// mini-batch's trajectories of each one's token mean.
+	LossAggSeqMeanTokenMean = "seq-mean-token-mean"
+	// LossAggSeqMeanTokenSum is trainer.loss_agg for the mean over a
+	// mini-batch's trajectories of each one's token sum.
+	LossAggSeqMeanTokenSum = "seq-mean-token-sum"
+	// LossAggSum is trainer.loss_agg for the plain sum over a
+	// mini-batch's policy tokens.
+	LossAggSum = "sum"
+	// BackendAuto is trainer.backend for telling the trainer's own loss
+	// aggregation at the start of a run.
+	BackendAuto = "auto"
+	// BackendSkyRLJAX is trainer.backend for SkyRL's JAX backend: each
+	// datum's token mean, averaged over the datums of an optim_step.
+	BackendSkyRLJAX = "skyrl-jax"
+	// BackendSkyRLFSDP is trainer.backend for SkyRL's FSDP (and Megatron)
+	// backend: one token sum over the datums of an optim_step.
+	BackendSkyRLFSDP = "skyrl-fsdp"
+	// BackendHosted is trainer.backend for the hosted Tinker service: its
+	// losses are token sums, as FSDP's.
+	BackendHosted = "hosted"
+	// StdUnbiased is trainer.advantage_std for the n-1 standard deviation.
+	StdUnbiased = "unbiased"
+	// StdPopulation is trainer.advantage_std for the n standard deviation.
+	StdPopulation = "population"
 	// StudentLogprobsSampled is hindsight.student_logprobs for the
 	// student's logprobs in the OPD term being the sampling (decode-time)
 	// ones the rollout returned (the default).
@@ -192,7 +220,15 @@ func Defaults() Recipe {
 			// SkyRL holds a poll up to 300 s; a whole call may queue behind
 			// other users' work.
 			CallTimeoutSeconds: 1800,
+			MiniBatchSize:      0,
+			LRWarmupSteps:      0,
+			LossAgg:            LossAggTokenMean,
+			Backend:            BackendAuto,
+			AdvantageStd:       StdUnbiased,
+			KLCoef:             0,
+			EntropyCoef:        0,
 		},
+		Reference: Reference{URLs: []string{}, Server: ServerVLLM},
 		Sync: Sync{
 			Kind: SyncLoRA,
 			Dir:  "",
@@ -217,6 +253,7 @@ func Defaults() Recipe {
 		},
 		Rollout: Rollout{
 			MaxTurns:         4,
+			FinalAnswerRound: true,
 			MaxTurnTokens:    500,
 			MaxObsTokens:     500,
 			MaxContextTokens: 4096,

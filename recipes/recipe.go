@@ -25,6 +25,9 @@ type Recipe struct {
 	Policy    Policy    `mapstructure:"policy" yaml:"policy"`
 	Judge     Judge     `mapstructure:"judge" yaml:"judge"`
 	Retriever Retriever `mapstructure:"retriever" yaml:"retriever"`
+	// Reference names the servers of the initial weights for
+	// trainer.kl_coef when the policy servers stop serving them.
+	Reference Reference `mapstructure:"reference" yaml:"reference"`
 	Trainer   Trainer   `mapstructure:"trainer" yaml:"trainer"`
 	Sync      Sync      `mapstructure:"sync" yaml:"sync"`
 	// Checkpoint sets how often the trainer's full state is saved and how
@@ -194,6 +197,18 @@ type Retriever struct {
 	BM25B  float64 `mapstructure:"bm25_b" yaml:"bm25_b"`
 }
 
+// Reference configures the frozen reference servers: the initial
+// weights that trainer.kl_coef measures the policy against. Empty URLs:
+// policy.model on the policy servers, which serve the initial weights all
+// run long with sync.kind lora or tinker, not with sglang_disk (whose
+// replicas are overwritten in place: name reference servers there).
+type Reference struct {
+	// URLs are the reference replicas' base URLs (never synced).
+	URLs []string `mapstructure:"urls" yaml:"urls"`
+	// Server is the kind of server behind URLs: ServerVLLM or ServerSGLang.
+	Server string `mapstructure:"server" yaml:"server"`
+}
+
 // Trainer configures the Tinker-API training server.
 type Trainer struct {
 	// URL is the Tinker API server's base URL, or "embedded".
@@ -228,6 +243,46 @@ type Trainer struct {
 	// included: a future that never resolves fails the step (resume it
 	// with --resume) instead of hanging the run.
 	CallTimeoutSeconds float64 `mapstructure:"call_timeout_seconds" yaml:"call_timeout_seconds"`
+	// MiniBatchSize is the number of trajectories per optim_step (PPO
+	// mini-batches, verl's ppo_mini_batch_size): a step's trajectories in
+	// canonical order (group, then sample) are cut into consecutive
+	// mini-batches of this many, each sent to forward_backward and
+	// followed by its own optim_step, the later ones against the weights
+	// the earlier ones moved. 0: the whole step is one mini-batch.
+	MiniBatchSize int `mapstructure:"mini_batch_size" yaml:"mini_batch_size"`
+	// LRWarmupSteps warms the learning rate up linearly, as verl's
+	// constant-with-warmup schedule: step s (from 1) trains at
+	// learning_rate * min(1, (s-1)/LRWarmupSteps), every optim_step of
+	// the step alike; 0: learning_rate from step 1.
+	LRWarmupSteps int `mapstructure:"lr_warmup_steps" yaml:"lr_warmup_steps"`
+	// LossAgg is the loss aggregation every backend is made to compute
+	// over a mini-batch (LossAggTokenMean, LossAggSeqMeanTokenMean,
+	// LossAggSeqMeanTokenSum, LossAggSum): each datum's advantages are
+	// scaled before sending, by what Backend's own aggregation needs.
+	LossAgg string `mapstructure:"loss_agg" yaml:"loss_agg"`
+	// Backend is how the trainer aggregates the loss itself, which
+	// LossAgg's scaling undoes: BackendAuto (the simulated trainer's
+	// sim.trainer.backend when embedded, the hosted service by its URL,
+	// otherwise SkyRL's backend told by a one-token base-model sample of
+	// the trainer, which only its JAX backend answers), BackendSkyRLJAX,
+	// BackendSkyRLFSDP or BackendHosted.
+	Backend string `mapstructure:"backend" yaml:"backend"`
+	// AdvantageStd is the standard deviation dividing GRPO's advantages:
+	// StdUnbiased (n-1, torch.std as verl computes it) or StdPopulation
+	// (n).
+	AdvantageStd string `mapstructure:"advantage_std" yaml:"advantage_std"`
+	// KLCoef weighs the KL divergence to the initial policy (verl's
+	// low_var_kl, the k3 estimator clamped to [-10, 10]) on the policy
+	// tokens, put into the per-token advantages as its gradient at
+	// ratio 1: A_t -= KLCoef * (1 - exp(ref_t - old_t)). The reference
+	// logprobs ref_t are the initial weights' (reference.urls, or
+	// policy.model on the policy servers), one prefill per trajectory.
+	// 0: off.
+	KLCoef float64 `mapstructure:"kl_coef" yaml:"kl_coef"`
+	// EntropyCoef weighs the entropy bonus on the policy tokens, put into
+	// the advantages as its single-sample gradient: A_t += EntropyCoef *
+	// (-old_t). 0: off.
+	EntropyCoef float64 `mapstructure:"entropy_coef" yaml:"entropy_coef"`
 }
 
 // Sync configures how new weights reach the policy servers.
@@ -301,8 +356,15 @@ type Train struct {
 
 // Rollout configures one trajectory.
 type Rollout struct {
-	// MaxTurns caps the turns of one trajectory.
+	// MaxTurns caps the turns of one trajectory: with FinalAnswerRound
+	// the rounds whose searches are answered (Search-R1's max_turns), else
+	// every generation.
 	MaxTurns int `mapstructure:"max_turns" yaml:"max_turns"`
+	// FinalAnswerRound gives a trajectory still going after MaxTurns
+	// rounds one more generation, whose search is not run (Search-R1's
+	// do_search=False round): up to MaxTurns searches can be followed by
+	// an answer. In training and in evaluation.
+	FinalAnswerRound bool `mapstructure:"final_answer_round" yaml:"final_answer_round"`
 	// MaxTurnTokens caps the tokens generated per turn.
 	MaxTurnTokens int `mapstructure:"max_turn_tokens" yaml:"max_turn_tokens"`
 	// MaxObsTokens caps the tokens of one <information> block.

@@ -292,6 +292,26 @@ func (r *Recipe) Validate() error {
 	positive("trainer.eps", r.Trainer.Eps)
 	nonNeg("trainer.weight_decay", r.Trainer.WeightDecay)
 	atLeast("trainer.chunk_size", r.Trainer.ChunkSize, 1)
+	atLeast("trainer.mini_batch_size", r.Trainer.MiniBatchSize, 0)
+	atLeast("trainer.lr_warmup_steps", r.Trainer.LRWarmupSteps, 0)
+	oneOf("trainer.loss_agg", r.Trainer.LossAgg, LossAggTokenMean, LossAggSeqMeanTokenMean, LossAggSeqMeanTokenSum, LossAggSum)
+	oneOf("trainer.backend", r.Trainer.Backend, BackendAuto, BackendSkyRLJAX, BackendSkyRLFSDP, BackendHosted)
+	oneOf("trainer.advantage_std", r.Trainer.AdvantageStd, StdUnbiased, StdPopulation)
+	nonNeg("trainer.kl_coef", r.Trainer.KLCoef)
+	nonNeg("trainer.entropy_coef", r.Trainer.EntropyCoef)
+	if len(r.Reference.URLs) > 0 {
+		oneOf("reference.server", r.Reference.Server, ServerVLLM, ServerSGLang)
+		for i, u := range r.Reference.URLs {
+			if u == Embedded {
+				bad(fmt.Sprintf("reference.urls[%d]", i), "cannot be %q: a reference server is a real one serving policy.model's initial weights (an embedded policy serves them itself: leave reference.urls empty)", Embedded)
+				continue
+			}
+			endpoint(fmt.Sprintf("reference.urls[%d]", i), u)
+		}
+	}
+	if r.Trainer.KLCoef > 0 && len(r.Reference.URLs) == 0 && r.Sync.Kind == SyncSGLangDisk {
+		bad("reference.urls", "trainer.kl_coef %g needs the initial weights, which sync.kind %s overwrites on the policy servers: name reference servers serving %s", r.Trainer.KLCoef, SyncSGLangDisk, r.Policy.Model)
+	}
 
 	oneOf("sync.kind", r.Sync.Kind, SyncLoRA, SyncSGLangDisk, SyncTinker, SyncNone)
 	if r.Sync.Kind == SyncTinker {
