@@ -15,8 +15,9 @@ import (
 const advantageEps = 1e-6
 
 // GroupAdvantages returns the GRPO advantages (r - mean) / (std + eps) of a
-// group's rewards (population standard deviation).
-func GroupAdvantages(rewards []float64) []float64 {
+// group's rewards: with unbiased the standard deviation over n-1 (torch.std,
+// as verl computes it), else over n (the population's).
+func GroupAdvantages(rewards []float64, unbiased bool) []float64 {
 	out := make([]float64, len(rewards))
 	if len(rewards) == 0 {
 		return out
@@ -30,19 +31,58 @@ func GroupAdvantages(rewards []float64) []float64 {
 	for _, r := range rewards {
 		v += (r - mean) * (r - mean)
 	}
-	std := math.Sqrt(v / float64(len(rewards)))
+	n := float64(len(rewards))
+	if unbiased && len(rewards) > 1 {
+		n--
+	}
+	std := math.Sqrt(v / n)
 	for i, r := range rewards {
 		out[i] = (r - mean) / (std + advantageEps)
 	}
 	return out
 }
 
+// Terms are what a datum's per-token advantages are made of beyond the
+// group advantage: its sign, the hindsight term's weight and the
+// regularisers of verl's actor loss, put in as their gradients at ratio 1.
+type Terms struct {
+	// Sign multiplies the group advantage (-1: the advantage-sign check).
+	Sign float64
+	// OPDCoef weighs the trajectory's OPD term (hindsight.coef).
+	OPDCoef float64
+	// KLCoef weighs the k3 KL to the reference logprobs (trainer.kl_coef).
+	KLCoef float64
+	// EntropyCoef weighs the entropy bonus (trainer.entropy_coef).
+	EntropyCoef float64
+}
+
+// klClamp bounds verl's low_var_kl estimate (core_algos.py kl_penalty):
+// beyond it the estimate is constant and its gradient zero.
+const klClamp = 10
+
+// KLTerm is the k3 estimate of the KL from the policy to the reference at
+// one sampled token, exp(ref-old) - (ref-old) - 1 (verl's low_var_kl), and
+// the advantage that carries its gradient at ratio 1, -(1 - exp(ref-old)):
+// zero where verl's clamp at 10 holds the estimate constant.
+func KLTerm(old, ref float64) (kl, adv float64) {
+	d := ref - old
+	kl = math.Exp(d) - d - 1
+	if kl > klClamp {
+		return klClamp, 0
+	}
+	return kl, -(1 - math.Exp(d))
+}
+
 // BuildDatum turns a trajectory into a Tinker datum: the model input is the
 // prompt and response tokens but the last, position i predicting token i+1.
-// Policy positions carry the sampling logprob, the advantage (the group
-// advantage times sign, plus coef times the OPD term) and weight 1; prompt
-// and environment positions carry zeros.
-func BuildDatum(t *rollout.Trajectory, sign, coef float64) trainer.Datum {
+// Policy positions carry the sampling logprob, the advantage and weight 1;
+// prompt and environment positions carry zeros. The advantage is the group
+// advantage times Sign, plus OPDCoef times the OPD term, plus KLCoef times
+// KLTerm's advantage against ref (the reference logprobs, indexed as the
+// response tokens; nil: no KL term), plus EntropyCoef times the sampled
+// token's surprisal (-logprob, the single-sample gradient of the entropy).
+// It is the advantage before the loss aggregation's scaling (lossScale).
+func BuildDatum(t *rollout.Trajectory, terms Terms, ref []float64) trainer.Datum {
 	full := append(append([]int(nil), t.PromptIDs...), t.Tokens...)
 	n := len(full) - 1
 	target := make([]int64, n)
@@ -56,9 +96,16 @@ func BuildDatum(t *rollout.Trajectory, sign, coef float64) trainer.Datum {
 		if j < 0 || !t.Policy[j] {
 			continue
 		}
-		a := sign * t.Advantage
+		a := terms.Sign * t.Advantage
 		if t.OPD != nil {
-			a += coef * t.OPD[j]
+			a += terms.OPDCoef * t.OPD[j]
+		}
+		if ref != nil && terms.KLCoef > 0 {
+			_, k := KLTerm(t.Logprobs[j], ref[j])
+			a += terms.KLCoef * k
+		}
+		if terms.EntropyCoef > 0 {
+			a += terms.EntropyCoef * -t.Logprobs[j]
 		}
 		lps[i] = float32(t.Logprobs[j])
 		adv[i] = float32(a)
@@ -79,6 +126,8 @@ func BuildDatum(t *rollout.Trajectory, sign, coef float64) trainer.Datum {
 type keyedDatum struct {
 	group, sample int
 	datum         trainer.Datum
+	// tokens is the datum's number of policy tokens (weight 1).
+	tokens int
 }
 
 // BatchDigest is the sha256 over the JSON of a step's datums in canonical

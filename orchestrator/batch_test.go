@@ -17,20 +17,20 @@ func TestGroupAdvantages(t *testing.T) {
 	near := func(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
 
 	for _, rs := range [][]float64{{0, 0, 0, 0, 0}, {1, 1, 1}, {0.5}} {
-		for i, a := range GroupAdvantages(rs) {
+		for i, a := range GroupAdvantages(rs, false) {
 			if a != 0 {
 				t.Errorf("GroupAdvantages(%v)[%d] = %v, want 0", rs, i, a)
 			}
 		}
 	}
-	if got := GroupAdvantages(nil); len(got) != 0 {
-		t.Errorf("GroupAdvantages(nil) = %v", got)
+	if got := GroupAdvantages(nil, false); len(got) != 0 {
+		t.Errorf("GroupAdvantages(nil, false) = %v", got)
 	}
 
 	// [1,0,0,0]: mean 1/4, population variance (9/16 + 3/16)/4 = 3/16,
 	// std = sqrt(3)/4.
 	std := math.Sqrt(3) / 4
-	got := GroupAdvantages([]float64{1, 0, 0, 0})
+	got := GroupAdvantages([]float64{1, 0, 0, 0}, false)
 	want := []float64{0.75 / (std + 1e-6), -0.25 / (std + 1e-6), -0.25 / (std + 1e-6), -0.25 / (std + 1e-6)}
 	for i := range want {
 		if !near(got[i], want[i]) {
@@ -43,12 +43,12 @@ func TestGroupAdvantages(t *testing.T) {
 
 	// Population, not sample, standard deviation: [1,0] gives about +-1
 	// (the sample std would give +-0.707).
-	got = GroupAdvantages([]float64{1, 0})
+	got = GroupAdvantages([]float64{1, 0}, false)
 	if !near(got[0], 0.5/(0.5+1e-6)) || !near(got[1], -0.5/(0.5+1e-6)) {
 		t.Errorf("GroupAdvantages([1,0]) = %v, want about [1 -1]", got)
 	}
 	// Advantages sum to zero.
-	got = GroupAdvantages([]float64{0.2, 1, 0, 0.7, 0.1})
+	got = GroupAdvantages([]float64{0.2, 1, 0, 0.7, 0.1}, false)
 	sum := 0.0
 	for _, a := range got {
 		sum += a
@@ -94,7 +94,7 @@ func tensor[T any](t *testing.T, d trainer.Datum, name, dtype string) []T {
 func TestBuildDatum(t *testing.T) {
 	for _, c := range []struct{ sign, coef float64 }{{1, 2}, {-1, 2}, {1, 0}} {
 		tr := datumTrajectory()
-		d := BuildDatum(tr, c.sign, c.coef)
+		d := BuildDatum(tr, Terms{Sign: c.sign, OPDCoef: c.coef}, nil)
 		n := len(tr.PromptIDs) + len(tr.Tokens) - 1
 		if len(d.ModelInput.Chunks) != 1 || d.ModelInput.Chunks[0].Type != "encoded_text" {
 			t.Fatalf("chunks = %+v", d.ModelInput.Chunks)
@@ -134,14 +134,14 @@ func TestBuildDatum(t *testing.T) {
 	// Without an OPD term the advantage is sign * A on every policy token.
 	tr := datumTrajectory()
 	tr.OPD = nil
-	adv := tensor[float32](t, BuildDatum(tr, -1, 5), "advantages", "float32")
+	adv := tensor[float32](t, BuildDatum(tr, Terms{Sign: -1, OPDCoef: 5}, nil), "advantages", "float32")
 	if want := []float32{0, 0, -0.5, -0.5, 0, 0, -0.5}; !reflect.DeepEqual(adv, want) {
 		t.Errorf("advantages without OPD = %v, want %v", adv, want)
 	}
 
 	// The input slices are not aliased by the datum.
 	tr = datumTrajectory()
-	d := BuildDatum(tr, 1, 1)
+	d := BuildDatum(tr, Terms{Sign: 1, OPDCoef: 1}, nil)
 	d.ModelInput.Chunks[0].Tokens[0] = 999
 	if tr.PromptIDs[0] != 10 {
 		t.Error("BuildDatum aliases the trajectory's prompt ids")
@@ -164,7 +164,7 @@ func keysOf(t *testing.T, v any, what string) []string {
 }
 
 func TestDatumJSONIsTinkerShape(t *testing.T) {
-	b, err := json.Marshal(BuildDatum(datumTrajectory(), 1, 1))
+	b, err := json.Marshal(BuildDatum(datumTrajectory(), Terms{Sign: 1, OPDCoef: 1}, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +220,7 @@ func TestBatchDigest(t *testing.T) {
 			tr := datumTrajectory()
 			tr.Advantage = float64(g) - float64(k)/4
 			tr.Tokens[4] = 40 + g*4 + k
-			ds = append(ds, keyedDatum{group: 100 + g, sample: k, datum: BuildDatum(tr, 1, 1)})
+			ds = append(ds, keyedDatum{group: 100 + g, sample: k, datum: BuildDatum(tr, Terms{Sign: 1, OPDCoef: 1}, nil)})
 		}
 	}
 	want := batchDigest(ds)
@@ -244,7 +244,7 @@ func TestBatchDigest(t *testing.T) {
 	tr.Advantage = 0.25
 	tr.Tokens[4] = 40 + 1*4 + 2
 	ch := slices.Clone(ds)
-	ch[6] = keyedDatum{group: 101, sample: 2, datum: BuildDatum(tr, 1, 1)}
+	ch[6] = keyedDatum{group: 101, sample: 2, datum: BuildDatum(tr, Terms{Sign: 1, OPDCoef: 1}, nil)}
 	if batchDigest(ch) == want {
 		t.Error("digest unchanged after changing one advantage")
 	}

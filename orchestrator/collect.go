@@ -1,16 +1,17 @@
 package orchestrator
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/sourcegraph/conc/pool"
 
+	"github.com/hindsearch/hindsearch/clients/trainer"
 	"github.com/hindsearch/hindsearch/orchestrator/dataset"
 	"github.com/hindsearch/hindsearch/orchestrator/fleet"
 	"github.com/hindsearch/hindsearch/orchestrator/metrics"
@@ -50,12 +51,28 @@ type collected struct {
 	step    int
 	model   string // the policy model the step sampled from
 	groups  []*groupState
-	sent    []keyedDatum // datums in the order they reached the sender
+	// built are the datums as their groups finished, before the loss
+	// aggregation's scaling; sent are the datums as sent to the trainer,
+	// in the order sent (train.go).
+	built, sent []keyedDatum
+	firstGroup  int    // the group id of the step's first group
+	groupDone   []bool // which groups' datums the sender has
+	nextMB      int    // the next mini-batch to train
+	// chunked: the step is one mini-batch in the backend's own loss
+	// aggregation, so its datums go to forward_backward chunk by chunk
+	// as they come (streamd), before the step is complete.
+	chunked bool
+	chunk   []trainer.Datum // a chunked step's datums not yet sent
 	clock   *metrics.Phases
 	t0      time.Time
 	fb      []map[string]float64 // forward_backward's metrics, per chunk
-	om      map[string]float64   // optim_step's metrics
-	streamd bool                 // datums went to forward_backward while rolling out
+	om      []map[string]float64 // optim_step's metrics, per mini-batch
+	streamd bool                 // datums went to the trainer while rolling out
+	lr      float64              // the step's scheduled learning rate
+	// klSum, klTokens, entSum and entTokens sum the k3 KL to the
+	// reference and the sampled tokens' surprisal over the policy tokens.
+	klSum, entSum      float64
+	klTokens, entTokens int
 	// sampled records which replica sampled with which weights.
 	sampled *fleet.SampledBy
 
@@ -124,26 +141,32 @@ func (ru *run) collect(ctx context.Context, step int, model string, stream bool)
 	defer task.Done()
 	ru.rollouts.Progress = task
 
-	send := ru.startSender(ctx, c, len(qs)*r.Train.GroupSize, cancel) // train.go
-	// A finished group is rewarded at once; its critiques, teacher scores
-	// and datums follow while other groups roll out (judge.concurrency
-	// bounds the judge requests inside).
+	c.firstGroup = (step-1)*r.Train.BatchSize
+	c.groupDone = make([]bool, len(qs))
+	c.lr = learningRate(r, step)
+	c.chunked = ru.miniBatch(c) == len(qs)*r.Train.GroupSize && nativeAgg(r.Trainer.LossAgg, ru.backend)
+	send := ru.startSender(ctx, c, len(qs), cancel) // train.go
+	// A finished group is rewarded at once; its critiques, teacher scores,
+	// reference scores and datums follow while other groups roll out
+	// (judge.concurrency bounds the judge requests inside).
+	var termsMu sync.Mutex
+	var termsErr error
 	hp := pool.New().WithContext(ctx)
 	finishGroup := func(g *groupState) {
-		reward(g)
+		reward(g, r.Trainer.AdvantageStd == recipes.StdUnbiased)
 		hp.Go(func(ctx context.Context) error {
 			if r.Hindsight.Enabled {
 				c.addHindsight(ru.hindsight(ctx, g.trajs))
 			}
-			for _, t := range g.trajs {
-				if !slices.Contains(t.Policy, true) {
-					// No policy token (the prompt alone filled the context):
-					// nothing to learn, and a zero weight sum would divide by
-					// zero in trainers that normalise per sequence.
-					continue
-				}
-				send.datums <- keyedDatum{group: t.Group, sample: t.Sample, datum: BuildDatum(t, ru.advantageSign, r.Hindsight.Coef)}
+			ds, err := ru.groupDatums(ctx, c, g)
+			if err != nil {
+				termsMu.Lock()
+				termsErr = cmp.Or(termsErr, err)
+				termsMu.Unlock()
+				cancel()
+				return nil
 			}
+			send.groups <- arrival{group: g.trajs[0].Group - c.firstGroup, datums: ds}
 			return nil
 		})
 	}
@@ -155,6 +178,9 @@ func (ru *run) collect(ctx context.Context, step int, model string, stream bool)
 	// error is the cause, theirs ("context canceled") the consequence.
 	if err := send.close(); err != nil {
 		return nil, err
+	}
+	if termsErr != nil {
+		return nil, termsErr
 	}
 	if rollErr != nil {
 		return nil, fmt.Errorf("rollout: %w", rollErr)
@@ -183,15 +209,64 @@ func (ru *run) groups(step int, qs []dataset.Question) []*groupState {
 	return groups
 }
 
+// groupDatums builds a finished group's datums (BuildDatum), with the
+// reference logprobs of the KL term when trainer.kl_coef is set, and adds
+// its KL and entropy estimates to c. A trajectory without a policy token
+// (the prompt alone filled the context) has nothing to learn and none: a
+// zero weight sum would divide by zero in trainers that normalise per
+// sequence.
+func (ru *run) groupDatums(ctx context.Context, c *collected, g *groupState) ([]keyedDatum, error) {
+	r := ru.r
+	terms := Terms{Sign: ru.advantageSign, OPDCoef: r.Hindsight.Coef, KLCoef: r.Trainer.KLCoef, EntropyCoef: r.Trainer.EntropyCoef}
+	var ds []keyedDatum
+	for _, t := range g.trajs {
+		n := 0
+		for _, p := range t.Policy {
+			if p {
+				n++
+			}
+		}
+		if n == 0 {
+			continue
+		}
+		var ref []float64
+		if r.Trainer.KLCoef > 0 {
+			var err error
+			if ref, err = ru.reference(ctx, t); err != nil {
+				return nil, fmt.Errorf("trajectory %s: %w", t.ID, err)
+			}
+		}
+		kl, ent := 0.0, 0.0
+		for j, p := range t.Policy {
+			if !p {
+				continue
+			}
+			ent -= t.Logprobs[j]
+			if ref != nil {
+				k, _ := KLTerm(t.Logprobs[j], ref[j])
+				kl += k
+			}
+		}
+		c.opdMu.Lock()
+		c.entSum, c.entTokens = c.entSum+ent, c.entTokens+n
+		if ref != nil {
+			c.klSum, c.klTokens = c.klSum+kl, c.klTokens+n
+		}
+		c.opdMu.Unlock()
+		ds = append(ds, keyedDatum{group: t.Group, sample: t.Sample, datum: BuildDatum(t, terms, ref), tokens: n})
+	}
+	return ds, nil
+}
+
 // reward scores a finished group's trajectories (exact match, F1) and
-// sets their GRPO advantages.
-func reward(g *groupState) {
+// sets their GRPO advantages (unbiased: the n-1 standard deviation).
+func reward(g *groupState, unbiased bool) {
 	rewards := make([]float64, len(g.trajs))
 	for i, t := range g.trajs {
 		t.Score()
 		rewards[i] = t.Reward
 	}
-	for i, a := range GroupAdvantages(rewards) {
+	for i, a := range GroupAdvantages(rewards, unbiased) {
 		g.trajs[i].Advantage = a
 	}
 }

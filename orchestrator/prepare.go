@@ -182,6 +182,9 @@ func (rn *Runner) prepare(ctx context.Context) (ru *run, unlock func(), err erro
 	if err := doctor.Preflight(ctx, r, rn.Deps); err != nil {
 		return nil, nil, err
 	}
+	if ru.backend, err = doctor.TrainerBackend(ctx, r, rn.Deps); err != nil {
+		return nil, nil, fmt.Errorf("%w (set trainer.backend to %s, %s or %s)", err, recipes.BackendSkyRLJAX, recipes.BackendSkyRLFSDP, recipes.BackendHosted)
+	}
 	if ru.sim {
 		fmt.Fprintf(rn.Out, "SIMULATED: %s served by the embedded hindsearch simulator, not by language models; results show the control plane at work, not model quality.\n",
 			strings.Join(rn.Deps.Simulated, ", "))
@@ -197,5 +200,6 @@ func (rn *Runner) prepare(ctx context.Context) (ru *run, unlock func(), err erro
 	}
 	fmt.Fprintf(rn.Out, "run %s: %d steps x %d questions x %d samples, %s; output %s\n",
 		r.Name, r.Train.Steps, r.Train.BatchSize, r.Train.GroupSize, r.Switches(), dir.Path)
+	fmt.Fprintf(rn.Out, "training: %s\n", ru.optimisation())
 	return ru, lock.Unlock, nil
 }

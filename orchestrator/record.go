@@ -235,6 +235,14 @@ func (ru *run) record(c *collected, adapter string) (*results.StepRecord, error)
 	rec.PolicyLag = c.step - 1 - versionOf(c.model, ru.r)
 	rec.Replicas = c.sampled.Snapshot()
 	rec.TrainerMetrics = mergeMetrics(c.fb, c.om)
+	rec.LearningRate, rec.OptimSteps = c.lr, len(c.om)
+	if c.entTokens > 0 {
+		rec.Entropy = c.entSum / float64(c.entTokens)
+	}
+	if c.klTokens > 0 {
+		kl := c.klSum / float64(c.klTokens)
+		rec.KL = &kl
+	}
 	if err := ru.keepTrajectories(c.step, all); err != nil {
 		return nil, err
 	}

@@ -166,7 +166,7 @@ func TestMergeMetricsBySuffix(t *testing.T) {
 		{"loss:sum": 2, "policy_lr:last": 2e-6, "ratio:mean": 2.0, "ratio_max:max": 1.2, "ratio_min:min": 0.7, "tokens": 5},
 		{"loss:sum": 3, "policy_lr:last": 3e-6, "ratio:mean": 3.0, "ratio_max:max": 1.9, "ratio_min:min": 0.6, "tokens": 1},
 	}
-	got := mergeMetrics(fb, map[string]float64{"grad_norm": 0.5})
+	got := mergeMetrics(fb, []map[string]float64{{"grad_norm": 0.25}, {"grad_norm": 0.75}}) // the mean over optim_steps
 	want := map[string]float64{"forward_backward/loss:sum": 6, "forward_backward/policy_lr:last": 3e-6, "forward_backward/ratio:mean": 2,
 		"forward_backward/ratio_max:max": 1.9, "forward_backward/ratio_min:min": 0.5, "forward_backward/tokens": 16, "optim_step/grad_norm": 0.5}
 	for k, w := range want {

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hindsearch/hindsearch/clients/policy/format"
@@ -119,6 +120,11 @@ type run struct {
 	// start time (for the benchmark).
 	lastTrajs []*rollout.Trajectory
 	lastStart time.Time
+	// backend is trainer.backend resolved (doctor.TrainerBackend): the
+	// loss aggregation the trainer computes by itself.
+	backend string
+	// refNext spreads reference scores over Deps.References.
+	refNext atomic.Uint64
 }
 
 // Run executes the recipe: an evaluation before training, the training

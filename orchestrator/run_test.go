@@ -346,7 +346,7 @@ func TestOffPolicyStalenessAndSamplingLogprobs(t *testing.T) {
 		}
 		seq := append(append([]int(nil), tr.PromptIDs...), tr.Tokens...)
 		s2, s3 := model.Score(p2, seq), model.Score(p3, seq)
-		d := BuildDatum(&tr, 1, 1)
+		d := BuildDatum(&tr, Terms{Sign: 1, OPDCoef: 1}, nil)
 		lps := d.LossFnInputs["logprobs"].Data.([]float32)
 		differs := false
 		for j, pol := range tr.Policy {

@@ -89,8 +89,21 @@ type StepRecord struct {
 	// hindsight.student_logprobs rescored).
 	PhaseSeconds map[string]float64 `json:"phase_seconds"`
 	// BatchDigest is the sha256 over the exact datums sent to the trainer
-	// that step, in canonical (group, sample) order.
+	// that step, in canonical (group, sample) order, their advantages
+	// scaled for the loss aggregation as sent.
 	BatchDigest string `json:"batch_digest"`
+	// LearningRate is the step's scheduled learning rate, the one every
+	// optim_step of the step sent (trainer.lr_warmup_steps).
+	LearningRate float64 `json:"learning_rate,omitempty"`
+	// OptimSteps is the number of optim_steps the step made (one per
+	// mini-batch, trainer.mini_batch_size).
+	OptimSteps int `json:"optim_steps,omitempty"`
+	// KL is the mean over the step's policy tokens of the k3 estimate of
+	// the KL to the reference (trainer.kl_coef; absent without it).
+	KL *float64 `json:"kl,omitempty"`
+	// Entropy is the mean over the step's policy tokens of the sampled
+	// tokens' surprisal (-logprob), an estimate of the policy's entropy.
+	Entropy float64 `json:"entropy,omitempty"`
 	// Adapter names the weights the step produced.
 	Adapter string `json:"adapter"`
 	// SampledWith names the policy model the step's rollouts sampled from.

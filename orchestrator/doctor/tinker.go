@@ -149,6 +149,11 @@ func (k TinkerSampling) String() string {
 // the base model (policy.model), which the FSDP and Megatron backends
 // refuse with "Sampling requested for unknown model_id(s)".
 func ProbeTinkerSampling(ctx context.Context, r *recipes.Recipe, p policy.Policy, tok *roles.Tokenizer) (TinkerSampling, error) {
+	return probeSampling(ctx, r.Policy.Model, p, tok)
+}
+
+// probeSampling is ProbeTinkerSampling with base the base model sampled.
+func probeSampling(ctx context.Context, base string, p policy.Policy, tok *roles.Tokenizer) (TinkerSampling, error) {
 	if strings.Contains(p.URL(), HostedTinkerHost) {
 		return TinkerOwnSessions, nil
 	}
@@ -157,7 +162,7 @@ func ProbeTinkerSampling(ctx context.Context, r *recipes.Recipe, p policy.Policy
 	}
 	prompt := tok.Vocab.AppendEncode(nil, tok.Chat([]policy.Message{{Role: "user", Content: tinkerProbe}}, true))
 	seed := int64(1)
-	_, err := p.Complete(ctx, policy.CompletionRequest{Model: r.Policy.Model, Prompt: prompt, MaxTokens: 1, Sampling: policy.Greedy(), Seed: &seed})
+	_, err := p.Complete(ctx, policy.CompletionRequest{Model: base, Prompt: prompt, MaxTokens: 1, Sampling: policy.Greedy(), Seed: &seed})
 	switch {
 	case err != nil && strings.Contains(err.Error(), fsdpBaseRefusal):
 		return TinkerOneVersion, nil
@@ -190,6 +195,7 @@ func (c *checker) samplingSlots(ctx context.Context, p policy.Policy) Check {
 		return ch
 	}
 	initial := c.r.Hindsight.Enabled && c.r.Hindsight.Teacher == recipes.TeacherInitial
+	reference := c.r.Trainer.KLCoef > 0 && len(c.r.Reference.URLs) == 0
 	off := c.r.Train.MaxOffPolicySteps
 	ch.Status, ch.Detail = CheckOK, kind.String()
 	switch {
@@ -205,8 +211,12 @@ func (c *checker) samplingSlots(ctx context.Context, p policy.Policy) Check {
 		ch.Status = CheckFail
 		ch.Detail += ": hindsight.teacher initial needs the initial weights served all run long, and this backend samples only the newest (docs/conformance.md, B2)"
 		ch.Fix = "use hindsight.teacher: self, or the JAX backend, or vLLM replicas that keep the base model served (policy.server vllm, sync.kind lora)"
-	case kind == TinkerSharedSlot && initial:
-		ch.Detail += "; hindsight.teacher initial is served by base-model sampling sessions (a fresh LoRA is the base model), never by the model's own checkpoints"
+	case kind == TinkerOneVersion && reference:
+		ch.Status = CheckFail
+		ch.Detail += fmt.Sprintf(": trainer.kl_coef %g scores every trajectory under the initial weights, and this backend samples only the newest", c.r.Trainer.KLCoef)
+		ch.Fix = "name reference servers serving the initial weights (reference.urls), or sample the policy with vLLM replicas that keep the base model served (policy.server vllm, sync.kind lora)"
+	case kind == TinkerSharedSlot && (initial || reference):
+		ch.Detail += "; the initial weights (hindsight.teacher initial, trainer.kl_coef's reference) are served by base-model sampling sessions (a fresh LoRA is the base model), never by the model's own checkpoints"
 	}
 	return ch
 }
@@ -254,4 +264,38 @@ func tinkerFix(err error) string {
 		return "the server answered a result this client cannot read: try policy.tinker_results: protobuf (what the Tinker SDK asks for)"
 	}
 	return "see the server's answer above; docs/conformance.md (Tinker sampling) lists what each server refuses"
+}
+
+// TrainerBackend resolves trainer.backend, the loss aggregation the
+// trainer computes by itself: a recipe's own value; for an embedded
+// trainer the simulated one's (sim.trainer.backend); the hosted service
+// by its URL; otherwise SkyRL's backend told by a one-token sample of
+// trainer.base_model through the trainer's sampling routes
+// (deps.TrainerSampler), which its JAX backend answers and its FSDP and
+// Megatron backends refuse.
+func TrainerBackend(ctx context.Context, r *recipes.Recipe, deps roles.Deps) (string, error) {
+	switch {
+	case r.Trainer.Backend != recipes.BackendAuto:
+		return r.Trainer.Backend, nil
+	case r.Trainer.URL == recipes.Embedded && r.Sim.Trainer.Backend == recipes.SimBackendFSDP:
+		return recipes.BackendSkyRLFSDP, nil
+	case r.Trainer.URL == recipes.Embedded:
+		return recipes.BackendSkyRLJAX, nil
+	case strings.Contains(r.Trainer.URL, HostedTinkerHost):
+		return recipes.BackendHosted, nil
+	case deps.TrainerSampler == nil:
+		return "", errors.New("trainer.backend auto: no sampling client on the trainer to tell its backend")
+	}
+	tok, err := deps.LocalTokenizer()
+	if err != nil {
+		return "", fmt.Errorf("trainer.backend auto: %w", err)
+	}
+	kind, err := probeSampling(ctx, r.Trainer.BaseModel, deps.TrainerSampler, tok)
+	if err != nil {
+		return "", fmt.Errorf("trainer.backend auto: a one-token sample of %s on %s: %w", r.Trainer.BaseModel, r.Trainer.URL, err)
+	}
+	if kind == TinkerOneVersion {
+		return recipes.BackendSkyRLFSDP, nil
+	}
+	return recipes.BackendSkyRLJAX, nil
 }

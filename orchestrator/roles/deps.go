@@ -27,6 +27,14 @@ type Deps struct {
 	// TokenizerErr is why Connect found no tokenizer (a run fails with
 	// it; doctor reports it as a failed check).
 	TokenizerErr error
+	// References are the reference servers (reference.urls): the initial
+	// weights trainer.kl_coef scores trajectories under. Empty: the
+	// policy servers' policy.model.
+	References []policy.Policy
+	// TrainerSampler samples trainer.base_model through the trainer's own
+	// sampling routes, to tell its backend (trainer.backend auto on a
+	// server neither embedded nor hosted); nil otherwise.
+	TrainerSampler policy.Policy
 }
 
 // LocalTokenizer returns deps' tokenizer, or why there is none.

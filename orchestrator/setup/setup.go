@@ -354,6 +354,25 @@ func Connect(ctx context.Context, r *recipes.Recipe, environ []string, log io.Wr
 	if r.Policy.Server == recipes.ServerTinker && slices.Contains(r.Policy.URLs, recipes.Embedded) {
 		deps.Simulated = append(deps.Simulated, "policy")
 	}
+	for i, u := range r.Reference.URLs {
+		rr := *r
+		rr.Policy.Server = r.Reference.Server
+		c, err := newPolicy(&rr, opts("reference", u), "", deps.Tokenizer)
+		if err != nil {
+			return fail(fmt.Errorf("reference.urls[%d]: %w", i, err))
+		}
+		deps.References = append(deps.References, c)
+	}
+	if r.Trainer.Backend == recipes.BackendAuto && r.Trainer.URL != recipes.Embedded {
+		rr := *r
+		rr.Policy.Server, rr.Policy.Model, rr.Policy.Concurrency = recipes.ServerTinker, r.Trainer.BaseModel, 1
+		c, err := newPolicy(&rr, opts("trainer", tu), key(r.Trainer.APIKeyEnv), deps.Tokenizer)
+		if err != nil {
+			return fail(fmt.Errorf("trainer.url: %w", err))
+		}
+		e.closers = append(e.closers, c.(*tinker.Client).Close)
+		deps.TrainerSampler = c
+	}
 	return deps, e, nil
 }
 

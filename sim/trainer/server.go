@@ -1268,8 +1268,12 @@ func (s *Server) optimStep(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a := req.AdamParams
-	if a.LearningRate <= 0 || a.Beta1 < 0 || a.Beta1 >= 1 || a.Beta2 < 0 || a.Beta2 >= 1 || a.Eps <= 0 {
-		detail(w, http.StatusBadRequest, "invalid adam_params %+v", a)
+	// SkyRL's AdamParams (skyrl/tinker/api.py, skyrl 0.3.0): learning_rate
+	// and weight_decay ge 0 (a zero rate is accepted: verl's warmup starts
+	// there), beta1 and beta2 in [0, 1), eps gt 0; pydantic refuses the
+	// rest with 422.
+	if a.LearningRate < 0 || a.WeightDecay < 0 || a.Beta1 < 0 || a.Beta1 >= 1 || a.Beta2 < 0 || a.Beta2 >= 1 || a.Eps <= 0 {
+		detail(w, http.StatusUnprocessableEntity, "invalid adam_params %+v", a)
 		return
 	}
 	s.sequenced(w, req.ModelID, req.SeqID, req, s.StepDelay, 0, nil, func(m *trainedModel) (int, any) {

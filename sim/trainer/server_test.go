@@ -318,7 +318,7 @@ func TestTrainerRejectsBadRequests(t *testing.T) {
 			inputs(m)["mask"] = inputs(m)["weights"]
 		})), 400},
 		{"unknown model", "/api/v1/forward_backward", fbBody("sim-model-999", 1, "ppo", nil, d), 404},
-		{"bad adam", "/api/v1/optim_step", optimBody(mid, 1, 0), 400},
+		{"negative learning rate", "/api/v1/optim_step", optimBody(mid, 1, -1e-6), 422}, // SkyRL: ge=0.0, so 0 is accepted
 		{"bad name", "/api/v1/save_weights_for_sampler", map[string]any{"model_id": mid, "path": "../x", "seq_id": 1, "type": "save_weights_for_sampler"}, 400},
 		{"bad base model", "/api/v1/create_model", map[string]any{"session_id": session, "model_seq_id": 9, "base_model": "other",
 			"lora_config": map[string]any{"rank": 8}, "type": "create_model"}, 400},
