@@ -107,7 +107,10 @@ func (t *Trajectory) Searches() int {
 // retriever: Search-R1's turns (think, search or answer; the retrieved
 // passages as an <information> block), token ids in and out, each policy
 // token's sampling logprob and whether it is part of its turn's search.
-// The exported fields may be set between steps, never during one.
+// A trajectory has up to maxTurns turns whose searches are run, then, with
+// finalRound (rollout.final_answer_round), if still going, one more turn
+// after which nothing is run or appended (Search-R1's do_search=False
+// round). The exported fields may be set between steps, never during one.
 type Engine struct {
 	// Replicas are the policy replicas sampled from (an evaluation's
 	// engine shares the training engine's, one view of their health).
@@ -126,6 +129,11 @@ type Engine struct {
 	// one call per search).
 	batch    *batcher
 	maxBatch int
+
+	// finalRound gives a trajectory still going after maxTurns turns one
+	// final turn: kept as a policy turn, its search not run, no
+	// environment text after it.
+	finalRound bool
 
 	mu       sync.Mutex
 	tokCache map[string][]int // environment texts tokenized this step
@@ -270,10 +278,16 @@ func (l *Live) finish(reason string) {
 }
 
 // policyTurn samples the next turn of l and appends its tokens. It marks
-// l done when the turn answers, or when the turn or context budget is spent.
+// l done when the turn answers, when the turn or context budget is spent,
+// or after the final answer round (finalRound: the turn after maxTurns),
+// which ends the trajectory as answered or as max_turns.
 func (r *Engine) policyTurn(ctx context.Context, l *Live) error {
 	t := l.t
-	if l.turn >= r.maxTurns {
+	turns := r.maxTurns
+	if r.finalRound {
+		turns++
+	}
+	if l.turn >= turns {
 		l.finish("max_turns")
 		return nil
 	}
@@ -324,10 +338,17 @@ func (r *Engine) policyTurn(ctx context.Context, l *Live) error {
 	l.resp = append(l.resp, c.Text...)
 	l.kind, l.content = kind, content
 	l.tr = Turn{Text: c.Text, Action: kind, Content: content, Finish: c.FinishReason}
-	if kind == format.ActionAnswer {
+	switch {
+	case kind == format.ActionAnswer:
 		t.Turns = append(t.Turns, l.tr)
 		l.turn++
 		l.finish("answer")
+	case l.turn == r.maxTurns:
+		// The final answer round (only reached with finalRound): whatever
+		// it says, no search is run and nothing is appended.
+		t.Turns = append(t.Turns, l.tr)
+		l.turn++
+		l.finish("max_turns")
 	}
 	return nil
 }
@@ -583,7 +604,7 @@ func NewEngine(r *recipes.Recipe, deps roles.Deps, clock *metrics.Phases) (*Engi
 	window := time.Duration(r.Retriever.BatchWindowMS * float64(time.Millisecond))
 	return &Engine{Replicas: fleet.New(deps.Policies), retriever: deps.Retriever, topk: r.Retriever.TopK,
 		maxTurns: r.Rollout.MaxTurns, maxTurn: r.Rollout.MaxTurnTokens, maxObs: r.Rollout.MaxObsTokens,
-		maxCtx: r.Rollout.MaxContextTokens, baseModel: r.Policy.Model, Phases: clock,
+		maxCtx: r.Rollout.MaxContextTokens, baseModel: r.Policy.Model, Phases: clock, finalRound: r.Rollout.FinalAnswerRound,
 		batch:    newBatcher(deps.Retriever, r.Retriever.TopK, window, r.Retriever.MaxBatch, r.Retriever.Cache),
 		maxBatch: r.Retriever.MaxBatch, tok: tok, local: r.Policy.Tokenize == recipes.TokenizeLocal}, nil
 }
