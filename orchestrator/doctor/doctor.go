@@ -255,6 +255,12 @@ func (c *checker) run(ctx context.Context) []Check {
 	if c.deps.Trainer != nil {
 		wg.Go(func() { trainC = c.trainer(ctx, c.deps.Trainer) })
 	}
+	refC := make([]Check, len(c.deps.References))
+	if c.full {
+		for i, p := range c.deps.References {
+			wg.Go(func() { refC[i] = c.referenceCheck(ctx, p) })
+		}
+	}
 	// sync.kind tinker moves no files: no sync.dir.
 	if c.full && c.r.Sync.Kind != recipes.SyncNone && c.r.Sync.Kind != recipes.SyncTinker {
 		wg.Go(func() { syncC = c.syncDir() })
@@ -270,7 +276,55 @@ func (c *checker) run(ctx context.Context) []Check {
 	out = append(out, judgeC...)
 	out = append(out, retC...)
 	out = append(out, trainC...)
+	out = append(out, refC...)
 	return append(out, syncC...)
+}
+
+// lossAggCheck is the trainer's "loss aggregation" row: the backend the
+// run will scale the advantages for (TrainerBackend) and what that makes
+// of trainer.loss_agg.
+func (c *checker) lossAggCheck(ctx context.Context, u string) Check {
+	ch := Check{Role: "trainer", Server: u, Name: "loss aggregation"}
+	cctx, cancel := c.bounded(ctx)
+	be, err := TrainerBackend(cctx, c.r, c.deps)
+	cancel()
+	if err != nil {
+		ch.Status, ch.Detail = CheckFail, reason(err)
+		ch.Fix = fmt.Sprintf("set trainer.backend to %s, %s or %s (the trainer's own loss aggregation)", recipes.BackendSkyRLJAX, recipes.BackendSkyRLFSDP, recipes.BackendHosted)
+		return ch
+	}
+	how := "each datum's advantages scaled for it"
+	if (be == recipes.BackendSkyRLJAX && c.r.Trainer.LossAgg == recipes.LossAggSeqMeanTokenMean) ||
+		(be != recipes.BackendSkyRLJAX && c.r.Trainer.LossAgg == recipes.LossAggSum) {
+		how = "the backend's own, advantages sent as they are"
+	}
+	ch.Status, ch.Detail = CheckOK, fmt.Sprintf("%s on %s (trainer.backend %s): %s", c.r.Trainer.LossAgg, be, c.r.Trainer.Backend, how)
+	return ch
+}
+
+// referenceCheck is a reference server's row (reference.urls): it scores
+// a short sequence under policy.model, as trainer.kl_coef's prefill will.
+func (c *checker) referenceCheck(ctx context.Context, p policy.Policy) Check {
+	ch := Check{Role: "reference", Server: p.URL(), Name: "scores " + c.r.Policy.Model}
+	tok, err := c.deps.LocalTokenizer()
+	if err != nil {
+		ch.Status, ch.Detail = CheckSkip, "no local tokenizer to build the probe (see the local tokenizer row)"
+		return ch
+	}
+	seq := tok.Vocab.AppendEncode(nil, tok.Chat([]policy.Message{{Role: "user", Content: tinkerProbe}}, true))
+	cctx, cancel := c.bounded(ctx)
+	lps, err := p.Score(cctx, c.r.Policy.Model, seq)
+	cancel()
+	switch {
+	case err != nil:
+		ch.Status, ch.Detail = CheckFail, reason(err)
+		ch.Fix = "start a server of policy.model's initial weights at this URL (never synced), or leave reference.urls empty where the policy servers keep serving them (sync.kind lora)"
+	case len(lps) != len(seq):
+		ch.Status, ch.Detail = CheckFail, fmt.Sprintf("%d logprobs for %d tokens", len(lps), len(seq))
+	default:
+		ch.Status, ch.Detail = CheckOK, fmt.Sprintf("%d prompt logprobs", len(lps))
+	}
+	return ch
 }
 
 // bounded returns ctx limited to one check's timeout.
@@ -1258,7 +1312,7 @@ func (c *checker) trainer(ctx context.Context, tr trainer.Trainer) []Check {
 		if !c.full {
 			return out
 		}
-		out = append(out, weightsCheck(c.r, u), optimizerCheck(c.r, u))
+		out = append(out, weightsCheck(c.r, u), optimizerCheck(c.r, u), c.lossAggCheck(ctx, u))
 		// The embedded simulator's directory is sized by its own archives.
 		if c.r.Sync.Kind == recipes.SyncTinker && c.r.Trainer.CheckpointsDir == "" {
 			out = append(out, Check{Role: "trainer", Server: u, Name: "checkpoints dir", Status: CheckSkip,

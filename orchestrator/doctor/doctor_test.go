@@ -62,7 +62,7 @@ func TestDoctorEmbeddedDefault(t *testing.T) {
 		{"judge", "chat", CheckOK},
 		{"retriever", "retrieve", CheckOK},
 		{"trainer", "healthz", CheckOK}, {"trainer", "base model", CheckOK}, {"trainer", "delete route", CheckOK},
-		{"trainer", "weights", CheckOK}, {"trainer", "optimizer", CheckOK}, {"trainer", "checkpoints dir", CheckOK},
+		{"trainer", "weights", CheckOK}, {"trainer", "optimizer", CheckOK}, {"trainer", "loss aggregation", CheckOK}, {"trainer", "checkpoints dir", CheckOK},
 		{"sync", "sync dir", CheckOK}, {"sync", "policy access", CheckOK},
 	}
 	if got := rows(rep); !slices.Equal(got, want) {
@@ -78,7 +78,7 @@ func TestDoctorEmbeddedDefault(t *testing.T) {
 		t.Errorf("second replica's local tokenizer row: %q", d)
 	}
 	out := report(t, rep)
-	for _, w := range []string{"| role", "| server", "| check", "| status", "| detail", "all 26 checks passed",
+	for _, w := range []string{"| role", "| server", "| check", "| status", "| detail", "all 27 checks passed",
 		"SIMULATED: policy, judge, trainer served by the embedded hindsearch simulator"} {
 		if !strings.Contains(out, w) {
 			t.Errorf("output lacks %q:\n%s", w, out)
@@ -287,8 +287,13 @@ func quickOpts(role, url string) transport.Options {
 
 // stackDeps are clients of the policy replicas at urls and of the judge,
 // retriever and trainer at other (a stack's URL).
+// The fake trainer has no sampling routes to tell its backend by: the
+// recipe names it (trainer.backend), as a user's would for such a server.
 func stackDeps(t *testing.T, r *recipes.Recipe, env map[string]string, other string, urls ...string) roles.Deps {
 	t.Helper()
+	if r.Trainer.Backend == recipes.BackendAuto {
+		r.Trainer.Backend = recipes.BackendSkyRLFSDP
+	}
 	var d roles.Deps
 	for _, u := range urls {
 		p, err := policy.New(quickOpts("policy", u))
