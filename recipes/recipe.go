@@ -203,7 +203,9 @@ type Retriever struct {
 // run long with sync.kind lora or tinker, not with sglang_disk (whose
 // replicas are overwritten in place: name reference servers there).
 type Reference struct {
-	// URLs are the reference replicas' base URLs (never synced).
+	// URLs are the reference replicas' base URLs (never synced), or
+	// "embedded": a simulated policy server of its own, serving the
+	// simulated base model.
 	URLs []string `mapstructure:"urls" yaml:"urls"`
 	// Server is the kind of server behind URLs: ServerVLLM or ServerSGLang.
 	Server string `mapstructure:"server" yaml:"server"`

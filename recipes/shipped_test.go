@@ -139,11 +139,13 @@ func TestPaperAblationsChangeOnlyTheirKeys(t *testing.T) {
 			r.Sync.Kind, r.Sync.Keep = SyncLoRA, 2
 			r.Policy.Server, r.Policy.Tokenize = ServerVLLM, TokenizeServer
 			r.Trainer.LoRARank, r.Trainer.LearningRate = 32, 1e-5
+			r.Reference.URLs = []string{} // vLLM keeps serving the base model
 		}},
 		"hindsearch-qwen2.5-3b-teacher-initial.yaml": {3, func(r *Recipe) {
 			r.Sync.Kind, r.Sync.Keep = SyncLoRA, 2
 			r.Policy.Server, r.Policy.Tokenize = ServerVLLM, TokenizeServer
 			r.Trainer.LoRARank, r.Trainer.LearningRate = 32, 1e-5
+			r.Reference.URLs = []string{}
 			r.Hindsight.Teacher = TeacherInitial
 		}},
 	}

@@ -302,11 +302,9 @@ func (r *Recipe) Validate() error {
 	if len(r.Reference.URLs) > 0 {
 		oneOf("reference.server", r.Reference.Server, ServerVLLM, ServerSGLang)
 		for i, u := range r.Reference.URLs {
-			if u == Embedded {
-				bad(fmt.Sprintf("reference.urls[%d]", i), "cannot be %q: a reference server is a real one serving policy.model's initial weights (an embedded policy serves them itself: leave reference.urls empty)", Embedded)
-				continue
+			if u != Embedded {
+				endpoint(fmt.Sprintf("reference.urls[%d]", i), u)
 			}
-			endpoint(fmt.Sprintf("reference.urls[%d]", i), u)
 		}
 	}
 	if r.Trainer.KLCoef > 0 && len(r.Reference.URLs) == 0 && r.Sync.Kind == SyncSGLangDisk {

@@ -219,7 +219,15 @@ func Connect(ctx context.Context, r *recipes.Recipe, environ []string, log io.Wr
 			nEmbedded++
 		}
 	}
-	needSim := nEmbedded > 0 || r.Judge.URL == recipes.Embedded || r.Trainer.URL == recipes.Embedded
+	// An embedded reference is a simulated policy server of its own, which
+	// no sync ever reaches: the simulated base model.
+	nRef := 0
+	for _, u := range r.Reference.URLs {
+		if u == recipes.Embedded {
+			nRef++
+		}
+	}
+	needSim := nEmbedded > 0 || nRef > 0 || r.Judge.URL == recipes.Embedded || r.Trainer.URL == recipes.Embedded
 	if needSim {
 		corpus, err := dataset.LoadCorpus(r.Retriever.Corpus)
 		if err != nil {
@@ -236,7 +244,7 @@ func Connect(ctx context.Context, r *recipes.Recipe, environ []string, log io.Wr
 		gen := lm.GenerationConfigFromRecipe(r.Sim.GenerationConfig)
 		s, err := sim.Start(sim.Config{BaseModel: r.Policy.Model, JudgeModel: r.Judge.Model, JudgeAPIKey: key(r.Judge.APIKeyEnv),
 			CheckpointsDir: r.Trainer.CheckpointsDir, TrainerArchive: weights.ArchiveLayout(r.Sim.Trainer.Archive), TrainerBackend: simtrainer.Backend(r.Sim.Trainer.Backend), TrainerNoDeleteRoute: !r.Sim.Trainer.DeleteRoute, PrefillNoise: r.Sim.Policy.PrefillNoise, Corpus: corpus, Answers: answers, Epsilon: r.Sim.Epsilon,
-			PolicyReplicas: nEmbedded, Judge: r.Judge.URL == recipes.Embedded, Trainer: r.Trainer.URL == recipes.Embedded,
+			PolicyReplicas: nEmbedded + nRef, Judge: r.Judge.URL == recipes.Embedded, Trainer: r.Trainer.URL == recipes.Embedded,
 			Latency: sim.LatencyFromRecipe(r.Sim), Faults: faults, GenerationConfig: &gen})
 		if err != nil {
 			return fail(err)
@@ -247,6 +255,9 @@ func Connect(ctx context.Context, r *recipes.Recipe, environ []string, log io.Wr
 		}
 		if nEmbedded > 0 {
 			deps.Simulated = append(deps.Simulated, "policy")
+		}
+		if nRef > 0 {
+			deps.Simulated = append(deps.Simulated, "reference")
 		}
 		if s.JudgeURL != "" {
 			deps.Simulated = append(deps.Simulated, "judge")
@@ -354,7 +365,12 @@ func Connect(ctx context.Context, r *recipes.Recipe, environ []string, log io.Wr
 	if r.Policy.Server == recipes.ServerTinker && slices.Contains(r.Policy.URLs, recipes.Embedded) {
 		deps.Simulated = append(deps.Simulated, "policy")
 	}
+	refSim := nEmbedded
 	for i, u := range r.Reference.URLs {
+		if u == recipes.Embedded {
+			u = e.sim.PolicyURLs[refSim]
+			refSim++
+		}
 		rr := *r
 		rr.Policy.Server = r.Reference.Server
 		c, err := newPolicy(&rr, opts("reference", u), "", deps.Tokenizer)
