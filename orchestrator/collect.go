@@ -48,9 +48,9 @@ type collectResult struct {
 // collected is a step's rollouts, critiques and datums, before the
 // optimiser step.
 type collected struct {
-	step    int
-	model   string // the policy model the step sampled from
-	groups  []*groupState
+	step   int
+	model  string // the policy model the step sampled from
+	groups []*groupState
 	// built are the datums as their groups finished, before the loss
 	// aggregation's scaling; sent are the datums as sent to the trainer,
 	// in the order sent (train.go).
@@ -71,7 +71,7 @@ type collected struct {
 	lr      float64              // the step's scheduled learning rate
 	// klSum, klTokens, entSum and entTokens sum the k3 KL to the
 	// reference and the sampled tokens' surprisal over the policy tokens.
-	klSum, entSum      float64
+	klSum, entSum       float64
 	klTokens, entTokens int
 	// sampled records which replica sampled with which weights.
 	sampled *fleet.SampledBy
@@ -141,7 +141,7 @@ func (ru *run) collect(ctx context.Context, step int, model string, stream bool)
 	defer task.Done()
 	ru.rollouts.Progress = task
 
-	c.firstGroup = (step-1)*r.Train.BatchSize
+	c.firstGroup = (step - 1) * r.Train.BatchSize
 	c.groupDone = make([]bool, len(qs))
 	c.lr = learningRate(r, step)
 	c.chunked = ru.miniBatch(c) == len(qs)*r.Train.GroupSize && nativeAgg(r.Trainer.LossAgg, ru.backend)

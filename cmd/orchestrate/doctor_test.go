@@ -53,7 +53,7 @@ func TestDoctor(t *testing.T) {
 				t.Errorf("%s %s: status %q, want ok\n%s", rc[0], rc[1], st, out)
 			}
 		}
-		if !strings.Contains(out, "all 19 checks passed") || strings.Contains(out, "FAIL") {
+		if !strings.Contains(out, "all 20 checks passed") || strings.Contains(out, "FAIL") {
 			t.Errorf("verdict:\n%s", out)
 		}
 	})
@@ -67,7 +67,7 @@ func TestDoctor(t *testing.T) {
 		l.Close()
 		out, err := runDoctor(t, index, []string{"OTHER=1"},
 			"judge.url="+dead, "judge.api_key_env=DOCTOR_TEST_JUDGE_KEY", "http.retries=0")
-		if err == nil || !strings.Contains(err.Error(), "1 of 20 checks failed") {
+		if err == nil || !strings.Contains(err.Error(), "1 of 21 checks failed") {
 			t.Fatalf("doctor with a dead judge: %v\n%s", err, out)
 		}
 		if st := statusOf(out, "judge", "api key"); st != "warn" {

@@ -28,7 +28,10 @@ import (
 // simAddrs is the line serve sim prints: the base URL of every server it
 // started ("" or [] for roles the recipe does not mark embedded).
 type simAddrs struct {
-	Policy    []string `json:"policy"`
+	Policy []string `json:"policy"`
+	// Reference are the simulated reference servers (one per "embedded"
+	// entry of reference.urls): the simulated base model, never synced.
+	Reference []string `json:"reference,omitempty"`
 	Judge     string   `json:"judge"`
 	Trainer   string   `json:"trainer"`
 	Retriever string   `json:"retriever"`
@@ -47,14 +50,14 @@ func newServeSimCmd(e *env) *cobra.Command {
 		Use:   "sim RECIPE",
 		Short: "Serve a recipe's embedded SIMULATED policy, judge and trainer (and its BM25 retriever) on loopback ports",
 		Long: `Start, on 127.0.0.1 ephemeral ports, the servers that RECIPE marks "embedded":
-one simulated policy replica per "embedded" entry of policy.urls, the simulated
-judge, the simulated trainer, and the real BM25 retriever over retriever.corpus
+one simulated policy replica per "embedded" entry of policy.urls (and of
+reference.urls: the base model, for trainer.kl_coef), the simulated judge, the simulated trainer, and the real BM25 retriever over retriever.corpus
 (indexed into retriever.index_dir, default the user cache directory), each with
 the recipe's sim.* latencies. The policy, judge and trainer are a SIMULATOR, not
 language models.
 
 Prints one line of JSON to stdout:
-  {"policy": [URL...], "judge": URL, "trainer": URL, "retriever": URL,
+  {"policy": [URL...], "reference": [URL...], "judge": URL, "trainer": URL, "retriever": URL,
    "checkpoints_dir": DIR, "simulated": true}
 ("" or [] for roles not started), then serves until interrupted (SIGINT,
 SIGTERM) or, when stdin is a pipe, until the pipe closes.`,
@@ -97,8 +100,14 @@ func serveSim(ctx context.Context, e *env, r *recipes.Recipe, stdin io.Reader, j
 	if tinkerPolicy {
 		replicas = 0
 	}
+	refs := 0
+	for _, u := range r.Reference.URLs {
+		if u == recipes.Embedded {
+			refs++
+		}
+	}
 	retr := r.Retriever.URL == recipes.Embedded
-	if replicas == 0 && !judge && !trainer && !retr {
+	if replicas == 0 && refs == 0 && !judge && !trainer && !retr {
 		return errors.New("serve sim: the recipe marks no role \"embedded\"")
 	}
 	if trainer && r.Trainer.BaseModel != r.Policy.Model {
@@ -108,7 +117,7 @@ func serveSim(ctx context.Context, e *env, r *recipes.Recipe, stdin io.Reader, j
 	lat := sim.LatencyFromRecipe(r.Sim)
 
 	var servers *sim.Servers
-	if replicas > 0 || judge || trainer {
+	if replicas > 0 || refs > 0 || judge || trainer {
 		corpus, err := dataset.LoadCorpus(r.Retriever.Corpus)
 		if err != nil {
 			return fmt.Errorf("retriever.corpus: %w", err)
@@ -124,13 +133,14 @@ func serveSim(ctx context.Context, e *env, r *recipes.Recipe, stdin io.Reader, j
 		gen := lm.GenerationConfigFromRecipe(r.Sim.GenerationConfig)
 		servers, err = sim.Start(sim.Config{BaseModel: r.Policy.Model, JudgeModel: r.Judge.Model,
 			JudgeAPIKey: envValue(e.environ, r.Judge.APIKeyEnv), CheckpointsDir: ckpt, TrainerArchive: weights.ArchiveLayout(r.Sim.Trainer.Archive), TrainerBackend: simtrainer.Backend(r.Sim.Trainer.Backend), TrainerNoDeleteRoute: !r.Sim.Trainer.DeleteRoute, PrefillNoise: r.Sim.Policy.PrefillNoise, Corpus: corpus, Answers: answers,
-			Epsilon: r.Sim.Epsilon, PolicyReplicas: replicas, Judge: judge, Trainer: trainer,
+			Epsilon: r.Sim.Epsilon, PolicyReplicas: replicas + refs, Judge: judge, Trainer: trainer,
 			Latency: lat, Faults: sim.FaultsFromRecipe(r.Sim.Faults, r.Seed), GenerationConfig: &gen})
 		if err != nil {
 			return err
 		}
 		defer servers.Close()
-		addrs.Policy = append(addrs.Policy, servers.PolicyURLs...)
+		addrs.Policy = append(addrs.Policy, servers.PolicyURLs[:replicas]...)
+		addrs.Reference = append(addrs.Reference, servers.PolicyURLs[replicas:]...)
 		if tinkerPolicy {
 			addrs.Policy = []string{servers.TrainerURL}
 		}
@@ -184,8 +194,8 @@ func serveSim(ctx context.Context, e *env, r *recipes.Recipe, stdin io.Reader, j
 		addrs.Retriever = "http://" + l.Addr().String()
 	}
 
-	fmt.Fprintf(e.stderr, "serving SIMULATED servers (hindsearch simulator, not language models): %d policy replica(s), judge %t, trainer %t; real BM25 retriever %t\n",
-		replicas, judge, trainer, retr)
+	fmt.Fprintf(e.stderr, "serving SIMULATED servers (hindsearch simulator, not language models): %d policy replica(s), %d reference(s), judge %t, trainer %t; real BM25 retriever %t\n",
+		replicas, refs, judge, trainer, retr)
 	if jsonOut {
 		line, err := json.Marshal(addrs)
 		if err != nil {
@@ -198,6 +208,9 @@ func serveSim(ctx context.Context, e *env, r *recipes.Recipe, stdin io.Reader, j
 		var b strings.Builder
 		for _, u := range addrs.Policy {
 			fmt.Fprintf(&b, "policy %s\n", u)
+		}
+		for _, u := range addrs.Reference {
+			fmt.Fprintf(&b, "reference %s\n", u)
 		}
 		for _, kv := range [][2]string{{"judge", addrs.Judge}, {"trainer", addrs.Trainer}, {"retriever", addrs.Retriever}} {
 			if kv[1] != "" {

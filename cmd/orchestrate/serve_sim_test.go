@@ -189,7 +189,7 @@ func TestServeSim(t *testing.T) {
 func TestServeSimStdinClose(t *testing.T) {
 	dir := t.TempDir()
 	run := startServeSim(t, simArgs(t, dir, "--set", "judge.url=http://127.0.0.1:9", "--set", "trainer.url=http://127.0.0.1:9",
-		"--set", "retriever.url=http://127.0.0.1:9", "--json=false")...)
+		"--set", "retriever.url=http://127.0.0.1:9", "--set", "reference.urls=", "--json=false")...)
 	line, err := run.stdout.ReadString('\n')
 	if err != nil {
 		t.Fatalf("no address line (%v); command: %v", err, run.wait(t))
@@ -214,7 +214,8 @@ func TestServeSimStdinClose(t *testing.T) {
 // TestServeSimNothingEmbedded refuses a recipe with no embedded role.
 func TestServeSimNothingEmbedded(t *testing.T) {
 	_, _, err := runCLI(t, nil, "serve", "sim", simRecipe, "--set", "policy.urls=http://127.0.0.1:9",
-		"--set", "judge.url=http://127.0.0.1:9", "--set", "trainer.url=http://127.0.0.1:9", "--set", "retriever.url=http://127.0.0.1:9")
+		"--set", "judge.url=http://127.0.0.1:9", "--set", "trainer.url=http://127.0.0.1:9", "--set", "retriever.url=http://127.0.0.1:9",
+		"--set", "reference.urls=")
 	if err == nil || !strings.Contains(err.Error(), "embedded") {
 		t.Errorf("serve sim with nothing embedded: %v", err)
 	}
