@@ -42,6 +42,9 @@ func (ru *run) stepRecord(step int, all []*rollout.Trajectory, sent []keyedDatum
 	ph := clock.Seconds()
 	rec.PhaseSeconds = map[string]float64{"rollout": ph["rollout"], "judge": ph["judge"], "teacher": ph["teacher"],
 		"train": ph["train"], "sync": ph["sync"], "eval": 0}
+	if ru.r.Trainer.KLCoef > 0 {
+		rec.PhaseSeconds["reference"] = ph["reference"]
+	}
 	if ru.r.Hindsight.StudentLogprobs == recipes.StudentLogprobsRescored {
 		rec.PhaseSeconds["rescore"] = ph["rescore"]
 		for _, t := range all {

@@ -86,7 +86,8 @@ type StepRecord struct {
 	MeanSearches float64 `json:"mean_searches"`
 	// PhaseSeconds is the wall time of each phase of the step (rollout,
 	// judge, teacher, train, sync, eval; rescore with
-	// hindsight.student_logprobs rescored).
+	// hindsight.student_logprobs rescored; reference with
+	// trainer.kl_coef).
 	PhaseSeconds map[string]float64 `json:"phase_seconds"`
 	// BatchDigest is the sha256 over the exact datums sent to the trainer
 	// that step, in canonical (group, sample) order, their advantages

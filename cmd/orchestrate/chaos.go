@@ -271,6 +271,9 @@ func startChaosServers(ctx context.Context, exe string, common, faultSets []stri
 		// The simulated replicas speak the simulator's tokenizer.
 		sets = append(sets, "--set", "policy.urls="+strings.Join(a.Policy, ","), "--set", "policy.tokenizer="+recipes.TokenizerSim)
 	}
+	if len(a.Reference) > 0 {
+		sets = append(sets, "--set", "reference.urls="+strings.Join(a.Reference, ","))
+	}
 	for _, kv := range [][2]string{{"judge.url", a.Judge}, {"trainer.url", a.Trainer}, {"retriever.url", a.Retriever}, {"trainer.checkpoints_dir", a.CheckpointsDir}} {
 		if kv[1] != "" {
 			sets = append(sets, "--set", kv[0]+"="+kv[1])
