@@ -71,7 +71,7 @@ func (ru *run) printStep(rec *results.StepRecord) {
 
 // caption names the recipe and its ablation switches.
 func (ru *run) caption() string {
-	c := fmt.Sprintf("EM (%%) by evaluation step. recipe %s: %s. Questions: %s (%s)", ru.r.Name, ru.r.Switches(), ru.r.Eval.Describe(), results.SubsetFile)
+	c := fmt.Sprintf("EM (%%) by evaluation step. recipe %s: %s. Training: %s. Questions: %s (%s)", ru.r.Name, ru.r.Switches(), ru.r.Optimisation(), ru.r.Eval.Describe(), results.SubsetFile)
 	if ru.sim {
 		c += ". SIMULATED (" + strings.Join(ru.Deps.Simulated, ", ") + " by the embedded simulator)"
 	}

@@ -116,3 +116,22 @@ func (r *Recipe) Switches() string {
 	return fmt.Sprintf("hindsight=on gold=%s loss=%s broadcast=%s teacher=%s coef=%s clamp=%s judge=%s prompt=%s",
 		onOff(h.GoldAnswer), h.Loss, h.Broadcast, h.Teacher, num(h.Coef), num(h.Clamp), r.Judge.Model, prompt)
 }
+
+// Optimisation names, in a few words for captions, how the recipe
+// optimises (issue 33's keys): the loss, the optim_steps a step and their
+// mini-batch, the warmup, the loss aggregation, the GRPO standard
+// deviation, the KL and entropy coefficients and the final answer round.
+func (r *Recipe) Optimisation() string {
+	t := r.Trainer
+	total := r.Train.BatchSize * r.Train.GroupSize
+	steps := "1 optim_step a step"
+	if m := t.MiniBatchSize; m > 0 && m < total {
+		steps = fmt.Sprintf("%d optim_steps a step (mini-batches of %d)", (total+m-1)/m, m)
+	}
+	num := func(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+	s := fmt.Sprintf("%s, %s, warmup %d, %s, std %s, kl %s, entropy %s", t.Loss, steps, t.LRWarmupSteps, t.LossAgg, t.AdvantageStd, num(t.KLCoef), num(t.EntropyCoef))
+	if r.Rollout.FinalAnswerRound {
+		s += ", final answer round"
+	}
+	return s
+}

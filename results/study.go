@@ -192,6 +192,8 @@ type Study struct {
 	BootstrapSeed uint64 `json:"bootstrap_seed"`
 	// Rows are the variants, the base first.
 	Rows []StudyRow `json:"rows"`
+	// Optimisation names how the base trains (recipes.Recipe.Optimisation).
+	Optimisation string `json:"optimisation,omitempty"`
 }
 
 // StudyTable writes the study's table to w in format (one of Formats():
@@ -213,6 +215,9 @@ func StudyTable(w io.Writer, s Study, format string) error {
 	caption := fmt.Sprintf("Held-out EM (%%) at the last evaluation (%s, strategy %s, pooled over questions), mean and sd over seeds;\n"+
 		"diff: paired difference to %s in points, 95%% paired bootstrap CI (%d resamples of seeds and, within each, of questions; seed %d).",
 		strings.Join(s.Datasets, ", "), s.Strategy, s.Base, s.Resamples, s.BootstrapSeed)
+	if s.Optimisation != "" {
+		caption += "\nTraining: " + s.Optimisation + "."
+	}
 	for _, r := range s.Rows {
 		if r.Switches != "" {
 			caption += fmt.Sprintf("\n  %s: %s", r.Variant, r.Switches)

@@ -13,6 +13,7 @@ import (
 	"maps"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/hindsearch/hindsearch/orchestrator"
 	"github.com/hindsearch/hindsearch/orchestrator/metrics"
@@ -140,12 +141,21 @@ func Ablate(ctx context.Context, vs []Variant, opt AblateOptions) ([]results.Run
 	}
 	fmt.Fprintln(out)
 	caption := "EM (%) at the last evaluation of each variant."
+	training := ""
 	for _, v := range vs {
 		if v.Skip != "" {
 			caption += fmt.Sprintf("\n  %s: SKIPPED (%s)", v.Name, v.Skip)
 			continue
 		}
 		caption += fmt.Sprintf("\n  %s: %s", v.Name, v.Recipe.Switches())
+		// The training of the first variant is said once; a variant that
+		// trains otherwise says its own.
+		if o := v.Recipe.Optimisation(); training == "" {
+			training = o
+			caption = strings.Replace(caption, "of each variant.", "of each variant. Training: "+o+".", 1)
+		} else if o != training {
+			caption += "; training: " + o
+		}
 	}
 	return rows, results.CompareTable(out, rows, opt.Format, caption)
 }

@@ -224,6 +224,9 @@ func Analyse(plan *Plan) (*results.Study, []results.StudyCurve, error) {
 	if baseIdx < 0 {
 		return nil, nil, fmt.Errorf("study: the base %s did not run", plan.Base)
 	}
+	if runs := plan.Arms[baseIdx].Runs; len(runs) > 0 {
+		s.Optimisation = runs[0].Recipe.Optimisation()
+	}
 	var curves []results.StudyCurve
 	for i, arm := range plan.Arms {
 		row := results.StudyRow{Variant: arm.Name, Switches: arm.Switches, Seeds: plan.Seeds, IsBase: i == baseIdx}
