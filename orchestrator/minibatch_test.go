@@ -199,3 +199,34 @@ func TestEveryAggregationGivesOneGradientOnBothBackends(t *testing.T) {
 		}
 	}
 }
+
+// trainer.kl_coef scores every trajectory under the reference (an
+// embedded reference server here): the step records the mean KL, 0 while
+// the policy is still the initial weights and above 0 once it moved, and
+// the reference phase; trainer.entropy_coef's estimate is recorded; both
+// terms change the datums sent.
+func TestKLAndEntropyTerms(t *testing.T) {
+	sets := []string{"eval.datasets.nq=", "eval.datasets.hotpotqa=", "train.steps=2"}
+	with := testRecipe(t, "reference: {urls: [embedded]}", append(sets, "trainer.kl_coef=0.5", "trainer.entropy_coef=0.5")...)
+	sum, out := runRecipe(t, with, 1)
+	if !strings.Contains(out, "KL 0.5 to embedded, entropy 0.5") {
+		t.Errorf("banner:\n%s", out)
+	}
+	s1, s2 := sum.Steps[0], sum.Steps[1]
+	if s1.KL == nil || s2.KL == nil {
+		t.Fatalf("kl not recorded: %v %v", s1.KL, s2.KL)
+	}
+	if math.Abs(*s1.KL) > 1e-9 || *s2.KL <= 0 {
+		t.Errorf("kl %v at step 1 (the initial weights), %v at step 2: want 0, then above 0", *s1.KL, *s2.KL)
+	}
+	if s1.Entropy <= 0 || s2.PhaseSeconds["reference"] <= 0 {
+		t.Errorf("entropy %v, reference phase %v", s1.Entropy, s2.PhaseSeconds["reference"])
+	}
+	without, _ := runRecipe(t, testRecipe(t, "", sets...), 1)
+	if without.Steps[0].KL != nil {
+		t.Error("kl recorded without trainer.kl_coef")
+	}
+	if without.Steps[0].BatchDigest == s1.BatchDigest {
+		t.Error("the entropy term did not change step 1's datums")
+	}
+}

@@ -244,3 +244,32 @@ func TestShippedSimStudy(t *testing.T) {
 		t.Errorf("hindsight %+v: the recipe itself is hindsight with gold critiques", r.Hindsight)
 	}
 }
+
+// The paper recipe trains as Search-R1's verl GRPO (issue 33): the keys
+// `orchestrate recipe check` shows, each at Search-R1's value.
+func TestPaperRecipeIsSearchR1sOptimisation(t *testing.T) {
+	r := loadShipped(t, "hindsearch-qwen2.5-3b.yaml")
+	tr := r.Trainer
+	if tr.MiniBatchSize != 256 || tr.LossAgg != LossAggTokenMean || r.Hindsight.StudentLogprobs != StudentLogprobsRescored ||
+		tr.LRWarmupSteps != 286 || tr.AdvantageStd != StdUnbiased || tr.KLCoef != 0.001 || tr.EntropyCoef != 0.001 ||
+		!r.Rollout.FinalAnswerRound || r.Rollout.MaxTurns != 4 || r.Train.Steps != 300 || len(r.Reference.URLs) != 1 {
+		t.Errorf("paper recipe: trainer %+v, student_logprobs %s, rollout %+v, steps %d, reference %v",
+			tr, r.Hindsight.StudentLogprobs, r.Rollout, r.Train.Steps, r.Reference.URLs)
+	}
+}
+
+// The KL term needs the initial weights, which sglang_disk overwrites on
+// the policy servers: without reference servers the recipe is refused,
+// naming the key.
+func TestKLWithFullWeightSyncNeedsReference(t *testing.T) {
+	r := loadShipped(t, "hindsearch-qwen2.5-3b.yaml")
+	r.Reference.URLs = nil
+	err := r.Validate()
+	if err == nil || !strings.Contains(err.Error(), "reference.urls") || !strings.Contains(err.Error(), "sglang_disk") {
+		t.Fatalf("err %v", err)
+	}
+	r.Trainer.KLCoef = 0
+	if err := r.Validate(); err != nil {
+		t.Fatalf("without the KL term: %v", err)
+	}
+}
