@@ -144,7 +144,10 @@ func (ru *run) collect(ctx context.Context, step int, model string, stream bool)
 	c.firstGroup = (step - 1) * r.Train.BatchSize
 	c.groupDone = make([]bool, len(qs))
 	c.lr = learningRate(r, step)
-	c.chunked = ru.miniBatch(c) == len(qs)*r.Train.GroupSize && nativeAgg(r.Trainer.LossAgg, ru.backend)
+	// With the aggregation the backend's own (recipes.NativeAgg: every
+	// lossScale 1 whatever the mini-batch) and the step one mini-batch,
+	// datums can go before the step is complete.
+	c.chunked = r.OptimSteps() == 1 && recipes.NativeAgg(r.Trainer.LossAgg, ru.backend)
 	send := ru.startSender(ctx, c, len(qs), cancel) // train.go
 	// A finished group is rewarded at once; its critiques, teacher scores,
 	// reference scores and datums follow while other groups roll out

@@ -57,17 +57,6 @@ func lossScale(agg, backend string, n, b, total int) float64 {
 	return c
 }
 
-// nativeAgg says whether agg is what backend computes by itself: every
-// lossScale is then 1 whatever the mini-batch, so datums can go to the
-// trainer before their mini-batch is complete (the streamed schedule
-// sends them as their groups finish).
-func nativeAgg(agg, backend string) bool {
-	if backend == recipes.BackendSkyRLJAX {
-		return agg == recipes.LossAggSeqMeanTokenMean
-	}
-	return agg == recipes.LossAggSum
-}
-
 // scaleDatum returns d with its advantages multiplied by s (d is not
 // changed); s 1 returns d itself.
 func scaleDatum(d trainer.Datum, s float64) (trainer.Datum, error) {

@@ -88,8 +88,8 @@ func TestLossScaleMakesEveryBackendComputeTheRecipesAggregation(t *testing.T) {
 				if got := backendLoss(be, scaled); math.Abs(got-want) > 1e-9*math.Max(1, math.Abs(want)) {
 					t.Fatalf("%s on %s, %d datums: backend computes %v, verl %v", agg, be, b, got, want)
 				}
-				if nativeAgg(agg, be) != (lossScale(agg, be, 7, 3, 50) == 1 && lossScale(agg, be, 2, 5, 9) == 1) {
-					t.Errorf("nativeAgg(%s, %s) = %v disagrees with lossScale", agg, be, nativeAgg(agg, be))
+				if recipes.NativeAgg(agg, be) != (lossScale(agg, be, 7, 3, 50) == 1 && lossScale(agg, be, 2, 5, 9) == 1) {
+					t.Errorf("recipes.NativeAgg(%s, %s) = %v disagrees with lossScale", agg, be, recipes.NativeAgg(agg, be))
 				}
 			}
 		}

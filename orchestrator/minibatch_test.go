@@ -2,7 +2,6 @@ package orchestrator
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
 	"math"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/hindsearch/hindsearch/clients/trainer"
 	"github.com/hindsearch/hindsearch/clients/transport"
+	"github.com/hindsearch/hindsearch/orchestrator/roles"
 	"github.com/hindsearch/hindsearch/orchestrator/setup"
 	"github.com/hindsearch/hindsearch/recipes"
 )
@@ -86,25 +86,16 @@ func (rec *trainerRecorder) miniBatches(t *testing.T) (datums [][]map[string]any
 // through a recorder.
 func runRecorded(t *testing.T, r *recipes.Recipe) (*Summary, *trainerRecorder) {
 	t.Helper()
-	ctx := context.Background()
-	deps, emb, err := setup.Connect(ctx, r, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer emb.Close()
 	rec := &trainerRecorder{}
-	tc, err := trainer.New(transport.DefaultOptions("trainer", rec.start(t, emb.Sim().TrainerURL)), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	deps.Trainer = tc
-	var out bytes.Buffer
-	sum, err := (&Runner{Recipe: r, Deps: deps, Out: &out}).Run(ctx)
-	if err != nil {
-		t.Fatalf("run: %v\n%s", err, out.String())
-	}
-	if !strings.Contains(out.String(), "training: 3 optim_steps a step") && r.Trainer.MiniBatchSize == 6 {
-		t.Errorf("the banner does not say the mini-batches:\n%s", out.String())
+	sum, out := runRecipeWith(t, r, 1, func(deps *roles.Deps, emb *setup.Embedded) {
+		tc, err := trainer.New(transport.DefaultOptions("trainer", rec.start(t, emb.Sim().TrainerURL)), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		deps.Trainer = tc
+	})
+	if !strings.Contains(out, "training: 3 optim_steps a step") && r.Trainer.MiniBatchSize == 6 {
+		t.Errorf("the banner does not say the mini-batches:\n%s", out)
 	}
 	return sum, rec
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/hindsearch/hindsearch/clients/policy"
 	"github.com/hindsearch/hindsearch/orchestrator/rollout"
+	"github.com/hindsearch/hindsearch/recipes"
 )
 
 // reference scores t's whole response under the initial weights, for
@@ -37,8 +38,8 @@ func (ru *run) optimisation() string {
 	r := ru.r
 	total := r.Train.BatchSize * r.Train.GroupSize
 	var b strings.Builder
-	if m := r.Trainer.MiniBatchSize; m > 0 && m < total {
-		fmt.Fprintf(&b, "%d optim_steps a step (mini-batches of %d of %d trajectories)", (total+m-1)/m, m, total)
+	if n := r.OptimSteps(); n > 1 {
+		fmt.Fprintf(&b, "%d optim_steps a step (mini-batches of %d of %d trajectories)", n, r.MiniBatch(), total)
 	} else {
 		fmt.Fprintf(&b, "1 optim_step a step (%d trajectories)", total)
 	}
@@ -47,7 +48,7 @@ func (ru *run) optimisation() string {
 		fmt.Fprintf(&b, " warmed up over %d steps (0 at step 1)", w)
 	}
 	fmt.Fprintf(&b, ", loss %s on %s", r.Trainer.LossAgg, ru.backend)
-	if nativeAgg(r.Trainer.LossAgg, ru.backend) {
+	if recipes.NativeAgg(r.Trainer.LossAgg, ru.backend) {
 		b.WriteString(" (its own)")
 	} else {
 		b.WriteString(" (advantages scaled)")
@@ -55,7 +56,7 @@ func (ru *run) optimisation() string {
 	fmt.Fprintf(&b, ", GRPO std %s", r.Trainer.AdvantageStd)
 	if r.Trainer.KLCoef > 0 {
 		ref := "policy.model on the policy servers"
-		if len(r.Reference.URLs) > 0 {
+		if !r.KLOnPolicyServers() {
 			ref = strings.Join(r.Reference.URLs, ", ")
 		}
 		fmt.Fprintf(&b, ", KL %g to %s", r.Trainer.KLCoef, ref)

@@ -47,12 +47,22 @@ func stepDigests(sum *Summary) []string {
 // runRecipe runs r against freshly started embedded servers.
 func runRecipe(t *testing.T, r *recipes.Recipe, sign float64) (*Summary, string) {
 	t.Helper()
+	return runRecipeWith(t, r, sign, nil)
+}
+
+// runRecipeWith is runRecipe with wrap (when not nil) changing the
+// clients before the run (a recorder in front of a server, say).
+func runRecipeWith(t *testing.T, r *recipes.Recipe, sign float64, wrap func(*roles.Deps, *setup.Embedded)) (*Summary, string) {
+	t.Helper()
 	ctx := context.Background()
 	deps, emb, err := setup.Connect(ctx, r, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer emb.Close()
+	if wrap != nil {
+		wrap(&deps, emb)
+	}
 	var out bytes.Buffer
 	rn := &Runner{Recipe: r, Deps: deps, Out: &out, advantageSign: sign}
 	sum, err := rn.Run(ctx)

@@ -119,7 +119,7 @@ func (ru *run) serveInitial(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("initial weights: %w", err)
 	}
-	if ru.r.Hindsight.Enabled && ru.r.Hindsight.Teacher == recipes.TeacherInitial || ru.r.Trainer.KLCoef > 0 && len(ru.r.Reference.URLs) == 0 {
+	if ru.r.Hindsight.Enabled && ru.r.Hindsight.Teacher == recipes.TeacherInitial || ru.r.KLOnPolicyServers() {
 		ss.Pin(ru.r.Policy.Model)
 	}
 	ru.mu.Lock()

@@ -97,15 +97,6 @@ func (ru *run) flushChunk(ctx context.Context, c *collected) error {
 	return err
 }
 
-// miniBatch is the number of trajectory positions of one mini-batch.
-func (ru *run) miniBatch(c *collected) int {
-	total := len(c.groups) * ru.r.Train.GroupSize
-	if m := ru.r.Trainer.MiniBatchSize; m > 0 && m < total {
-		return m
-	}
-	return total
-}
-
 // sendReady trains, in order, every mini-batch of c not yet trained whose
 // groups have all finished: mini-batch k is the trajectories at canonical
 // positions [k*M, (k+1)*M) of the step (group, then sample; M is
@@ -117,7 +108,7 @@ func (ru *run) miniBatch(c *collected) int {
 func (ru *run) sendReady(ctx context.Context, c *collected) error {
 	G := ru.r.Train.GroupSize
 	total := len(c.groups) * G
-	M := ru.miniBatch(c)
+	M := ru.r.MiniBatch()
 	for c.nextMB*M < total {
 		lo, hi := c.nextMB*M, min((c.nextMB+1)*M, total)
 		for g := lo / G; g <= (hi-1)/G; g++ {
@@ -170,10 +161,15 @@ func (ru *run) train(ctx context.Context, c *collected) error {
 	if c.streamd && c.chunked {
 		return ru.optimStep(ctx, c)
 	}
-	for g := range c.groupDone {
-		c.groupDone[g] = true // every group has finished: none left out
+	// Every group has finished (collect returned): every mini-batch is
+	// complete.
+	if err := ru.sendReady(ctx, c); err != nil {
+		return err
 	}
-	return ru.sendReady(ctx, c)
+	if left := ru.r.OptimSteps() - c.nextMB; left > 0 {
+		return fmt.Errorf("train: %d mini-batches of step %d never complete (a group did not finish)", left, c.step)
+	}
+	return nil
 }
 
 // optimStep steps the optimiser with the trainer.* Adam settings at the

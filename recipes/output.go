@@ -123,10 +123,9 @@ func (r *Recipe) Switches() string {
 // deviation, the KL and entropy coefficients and the final answer round.
 func (r *Recipe) Optimisation() string {
 	t := r.Trainer
-	total := r.Train.BatchSize * r.Train.GroupSize
 	steps := "1 optim_step a step"
-	if m := t.MiniBatchSize; m > 0 && m < total {
-		steps = fmt.Sprintf("%d optim_steps a step (mini-batches of %d)", (total+m-1)/m, m)
+	if n := r.OptimSteps(); n > 1 {
+		steps = fmt.Sprintf("%d optim_steps a step (mini-batches of %d)", n, r.MiniBatch())
 	}
 	num := func(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 	s := fmt.Sprintf("%s, %s, warmup %d, %s, std %s, kl %s, entropy %s", t.Loss, steps, t.LRWarmupSteps, t.LossAgg, t.AdvantageStd, num(t.KLCoef), num(t.EntropyCoef))
@@ -134,4 +133,55 @@ func (r *Recipe) Optimisation() string {
 		s += ", final answer round"
 	}
 	return s
+}
+
+// MiniBatch is the number of trajectories of one optim_step
+// (trainer.mini_batch_size): the whole step's when it is 0 or not
+// smaller.
+func (r *Recipe) MiniBatch() int {
+	total := r.Train.BatchSize * r.Train.GroupSize
+	if m := r.Trainer.MiniBatchSize; m > 0 && m < total {
+		return m
+	}
+	return total
+}
+
+// OptimSteps is the number of optim_steps a step makes: one per
+// mini-batch (the last one may be smaller).
+func (r *Recipe) OptimSteps() int {
+	m := r.MiniBatch()
+	if m <= 0 {
+		return 1
+	}
+	return (r.Train.BatchSize*r.Train.GroupSize + m - 1) / m
+}
+
+// NativeAgg says whether trainer.loss_agg agg is what a trainer of
+// backend (a resolved trainer.backend) computes by itself, so that every
+// datum's advantages go as they are: SkyRL's JAX backend takes each
+// datum's token mean and averages them (seq-mean-token-mean), its FSDP
+// backend and the hosted service sum tokens (sum).
+func NativeAgg(agg, backend string) bool {
+	if backend == BackendSkyRLJAX {
+		return agg == LossAggSeqMeanTokenMean
+	}
+	return agg == LossAggSum
+}
+
+// KLOnPolicyServers says whether trainer.kl_coef scores trajectories
+// under policy.model on the policy servers (no reference.urls), which
+// must then serve the initial weights all run long.
+func (r *Recipe) KLOnPolicyServers() bool {
+	return r.Trainer.KLCoef > 0 && len(r.Reference.URLs) == 0
+}
+
+// EmbeddedCount is the number of "embedded" entries of urls.
+func EmbeddedCount(urls []string) int {
+	n := 0
+	for _, u := range urls {
+		if u == Embedded {
+			n++
+		}
+	}
+	return n
 }

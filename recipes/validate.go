@@ -307,7 +307,7 @@ func (r *Recipe) Validate() error {
 			}
 		}
 	}
-	if r.Trainer.KLCoef > 0 && len(r.Reference.URLs) == 0 && r.Sync.Kind == SyncSGLangDisk {
+	if r.KLOnPolicyServers() && r.Sync.Kind == SyncSGLangDisk {
 		bad("reference.urls", "trainer.kl_coef %g needs the initial weights, which sync.kind %s overwrites on the policy servers: name reference servers serving %s", r.Trainer.KLCoef, SyncSGLangDisk, r.Policy.Model)
 	}
 

@@ -86,12 +86,7 @@ SIGTERM) or, when stdin is a pipe, until the pipe closes.`,
 // serveSim starts the recipe's embedded servers, prints their addresses and
 // serves until ctx is done or stdin (when watched) closes.
 func serveSim(ctx context.Context, e *env, r *recipes.Recipe, stdin io.Reader, jsonOut bool) error {
-	replicas := 0
-	for _, u := range r.Policy.URLs {
-		if u == recipes.Embedded {
-			replicas++
-		}
-	}
+	replicas := recipes.EmbeddedCount(r.Policy.URLs)
 	judge := r.Judge.URL == recipes.Embedded
 	trainer := r.Trainer.URL == recipes.Embedded
 	// An embedded Tinker policy is the simulated trainer's sampling
@@ -100,12 +95,7 @@ func serveSim(ctx context.Context, e *env, r *recipes.Recipe, stdin io.Reader, j
 	if tinkerPolicy {
 		replicas = 0
 	}
-	refs := 0
-	for _, u := range r.Reference.URLs {
-		if u == recipes.Embedded {
-			refs++
-		}
-	}
+	refs := recipes.EmbeddedCount(r.Reference.URLs)
 	retr := r.Retriever.URL == recipes.Embedded
 	if replicas == 0 && refs == 0 && !judge && !trainer && !retr {
 		return errors.New("serve sim: the recipe marks no role \"embedded\"")

@@ -294,8 +294,7 @@ func (c *checker) lossAggCheck(ctx context.Context, u string) Check {
 		return ch
 	}
 	how := "each datum's advantages scaled for it"
-	if (be == recipes.BackendSkyRLJAX && c.r.Trainer.LossAgg == recipes.LossAggSeqMeanTokenMean) ||
-		(be != recipes.BackendSkyRLJAX && c.r.Trainer.LossAgg == recipes.LossAggSum) {
+	if recipes.NativeAgg(c.r.Trainer.LossAgg, be) {
 		how = "the backend's own, advantages sent as they are"
 	}
 	ch.Status, ch.Detail = CheckOK, fmt.Sprintf("%s on %s (trainer.backend %s): %s", c.r.Trainer.LossAgg, be, c.r.Trainer.Backend, how)

@@ -195,7 +195,7 @@ func (c *checker) samplingSlots(ctx context.Context, p policy.Policy) Check {
 		return ch
 	}
 	initial := c.r.Hindsight.Enabled && c.r.Hindsight.Teacher == recipes.TeacherInitial
-	reference := c.r.Trainer.KLCoef > 0 && len(c.r.Reference.URLs) == 0
+	reference := c.r.KLOnPolicyServers()
 	off := c.r.Train.MaxOffPolicySteps
 	ch.Status, ch.Detail = CheckOK, kind.String()
 	switch {

@@ -214,19 +214,12 @@ func Connect(ctx context.Context, r *recipes.Recipe, environ []string, log io.Wr
 	// Embedded vLLM or SGLang replicas are simulated policy servers; an
 	// embedded Tinker policy is the embedded trainer's sampling routes.
 	nEmbedded := 0
-	for _, u := range r.Policy.URLs {
-		if u == recipes.Embedded && r.Policy.Server != recipes.ServerTinker {
-			nEmbedded++
-		}
+	if r.Policy.Server != recipes.ServerTinker {
+		nEmbedded = recipes.EmbeddedCount(r.Policy.URLs)
 	}
 	// An embedded reference is a simulated policy server of its own, which
 	// no sync ever reaches: the simulated base model.
-	nRef := 0
-	for _, u := range r.Reference.URLs {
-		if u == recipes.Embedded {
-			nRef++
-		}
-	}
+	nRef := recipes.EmbeddedCount(r.Reference.URLs)
 	needSim := nEmbedded > 0 || nRef > 0 || r.Judge.URL == recipes.Embedded || r.Trainer.URL == recipes.Embedded
 	if needSim {
 		corpus, err := dataset.LoadCorpus(r.Retriever.Corpus)
