@@ -54,6 +54,11 @@ type Terms struct {
 	KLCoef float64
 	// EntropyCoef weighs the entropy bonus (trainer.entropy_coef).
 	EntropyCoef float64
+	// TurnPenalty is subtracted on the policy tokens of the turns that
+	// commit one of PenaltyCauses (rollout.turn_penalty and its causes;
+	// rollout.Trajectory.PenaltyMask).
+	TurnPenalty   float64
+	PenaltyCauses []string
 }
 
 // klClamp bounds verl's low_var_kl estimate (core_algos.py kl_penalty):
@@ -80,7 +85,8 @@ func KLTerm(old, ref float64) (kl, adv float64) {
 // advantage times Sign, plus OPDCoef times the OPD term, plus KLCoef times
 // KLTerm's advantage against ref (the reference logprobs, indexed as the
 // response tokens; nil: no KL term), plus EntropyCoef times the sampled
-// token's surprisal (-logprob, the single-sample gradient of the entropy).
+// token's surprisal (-logprob, the single-sample gradient of the entropy),
+// less TurnPenalty on the tokens of the offending turns (PenaltyMask).
 // It is the advantage before the loss aggregation's scaling (lossScale).
 func BuildDatum(t *rollout.Trajectory, terms Terms, ref []float64) trainer.Datum {
 	full := append(append([]int(nil), t.PromptIDs...), t.Tokens...)
@@ -90,6 +96,10 @@ func BuildDatum(t *rollout.Trajectory, terms Terms, ref []float64) trainer.Datum
 	adv := make([]float32, n)
 	w := make([]float32, n)
 	p := len(t.PromptIDs)
+	var pen []bool
+	if terms.TurnPenalty > 0 {
+		pen, _ = t.PenaltyMask(terms.PenaltyCauses)
+	}
 	for i := 0; i < n; i++ {
 		target[i] = int64(full[i+1])
 		j := i + 1 - p // response index of the predicted token
@@ -106,6 +116,9 @@ func BuildDatum(t *rollout.Trajectory, terms Terms, ref []float64) trainer.Datum
 		}
 		if terms.EntropyCoef > 0 {
 			a += terms.EntropyCoef * -t.Logprobs[j]
+		}
+		if pen != nil && pen[j] {
+			a -= terms.TurnPenalty
 		}
 		lps[i] = float32(t.Logprobs[j])
 		adv[i] = float32(a)

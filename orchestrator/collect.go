@@ -77,6 +77,9 @@ type collected struct {
 	sampled *fleet.SampledBy
 
 	critiques, critiqueFailures, opdTokens atomic.Int64
+	// filtered counts the trajectories train.filter kept out of the
+	// loss; penalised the turns rollout.turn_penalty was put on.
+	filtered, penalised atomic.Int64
 	opdMu                                  sync.Mutex
 	opdSum                                 float64
 }
@@ -191,6 +194,9 @@ func (ru *run) collect(ctx context.Context, step int, model string, stream bool)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if err := ru.checkRetrieval(c.trajectories()); err != nil {
+		return nil, fmt.Errorf("rollout: %w", err)
+	}
 	return c, nil
 }
 
@@ -217,12 +223,27 @@ func (ru *run) groups(step int, qs []dataset.Question) []*groupState {
 // its KL and entropy estimates to c. A trajectory without a policy token
 // (the prompt alone filled the context) has nothing to learn and none: a
 // zero weight sum would divide by zero in trainers that normalise per
-// sequence.
+// sequence. Neither has a trajectory that commits a cause of train.filter:
+// its reward still counted in its group's advantages (reward), as
+// SearchAgent-Zero masks such a trajectory's tokens after computing the
+// group's statistics over all of it (docs/watching.md).
 func (ru *run) groupDatums(ctx context.Context, c *collected, g *groupState) ([]keyedDatum, error) {
 	r := ru.r
 	terms := Terms{Sign: ru.advantageSign, OPDCoef: r.Hindsight.Coef, KLCoef: r.Trainer.KLCoef, EntropyCoef: r.Trainer.EntropyCoef}
+	if r.Rollout.TurnPenalty > 0 {
+		terms.TurnPenalty, terms.PenaltyCauses = r.Rollout.TurnPenalty, r.Rollout.TurnPenaltyCauses
+	}
 	var ds []keyedDatum
 	for _, t := range g.trajs {
+		if t.Abnormal(r.Train.Filter) {
+			c.filtered.Add(1)
+			continue
+		}
+		if terms.TurnPenalty > 0 {
+			if _, k := t.PenaltyMask(terms.PenaltyCauses); k > 0 {
+				c.penalised.Add(int64(k))
+			}
+		}
 		n := 0
 		for _, p := range t.Policy {
 			if p {

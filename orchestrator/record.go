@@ -67,6 +67,27 @@ func (ru *run) printStep(rec *results.StepRecord) {
 		fmt.Fprintf(ru.Out, "          hindsight: non-zero term on %.1f%% of failed trajectories, mean term on search tokens %.4f\n",
 			100*rec.OPDFailedShare, rec.OPDSearchMean)
 	}
+	if h := rec.Health; h != nil {
+		fmt.Fprintf(ru.Out, "          health: searches %.2f  answered %.0f%%  invalid %.1f%%  repeated %.1f%%  retrieval errors %.1f%%  truncated %.1f%%  think %.1f/%.1f tokens  entropy %.3f%s\n",
+			h.SearchesPerTrajectory, 100*h.AnswerRate, 100*h.InvalidActionRate, 100*h.RepeatedQueryRate, 100*h.RetrievalErrorRate,
+			100*h.TruncatedRate, h.ThinkTokens, h.ResponseTokens, h.SampledEntropy, trainedWords(h))
+	}
+}
+
+// trainedWords says what train.filter and rollout.turn_penalty did to a
+// step ("" when neither did anything).
+func trainedWords(h *results.Health) string {
+	var b strings.Builder
+	if h.Filtered > 0 {
+		fmt.Fprintf(&b, "  filtered %d", h.Filtered)
+	}
+	if h.PenalisedTurns > 0 {
+		fmt.Fprintf(&b, "  penalised turns %d", h.PenalisedTurns)
+	}
+	for _, a := range h.Alarms {
+		fmt.Fprintf(&b, "  ALARM %s -%.0f%%", a.Metric, 100*a.Fall)
+	}
+	return b.String()
 }
 
 // caption names the recipe and its ablation switches.
@@ -239,6 +260,9 @@ func (ru *run) record(c *collected, adapter string) (*results.StepRecord, error)
 	rec.Replicas = c.sampled.Snapshot()
 	rec.TrainerMetrics = mergeMetrics(c.fb, c.om)
 	rec.LearningRate, rec.OptimSteps = c.lr, len(c.om)
+	rec.Health = stepHealth(all)
+	rec.Health.Filtered, rec.Health.PenalisedTurns = int(c.filtered.Load()), int(c.penalised.Load())
+	ru.watchHealth(rec)
 	if c.entTokens > 0 {
 		rec.Entropy = c.entSum / float64(c.entTokens)
 	}

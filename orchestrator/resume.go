@@ -49,6 +49,11 @@ func (ru *run) restore(ctx context.Context, sum *Summary) error {
 		return err
 	}
 	sum.Steps, sum.Evals = keptSteps, keptEvals
+	for _, rec := range keptSteps {
+		if rec.Health != nil {
+			ru.healthPast = append(ru.healthPast, results.HealthPoint{Step: rec.Step, Health: rec.Health})
+		}
+	}
 	if err := ru.trainer.LoadState(ctx, ru.modelID, st.TrainerState); err != nil {
 		return fmt.Errorf("--resume: load_weights %s: %w", st.TrainerState, err)
 	}

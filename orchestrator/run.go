@@ -125,6 +125,9 @@ type run struct {
 	backend string
 	// refNext spreads reference scores over Deps.References.
 	refNext atomic.Uint64
+	// healthPast is the run's step health so far, for the collapse alarm
+	// (health.go; a resumed run's from its kept records).
+	healthPast []results.HealthPoint
 }
 
 // Run executes the recipe: an evaluation before training, the training

@@ -201,6 +201,11 @@ func Defaults() Recipe {
 			// Pyserini's defaults (bm25.PyseriniParams).
 			BM25K1: 0.9,
 			BM25B:  0.4,
+			// A failed search is the trajectory's observation; a step
+			// whose searches fail more than a quarter of the time stops
+			// the run.
+			OnError:      OnErrorObserve,
+			MaxErrorRate: 0.25,
 		},
 		Trainer: Trainer{
 			URL:            Embedded,
@@ -250,6 +255,7 @@ func Defaults() Recipe {
 			PresencePenalty:   0,
 			FrequencyPenalty:  0,
 			ExcludeEval:       true,
+			Filter:            []string{},
 		},
 		Rollout: Rollout{
 			MaxTurns:         4,
@@ -258,7 +264,10 @@ func Defaults() Recipe {
 			MaxObsTokens:     500,
 			MaxContextTokens: 4096,
 			Schedule:         "async",
+			TurnPenalty:       0,
+			TurnPenaltyCauses: []string{AbnormalInvalidAction, AbnormalRepeatedQuery},
 		},
+		Health: Health{Window: 5, Drop: 0.5, Watch: []string{"think_tokens", "answer_rate", "sampled_entropy"}},
 		Hindsight: Hindsight{
 			Enabled:          true,
 			GoldAnswer:       true,

@@ -36,6 +36,9 @@ type Recipe struct {
 	Train      Train      `mapstructure:"train" yaml:"train"`
 	Rollout    Rollout    `mapstructure:"rollout" yaml:"rollout"`
 	Hindsight  Hindsight  `mapstructure:"hindsight" yaml:"hindsight"`
+	// Health configures the search agent's health watch: the collapse
+	// alarm over the step health (docs/watching.md).
+	Health Health `mapstructure:"health" yaml:"health"`
 	Eval       Eval       `mapstructure:"eval" yaml:"eval"`
 	Output     Output     `mapstructure:"output" yaml:"output"`
 	HTTP       HTTP       `mapstructure:"http" yaml:"http"`
@@ -195,7 +198,26 @@ type Retriever struct {
 	// (Pyserini's 0.9 and 0.4 by default); each pair is its own index.
 	BM25K1 float64 `mapstructure:"bm25_k1" yaml:"bm25_k1"`
 	BM25B  float64 `mapstructure:"bm25_b" yaml:"bm25_b"`
+	// OnError is what a search the retriever fails (after http.retries)
+	// becomes: OnErrorObserve (the trajectory is shown
+	// format.SearchFailedBlock and goes on; counted in the step's health
+	// as retrieval_error_rate) or OnErrorFail (the step fails, as
+	// Search-R1's loop does).
+	OnError string `mapstructure:"on_error" yaml:"on_error"`
+	// MaxErrorRate fails a step whose failed searches exceed this share of
+	// its searches (with OnErrorObserve), before anything of it is
+	// trained: an outage stops the run (resumable with --resume) instead
+	// of training on empty observations. In [0, 1]; 1: never.
+	MaxErrorRate float64 `mapstructure:"max_error_rate" yaml:"max_error_rate"`
 }
+
+// retriever.on_error values.
+const (
+	// OnErrorObserve makes a failed search the trajectory's observation.
+	OnErrorObserve = "observe"
+	// OnErrorFail makes a failed search fail the step.
+	OnErrorFail = "fail"
+)
 
 // Reference configures the frozen reference servers: the initial
 // weights that trainer.kl_coef measures the policy against. Empty URLs:
@@ -354,7 +376,39 @@ type Train struct {
 	// also an evaluation question (same normalised text), so that training
 	// never sees the questions it is evaluated on.
 	ExcludeEval bool `mapstructure:"exclude_eval" yaml:"exclude_eval"`
+	// Filter lists the abnormal trajectories dropped from the loss
+	// (Abnormal* causes): they are rolled out, rewarded, recorded and
+	// counted in the step's health, but send no datum; their groups'
+	// advantages are those of SearchAgent-Zero (docs/watching.md). Empty:
+	// every trajectory trains (Search-R1).
+	Filter []string `mapstructure:"filter" yaml:"filter"`
 }
+
+// Abnormal trajectory causes: train.filter's and rollout.turn_penalty's
+// vocabulary, and the step health's.
+const (
+	// AbnormalInvalidAction: a turn with neither a search nor an answer.
+	AbnormalInvalidAction = "invalid_action"
+	// AbnormalTruncation: a turn cut at its token cap or the context
+	// budget, the turn limit reached without an answer, or an
+	// <information> block cut at rollout.max_obs_tokens.
+	AbnormalTruncation = "truncation"
+	// AbnormalRetrievalError: a search the retriever failed.
+	AbnormalRetrievalError = "retrieval_error"
+	// AbnormalRepeatedQuery: a search repeating an earlier search of the
+	// same trajectory.
+	AbnormalRepeatedQuery = "repeated_query"
+	// AbnormalNoAnswer: the trajectory ended without an <answer>.
+	AbnormalNoAnswer = "no_answer"
+)
+
+// AbnormalCauses lists every abnormal trajectory cause.
+var AbnormalCauses = []string{AbnormalInvalidAction, AbnormalTruncation, AbnormalRetrievalError, AbnormalRepeatedQuery, AbnormalNoAnswer}
+
+// PenaltyCauses are the causes rollout.turn_penalty can put on a turn:
+// the ones the policy's own turn commits (a retrieval error and a cut
+// observation are the environment's).
+var PenaltyCauses = []string{AbnormalInvalidAction, AbnormalTruncation, AbnormalRepeatedQuery, AbnormalNoAnswer}
 
 // Rollout configures one trajectory.
 type Rollout struct {
@@ -373,6 +427,15 @@ type Rollout struct {
 	MaxObsTokens int `mapstructure:"max_obs_tokens" yaml:"max_obs_tokens"`
 	// MaxContextTokens caps prompt plus response.
 	MaxContextTokens int `mapstructure:"max_context_tokens" yaml:"max_context_tokens"`
+	// TurnPenalty is subtracted from the advantage of every policy token
+	// of each offending turn (TurnPenaltyCauses), and of no other token:
+	// the turn with no action, the repeated search, the turn cut at its
+	// cap (or the last turn, for the context budget and the turn limit),
+	// the last turn of a trajectory with no answer. At least 0; 0: off.
+	TurnPenalty float64 `mapstructure:"turn_penalty" yaml:"turn_penalty"`
+	// TurnPenaltyCauses are the causes TurnPenalty is put on (a subset of
+	// PenaltyCauses).
+	TurnPenaltyCauses []string `mapstructure:"turn_penalty_causes" yaml:"turn_penalty_causes"`
 	// Schedule is async (every trajectory proceeds on its own; failed
 	// groups are critiqued and datums stream to the trainer while others
 	// roll out) or lockstep (Search-R1's turn-level batching: every live
@@ -380,6 +443,23 @@ type Rollout struct {
 	// teacher and training after the whole rollout).
 	Schedule string `mapstructure:"schedule" yaml:"schedule"`
 }
+
+// Health configures the collapse alarm: it fires on a step when the mean
+// of a watched health metric over the last Window steps is below (1 -
+// Drop) times its highest mean over any Window earlier consecutive steps.
+type Health struct {
+	// Window is the number of steps each mean is taken over (at least 1).
+	Window int `mapstructure:"window" yaml:"window"`
+	// Drop is the fall, a fraction of the peak, that fires the alarm; in
+	// (0, 1], or 0 for no alarm.
+	Drop float64 `mapstructure:"drop" yaml:"drop"`
+	// Watch lists the health metrics watched (HealthWatchable).
+	Watch []string `mapstructure:"watch" yaml:"watch"`
+}
+
+// HealthWatchable are the health metrics health.watch may name: those
+// whose fall is the collapse the alarm is for.
+var HealthWatchable = []string{"think_tokens", "answer_rate", "sampled_entropy", "searches_per_trajectory", "response_tokens"}
 
 // Hindsight configures the critique and the on-policy-distillation term.
 type Hindsight struct {
@@ -641,6 +721,25 @@ type Sim struct {
 	Policy SimPolicy `mapstructure:"policy" yaml:"policy"`
 	// Trainer configures the simulated trainer beyond its timing.
 	Trainer SimTrainer `mapstructure:"trainer" yaml:"trainer"`
+	// Agent sets the simulated agent's abnormal behaviours (all 0: none).
+	Agent SimAgent `mapstructure:"agent" yaml:"agent"`
+}
+
+// SimAgent is the simulated agent's abnormal behaviours (lm.Behaviour):
+// fixed turn probabilities, not learned, and the collapse of its
+// thoughts with training.
+type SimAgent struct {
+	// InvalidRate is the probability of a turn with no action.
+	InvalidRate float64 `mapstructure:"invalid_rate" yaml:"invalid_rate"`
+	// RepeatRate is the probability, after a search, of a turn repeating
+	// the latest query.
+	RepeatRate float64 `mapstructure:"repeat_rate" yaml:"repeat_rate"`
+	// RambleRate is the probability of a turn whose thought runs past
+	// rollout.max_turn_tokens.
+	RambleRate float64 `mapstructure:"ramble_rate" yaml:"ramble_rate"`
+	// ThinkCollapse is the distance of the trained parameters from the
+	// base model's at which the agent's thoughts are empty (0: never).
+	ThinkCollapse float64 `mapstructure:"think_collapse" yaml:"think_collapse"`
 }
 
 // SimPolicy configures the simulated policy servers.

@@ -452,6 +452,45 @@ func (r *Recipe) Validate() error {
 	oneOf("http.transport", r.HTTP.Transport, TransportNetHTTP)
 
 	oneOf("rollout.schedule", r.Rollout.Schedule, ScheduleAsync, ScheduleLockstep)
+	oneOf("retriever.on_error", r.Retriever.OnError, OnErrorObserve, OnErrorFail)
+	if v := r.Retriever.MaxErrorRate; !(v >= 0 && v <= 1) {
+		bad("retriever.max_error_rate", "must be in [0, 1] (1: never fail a step), got %g", v)
+	}
+	members := func(key string, vs, allowed []string) {
+		seen := map[string]bool{}
+		for i, v := range vs {
+			k := fmt.Sprintf("%s[%d]", key, i)
+			switch {
+			case !slices.Contains(allowed, v):
+				bad(k, "must be one of %s, got %q", strings.Join(allowed, ", "), v)
+			case seen[v]:
+				bad(k, "%q is listed twice", v)
+			}
+			seen[v] = true
+		}
+	}
+	members("train.filter", r.Train.Filter, AbnormalCauses)
+	nonNeg("rollout.turn_penalty", r.Rollout.TurnPenalty)
+	members("rollout.turn_penalty_causes", r.Rollout.TurnPenaltyCauses, PenaltyCauses)
+	if r.Rollout.TurnPenalty > 0 && len(r.Rollout.TurnPenaltyCauses) == 0 {
+		bad("rollout.turn_penalty_causes", "rollout.turn_penalty %g needs at least one cause (%s)", r.Rollout.TurnPenalty, strings.Join(PenaltyCauses, ", "))
+	}
+	atLeast("health.window", r.Health.Window, 1)
+	if d := r.Health.Drop; !(d >= 0 && d <= 1) {
+		bad("health.drop", "must be in [0, 1] (0: no alarm), got %g", d)
+	}
+	members("health.watch", r.Health.Watch, HealthWatchable)
+	ag := r.Sim.Agent
+	for _, kv := range []struct {
+		key string
+		v   float64
+	}{{"sim.agent.invalid_rate", ag.InvalidRate}, {"sim.agent.repeat_rate", ag.RepeatRate}, {"sim.agent.ramble_rate", ag.RambleRate}} {
+		unit(kv.key, kv.v)
+	}
+	if sum := ag.InvalidRate + ag.RepeatRate + ag.RambleRate; sum >= 1 {
+		bad("sim.agent", "invalid_rate + repeat_rate + ramble_rate must be below 1 (the agent's normal turns need some probability), got %g", sum)
+	}
+	nonNeg("sim.agent.think_collapse", ag.ThinkCollapse)
 	positive("trainer.call_timeout_seconds", r.Trainer.CallTimeoutSeconds)
 	nonNeg("retriever.batch_window_ms", r.Retriever.BatchWindowMS)
 	atLeast("retriever.max_batch", r.Retriever.MaxBatch, 1)

@@ -116,6 +116,9 @@ type StepRecord struct {
 	// the step's rollouts with; a replica that sampled nothing (drained,
 	// or lacking the weights) is absent.
 	Replicas map[string]string `json:"replicas,omitempty"`
+	// Health is the search agent's health over the step's trajectories
+	// (absent in records written before it existed).
+	Health *Health `json:"health,omitempty"`
 	// TrainerMetrics are the metrics the trainer reported, if any.
 	TrainerMetrics map[string]float64 `json:"trainer_metrics,omitempty"`
 	// WallSeconds is the wall time of the whole step.

@@ -51,6 +51,23 @@ type TurnRecord struct {
 	Titles []string `json:"titles,omitempty"`
 	// Finish is the policy's finish reason for the turn.
 	Finish string `json:"finish"`
+	// From and To bound the turn's policy tokens in Tokens: [From, To)
+	// (both 0 in records written before they existed).
+	From int `json:"from"`
+	To   int `json:"to"`
+	// ThinkTokens counts the turn's tokens inside <think>...</think>.
+	ThinkTokens int `json:"think_tokens,omitempty"`
+	// Repeated says the turn's search repeats an earlier one of the
+	// trajectory.
+	Repeated bool `json:"repeated,omitempty"`
+	// Cut says the turn was stopped at its token cap: "turn_tokens" or
+	// "context".
+	Cut string `json:"cut,omitempty"`
+	// ObsCut says the <information> block after the turn was cut at
+	// rollout.max_obs_tokens.
+	ObsCut bool `json:"obs_cut,omitempty"`
+	// RetrievalError is why the turn's search got no passages.
+	RetrievalError string `json:"retrieval_error,omitempty"`
 }
 
 // TrajectoryRecord is one line of trajectories/step-NNNN.jsonl: one rollout
@@ -81,8 +98,8 @@ type TrajectoryRecord struct {
 	Search []bool `json:"search"`
 	// Logprobs are the sampling logprobs (0 for environment tokens).
 	Logprobs []float64 `json:"logprobs"`
-	// Turns are the policy's turns, in order; the policy tokens of turn i
-	// are the i-th contiguous run of Policy tokens.
+	// Turns are the policy's turns, in order, each with the span of its
+	// policy tokens in Tokens.
 	Turns []TurnRecord `json:"turns"`
 	// Response is the whole response text (policy and environment).
 	Response string `json:"response"`

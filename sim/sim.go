@@ -47,6 +47,8 @@ type Config struct {
 	// TrainerNoDeleteRoute plays a SkyRL without the DELETE checkpoint
 	// route (trainer.Server.NoDeleteRoute; sim.trainer.delete_route false).
 	TrainerNoDeleteRoute bool
+	// Agent is the simulated agent's abnormal behaviours (sim.agent).
+	Agent lm.Behaviour
 	// PrefillNoise is the sd of the simulated policy's prefill-route
 	// logprob noise (PolicyServer.SetPrefillNoise; 0: none).
 	PrefillNoise float64
@@ -117,6 +119,7 @@ func Start(cfg Config) (*Servers, error) {
 	}
 	s := &Servers{Model: lm.NewModel(tk, cfg.Epsilon)}
 	s.Model.SetAnswers(cfg.Answers)
+	s.Model.SetBehaviour(cfg.Agent)
 	serve := func(h http.Handler) (string, error) {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {

@@ -122,7 +122,7 @@ func serveSim(ctx context.Context, e *env, r *recipes.Recipe, stdin io.Reader, j
 		}
 		gen := lm.GenerationConfigFromRecipe(r.Sim.GenerationConfig)
 		servers, err = sim.Start(sim.Config{BaseModel: r.Policy.Model, JudgeModel: r.Judge.Model,
-			JudgeAPIKey: envValue(e.environ, r.Judge.APIKeyEnv), CheckpointsDir: ckpt, TrainerArchive: weights.ArchiveLayout(r.Sim.Trainer.Archive), TrainerBackend: simtrainer.Backend(r.Sim.Trainer.Backend), TrainerNoDeleteRoute: !r.Sim.Trainer.DeleteRoute, PrefillNoise: r.Sim.Policy.PrefillNoise, Corpus: corpus, Answers: answers,
+			JudgeAPIKey: envValue(e.environ, r.Judge.APIKeyEnv), CheckpointsDir: ckpt, TrainerArchive: weights.ArchiveLayout(r.Sim.Trainer.Archive), TrainerBackend: simtrainer.Backend(r.Sim.Trainer.Backend), TrainerNoDeleteRoute: !r.Sim.Trainer.DeleteRoute, PrefillNoise: r.Sim.Policy.PrefillNoise, Agent: setup.SimAgent(r.Sim.Agent), Corpus: corpus, Answers: answers,
 			Epsilon: r.Sim.Epsilon, PolicyReplicas: replicas + refs, Judge: judge, Trainer: trainer,
 			Latency: lat, Faults: sim.FaultsFromRecipe(r.Sim.Faults, r.Seed), GenerationConfig: &gen})
 		if err != nil {

@@ -25,7 +25,11 @@ import (
 // {finish}, steps_total, step, reward_mean, failed_fraction, critiques_total,
 // critique_failures_total, opd_tokens_total, opd_mean,
 // phase_seconds{phase} (the last step's), eval_em{dataset} (the last
-// evaluation, a fraction), plus the Go and process collectors.
+// evaluation, a fraction), health{metric} and health_truncated{cause} (the
+// last step's results.Health), health_alarm{metric} (1 while the collapse
+// alarm fires on the metric), filtered_total and penalised_turns_total
+// (train.filter, rollout.turn_penalty), plus the Go and process
+// collectors.
 type Metrics struct {
 	// Registry holds every metric below.
 	Registry *prometheus.Registry
@@ -45,6 +49,11 @@ type Metrics struct {
 	opdMean      prometheus.Gauge
 	phase        *prometheus.GaugeVec
 	evalEM       *prometheus.GaugeVec
+	health       *prometheus.GaugeVec
+	truncated    *prometheus.GaugeVec
+	alarm        *prometheus.GaugeVec
+	filtered     prometheus.Counter
+	penalised    prometheus.Counter
 }
 
 // New returns metrics registered on a new registry.
@@ -81,9 +90,20 @@ func New() *Metrics {
 			Help: "Busy time of each phase in the last step (phases overlap under the async schedule)."}, []string{"phase"}),
 		evalEM: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "hindsearch_eval_em",
 			Help: "Exact-match rate (0-1) of the last greedy search evaluation by dataset."}, []string{"dataset"}),
+		health: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "hindsearch_health",
+			Help: "The last step's search-agent health by metric (steps.jsonl health; rates are fractions)."}, []string{"metric"}),
+		truncated: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "hindsearch_health_truncated",
+			Help: "Share of the last step's trajectories truncated, by cause."}, []string{"cause"}),
+		alarm: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "hindsearch_health_alarm",
+			Help: "1 while the collapse alarm fires on a watched health metric (health.drop over health.window), else 0."}, []string{"metric"}),
+		filtered: prometheus.NewCounter(prometheus.CounterOpts{Name: "hindsearch_filtered_total",
+			Help: "Trajectories train.filter kept out of the loss."}),
+		penalised: prometheus.NewCounter(prometheus.CounterOpts{Name: "hindsearch_penalised_turns_total",
+			Help: "Turns rollout.turn_penalty was put on."}),
 	}
 	for _, c := range []prometheus.Collector{m.requests, m.retries, m.latency, m.inflight, m.trajectories, m.steps, m.step,
 		m.reward, m.failed, m.critiques, m.critFailures, m.opdTokens, m.opdMean, m.phase, m.evalEM,
+		m.health, m.truncated, m.alarm, m.filtered, m.penalised,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)
 	}
@@ -154,6 +174,26 @@ func (m *Metrics) RecordStep(rec *results.StepRecord) {
 	m.opdMean.Set(rec.OPDMean)
 	for p, s := range rec.PhaseSeconds {
 		m.phase.WithLabelValues(p).Set(s)
+	}
+	if h := rec.Health; h != nil {
+		firing := map[string]bool{}
+		for _, a := range h.Alarms {
+			firing[a.Metric] = true
+		}
+		for _, name := range results.HealthMetrics {
+			v, _ := h.Value(name)
+			m.health.WithLabelValues(name).Set(v)
+			a := 0.0
+			if firing[name] {
+				a = 1
+			}
+			m.alarm.WithLabelValues(name).Set(a)
+		}
+		for c, v := range h.Truncated {
+			m.truncated.WithLabelValues(c).Set(v)
+		}
+		m.filtered.Add(float64(h.Filtered))
+		m.penalised.Add(float64(h.PenalisedTurns))
 	}
 }
 

@@ -33,7 +33,37 @@ type Turn struct {
 	Titles []string `json:"titles,omitempty"`
 	// Finish is the policy's finish reason.
 	Finish string `json:"finish"`
+	// From and To bound the turn's policy tokens in the trajectory's
+	// Tokens: [From, To).
+	From int `json:"from"`
+	To   int `json:"to"`
+	// ThinkTokens counts the turn's tokens inside its first
+	// <think>...</think> (to the turn's end when it never closes), tags
+	// included, located in the sampled ids' bytes (ThinkTokenCount).
+	ThinkTokens int `json:"think_tokens,omitempty"`
+	// Repeated says the turn's search repeats an earlier search of the
+	// same trajectory (the same words, case and spacing aside).
+	Repeated bool `json:"repeated,omitempty"`
+	// Cut says the turn was stopped at its token cap: CutTurnTokens
+	// (rollout.max_turn_tokens) or CutContext (the context budget).
+	Cut string `json:"cut,omitempty"`
+	// ObsCut says the <information> block after the turn was cut at
+	// rollout.max_obs_tokens.
+	ObsCut bool `json:"obs_cut,omitempty"`
+	// RetrievalError is why the turn's search got no passages (the
+	// retriever failed after retries, retriever.on_error observe); the
+	// trajectory was shown format.SearchFailedBlock instead.
+	RetrievalError string `json:"retrieval_error,omitempty"`
 }
+
+// Turn.Cut values.
+const (
+	// CutTurnTokens: the turn reached rollout.max_turn_tokens.
+	CutTurnTokens = "turn_tokens"
+	// CutContext: the turn reached the context budget
+	// (rollout.max_context_tokens less the context so far).
+	CutContext = "context"
+)
 
 // Trajectory is one rollout: the prompt, every response token with its loss
 // mask and sampling logprob, and what was made of it.
@@ -125,6 +155,10 @@ type Engine struct {
 	// Phases, when set, times the engine's phases (rollout_policy: policy
 	// turns; rollout_retrieve: retriever calls).
 	Phases *metrics.Phases
+	// observeErrors makes a search the retriever failed (after retries)
+	// an observation of the trajectory instead of an error of the
+	// rollout (retriever.on_error observe).
+	observeErrors bool
 	// batch coalesces and caches the searches of the async schedule (nil:
 	// one call per search).
 	batch    *batcher
@@ -318,6 +352,7 @@ func (r *Engine) policyTurn(ctx context.Context, l *Live) error {
 		return fmt.Errorf("trajectory %s turn %d: %w", t.ID, l.turn, err)
 	}
 	kind, content := format.ParseAction(c.Text)
+	from := len(t.Tokens)
 	// Whole-slice appends: one growth per slice and turn, not one per
 	// token.
 	t.Tokens = append(t.Tokens, c.TokenIDs...)
@@ -337,7 +372,17 @@ func (r *Engine) policyTurn(ctx context.Context, l *Live) error {
 	l.ctxIDs = append(l.ctxIDs, c.TokenIDs...)
 	l.resp = append(l.resp, c.Text...)
 	l.kind, l.content = kind, content
-	l.tr = Turn{Text: c.Text, Action: kind, Content: content, Finish: c.FinishReason}
+	l.tr = Turn{Text: c.Text, Action: kind, Content: content, Finish: c.FinishReason, From: from, To: len(t.Tokens),
+		ThinkTokens: ThinkTokenCount(r.tok.Vocab, c.TokenIDs)}
+	if kind == format.ActionSearch {
+		l.tr.Repeated = t.searched(content)
+	}
+	if c.FinishReason == "length" {
+		l.tr.Cut = CutTurnTokens
+		if req.MaxTokens < r.maxTurn {
+			l.tr.Cut = CutContext
+		}
+	}
 	switch {
 	case kind == format.ActionAnswer:
 		t.Turns = append(t.Turns, l.tr)
@@ -358,7 +403,10 @@ func (r *Engine) policyTurn(ctx context.Context, l *Live) error {
 // otherwise.
 func (r *Engine) envTurn(ctx context.Context, l *Live, hits []retriever.Hit) error {
 	var block string
-	if l.kind == format.ActionSearch {
+	switch {
+	case l.kind == format.ActionSearch && l.tr.RetrievalError != "":
+		block = format.SearchFailedBlock
+	case l.kind == format.ActionSearch:
 		contents := make([]string, 0, len(hits))
 		for _, h := range hits {
 			contents = append(contents, h.Contents)
@@ -373,6 +421,7 @@ func (r *Engine) envTurn(ctx context.Context, l *Live, hits []retriever.Hit) err
 		env, err = r.tokenize(ctx, block)
 		if len(env) > r.maxObs {
 			env = env[:r.maxObs]
+			l.tr.ObsCut = true
 		}
 		l.resp = append(l.resp, block...)
 	} else {
@@ -413,7 +462,7 @@ func (r *Engine) Rollout(ctx context.Context, t *Trajectory, model string, sp po
 			var err error
 			hits, err = r.search(ctx, l.content)
 			done()
-			if err != nil {
+			if err != nil && !r.observed(ctx, l, err) {
 				return fmt.Errorf("trajectory %s turn %d: retrieve: %w", t.ID, l.turn, err)
 			}
 		}
@@ -535,11 +584,16 @@ func (r *Engine) Lockstep(ctx context.Context, ls []*Live, concurrency int) erro
 			done := r.Phases.Start("rollout_retrieve")
 			h, err := r.retriever.Retrieve(ctx, queries[lo:hi], r.topk)
 			done()
-			if err != nil {
-				return fmt.Errorf("retrieve: %w", err)
+			if err == nil && len(h) != hi-lo {
+				err = fmt.Errorf("%d results for %d queries", len(h), hi-lo)
 			}
-			if len(h) != hi-lo {
-				return fmt.Errorf("retrieve: %d results for %d queries", len(h), hi-lo)
+			if err != nil {
+				for _, l := range searching[lo:hi] {
+					if !r.observed(ctx, l, err) {
+						return fmt.Errorf("retrieve: %w", err)
+					}
+				}
+				continue
 			}
 			copy(hits[lo:hi], h)
 		}
@@ -559,6 +613,44 @@ func (r *Engine) Lockstep(ctx context.Context, ls []*Live, concurrency int) erro
 		}
 	}
 }
+
+// observed makes a failed search l's observation (retriever.on_error
+// observe): the turn records why and the environment answers
+// format.SearchFailedBlock. It reports false, and records nothing, when
+// failed searches are the rollout's errors or when ctx has ended (a
+// cancelled step is not a retriever's failure).
+func (r *Engine) observed(ctx context.Context, l *Live, err error) bool {
+	if !r.observeErrors || ctx.Err() != nil {
+		return false
+	}
+	msg := err.Error()
+	if len(msg) > maxErrorBytes {
+		msg = msg[:maxErrorBytes]
+		for len(msg) > 0 && !utf8.ValidString(msg) {
+			msg = msg[:len(msg)-1]
+		}
+	}
+	l.tr.RetrievalError = msg
+	return true
+}
+
+// maxErrorBytes bounds the retrieval error a turn records.
+const maxErrorBytes = 300
+
+// searched reports whether query repeats a search of t's earlier turns:
+// the same words, case and spacing aside.
+func (t *Trajectory) searched(query string) bool {
+	q := queryKey(query)
+	for _, tr := range t.Turns {
+		if tr.Action == format.ActionSearch && queryKey(tr.Content) == q {
+			return true
+		}
+	}
+	return false
+}
+
+// queryKey is a query's words, lower case, single-spaced.
+func queryKey(q string) string { return strings.Join(strings.Fields(strings.ToLower(q)), " ") }
 
 // Score sets the trajectory's reward (exact match) and F1 from its last
 // answer. Only the policy's own text is searched: the invalid-action text
@@ -606,5 +698,6 @@ func NewEngine(r *recipes.Recipe, deps roles.Deps, clock *metrics.Phases) (*Engi
 		maxTurns: r.Rollout.MaxTurns, maxTurn: r.Rollout.MaxTurnTokens, maxObs: r.Rollout.MaxObsTokens,
 		maxCtx: r.Rollout.MaxContextTokens, baseModel: r.Policy.Model, Phases: clock, finalRound: r.Rollout.FinalAnswerRound,
 		batch:    newBatcher(deps.Retriever, r.Retriever.TopK, window, r.Retriever.MaxBatch, r.Retriever.Cache),
-		maxBatch: r.Retriever.MaxBatch, tok: tok, local: r.Policy.Tokenize == recipes.TokenizeLocal}, nil
+		maxBatch: r.Retriever.MaxBatch, tok: tok, local: r.Policy.Tokenize == recipes.TokenizeLocal,
+		observeErrors: r.Retriever.OnError == recipes.OnErrorObserve}, nil
 }

@@ -36,6 +36,37 @@ func SearchTokenMask(tb roles.IDBytes, ids []int) []bool {
 	return mask
 }
 
+// ThinkTokenCount counts the sampled ids of one turn that belong to its
+// reasoning: the first "<think>" to the "</think>" after it (to the
+// turn's end when it never closes), tags included, in the ids' exact
+// bytes under tb. A token counts when its bytes overlap the span, as in
+// SearchTokenMask. 0 when the turn holds no "<think>".
+func ThinkTokenCount(tb roles.IDBytes, ids []int) int {
+	buf := roles.TurnBytes(tb, ids, make([]byte, 0, 4*len(ids)))
+	text := string(buf)
+	start := strings.Index(text, "<think>")
+	if start < 0 {
+		return 0
+	}
+	end := len(text)
+	if j := strings.Index(text[start:], "</think>"); j >= 0 {
+		end = start + j + len("</think>")
+	}
+	n, off := 0, 0
+	for _, id := range ids {
+		if off >= end {
+			break
+		}
+		b, _ := tb.TokenBytes(id)
+		from, to := off, off+len(b)
+		off = to
+		if to > start && from < end {
+			n++
+		}
+	}
+	return n
+}
+
 // TokenPieces returns the text of each of t's tokens, for orchestrate
 // show: a policy token's is the exact bytes of its id under tb, an
 // environment token's "". Bytes are shown where they complete a UTF-8

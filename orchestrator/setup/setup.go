@@ -236,7 +236,7 @@ func Connect(ctx context.Context, r *recipes.Recipe, environ []string, log io.Wr
 		}
 		gen := lm.GenerationConfigFromRecipe(r.Sim.GenerationConfig)
 		s, err := sim.Start(sim.Config{BaseModel: r.Policy.Model, JudgeModel: r.Judge.Model, JudgeAPIKey: key(r.Judge.APIKeyEnv),
-			CheckpointsDir: r.Trainer.CheckpointsDir, TrainerArchive: weights.ArchiveLayout(r.Sim.Trainer.Archive), TrainerBackend: simtrainer.Backend(r.Sim.Trainer.Backend), TrainerNoDeleteRoute: !r.Sim.Trainer.DeleteRoute, PrefillNoise: r.Sim.Policy.PrefillNoise, Corpus: corpus, Answers: answers, Epsilon: r.Sim.Epsilon,
+			CheckpointsDir: r.Trainer.CheckpointsDir, TrainerArchive: weights.ArchiveLayout(r.Sim.Trainer.Archive), TrainerBackend: simtrainer.Backend(r.Sim.Trainer.Backend), TrainerNoDeleteRoute: !r.Sim.Trainer.DeleteRoute, PrefillNoise: r.Sim.Policy.PrefillNoise, Agent: SimAgent(r.Sim.Agent), Corpus: corpus, Answers: answers, Epsilon: r.Sim.Epsilon,
 			PolicyReplicas: nEmbedded + nRef, Judge: r.Judge.URL == recipes.Embedded, Trainer: r.Trainer.URL == recipes.Embedded,
 			Latency: sim.LatencyFromRecipe(r.Sim), Faults: faults, GenerationConfig: &gen})
 		if err != nil {
@@ -518,4 +518,9 @@ func tinkerJudge(r *recipes.Recipe, o transport.Options, apiKey string, env map[
 		return nil, nil, err
 	}
 	return j, c.Close, nil
+}
+
+// SimAgent is the simulated agent's behaviours of a recipe's sim.agent.
+func SimAgent(a recipes.SimAgent) lm.Behaviour {
+	return lm.Behaviour{InvalidRate: a.InvalidRate, RepeatRate: a.RepeatRate, RambleRate: a.RambleRate, ThinkCollapse: a.ThinkCollapse}
 }

@@ -145,6 +145,8 @@ type turnState struct {
 	question     string
 	hint         string
 	searches     []string
+	// rawSearches are the searches as written (searches are normalised).
+	rawSearches []string
 	blocks       [][]doc
 	invalid      int
 	hasAssistant bool
@@ -189,6 +191,7 @@ func parseState(text string) turnState {
 	}
 	for _, m := range reSearch.FindAllStringSubmatch(response, -1) {
 		st.searches = append(st.searches, normText(m[1]))
+		st.rawSearches = append(st.rawSearches, strings.TrimSpace(m[1]))
 	}
 	for _, m := range reInfo.FindAllStringSubmatch(response, -1) {
 		st.blocks = append(st.blocks, parseDocs(m[1]))
@@ -262,11 +265,13 @@ type turnParts struct {
 }
 
 // buildTurn makes a state's answer candidates and search branch under
-// params, with each one's logprob and gradient.
-func buildTurn(st turnState, params Params, tk *Tokenizer) turnParts {
+// params, with each one's logprob and gradient, and bh's abnormal turns.
+func buildTurn(st turnState, params Params, tk *Tokenizer, bh Behaviour) turnParts {
+	thS, thA := bh.thoughts(params)
+	abnormal, logRest := bh.abnormal(st, thS, tk)
 	var q *queryModel
 	if st.canSearch {
-		q = newQueryModel(st, params, tk)
+		q = newQueryModel(st, params, tk, thS)
 	}
 	answers := answerFeatures(st)
 	// Type probability: P(search) = sigmoid(z).
@@ -298,8 +303,9 @@ func buildTurn(st turnState, params Params, tk *Tokenizer) turnParts {
 	if q == nil {
 		logPA, gA = 0, make([]float64, NumParams)
 	} else {
-		q.logPS, q.gS = logPS, gS
+		q.logPS, q.gS = logPS+logRest, gS
 	}
+	logPA += logRest
 	var out []candidate
 	if len(answers) > 0 {
 		logits := make([]float64, len(answers))
@@ -319,12 +325,12 @@ func buildTurn(st turnState, params Params, tk *Tokenizer) turnParts {
 			for j := range g {
 				g[j] = gA[j] + fc.phi[j] - mean[j]
 			}
-			text := thoughtAnswer + "<answer> " + fc.content + " </answer>"
+			text := thA + "<answer> " + fc.content + " </answer>"
 			out = append(out, candidate{text: text, ids: tk.encodeShared(text),
 				content: fc.content, logp: logPA + logits[i] - lse, grad: g})
 		}
 	}
-	return turnParts{answers: out, search: q}
+	return turnParts{answers: append(out, abnormal...), search: q}
 }
 
 var stopWords = map[string]bool{}

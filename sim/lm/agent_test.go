@@ -62,7 +62,7 @@ func TestAnswerDependsOnRetrieval(t *testing.T) {
 	rate := func(name string, query func(i int) string, docs func(i int) []string) (float64, float64) {
 		hits, mass := 0, 0.0
 		for i, q := range qs {
-			cands := buildTurn(answerState(f.model, q.Q, query(i), docs(i)), params, f.tk).answers
+			cands := buildTurn(answerState(f.model, q.Q, query(i), docs(i)), params, f.tk, Behaviour{}).answers
 			p, found := goldMass(cands, q.Answers)
 			if found {
 				hits++
@@ -102,7 +102,7 @@ func TestAnswerDependsOnRetrieval(t *testing.T) {
 	unknownWins, pUnknown := 0, 0.0
 	for _, q := range qs {
 		st := answerState(f.model, q.Q, "", nil)
-		cands := buildTurn(st, params, f.tk).answers
+		cands := buildTurn(st, params, f.tk, Behaviour{}).answers
 		if p, found := goldMass(cands, q.Answers); found || p != 0 {
 			t.Errorf("%q: gold answer %v is a candidate without retrieval", q.Q, q.Answers)
 		}
@@ -201,7 +201,7 @@ func TestJudgeCritiqueHelps(t *testing.T) {
 			if hinted && st.hint == "" {
 				t.Fatalf("the policy did not read the hint from %q", promptText(q.Q, hint))
 			}
-			tm := newTurnModel(buildTurn(st, params, f.tk), f.model.eps, f.tk.VocabSize(), f.model.eos)
+			tm := newTurnModel(buildTurn(st, params, f.tk, Behaviour{}), f.model.eps, f.tk.VocabSize(), f.model.eos)
 			// The critique's query as the agent writes it: its words.
 			pq := turnProb(tm, searchIDs(f.tk, strings.Join(queryWords(qGold), " ")))
 			e := 0.0

@@ -102,7 +102,7 @@ func turnModelFor(t testing.TB, m *Model, params Params, ctx []int) (*turnModel,
 		t.Fatal("context has no turn start")
 	}
 	k := len(starts) - 1
-	parts := buildTurn(m.state(prefixes[k]), params, m.tk)
+	parts := buildTurn(m.state(prefixes[k]), params, m.tk, m.bh)
 	return newTurnModel(parts, m.eps, m.tk.VocabSize(), m.eos), ctx[starts[k]:]
 }
 

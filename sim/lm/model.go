@@ -33,6 +33,8 @@ type Model struct {
 	// asked, by answerKey (SetAnswers): what its reading skill
 	// recognises in passages it has read.
 	answers map[string][]string
+	// bh is the agent's abnormal behaviours (SetBehaviour).
+	bh Behaviour
 }
 
 // NewModel returns the model over tokenizer tk with uniform floor eps.
@@ -119,7 +121,7 @@ func (s *sequenceScorer) turn(k int) *turnModel {
 	st := s.m.state(s.prefixes[k])
 	var parts turnParts
 	if st.hasAssistant {
-		parts = buildTurn(st, s.params, s.m.tk)
+		parts = buildTurn(st, s.params, s.m.tk, s.m.bh)
 	}
 	tm := newTurnModel(parts, s.m.eps, s.m.tk.VocabSize(), s.m.eos)
 	s.models[k] = tm
@@ -219,7 +221,7 @@ func (m *Model) Generate(params Params, prompt []int, sp Sampling, rng *rand.Ran
 	if len(starts) > 0 {
 		k := len(starts) - 1
 		st := m.state(prefixes[k])
-		tm = newTurnModel(buildTurn(st, params, m.tk), m.eps, m.tk.VocabSize(), m.eos)
+		tm = newTurnModel(buildTurn(st, params, m.tk, m.bh), m.eps, m.tk.VocabSize(), m.eos)
 		partial = append(partial, prompt[starts[k]:]...)
 	} else {
 		tm = newTurnModel(turnParts{}, m.eps, m.tk.VocabSize(), m.eos)

@@ -129,7 +129,7 @@ type queryModel struct {
 	space  func(id int) bool
 	logPS  float64
 	gS     []float64
-	header []int // thoughtSearch + "<search>"
+	header []int // the search thought + "<search>"
 	end    []int // " </search>" + searchTurnEnd
 	words  []qword
 	// byIDs maps a word's ids (idsKey) to its index; the end is
@@ -185,10 +185,10 @@ func queryWords(s string) []string {
 	return out
 }
 
-func newQueryModel(st turnState, params Params, tk *Tokenizer) *queryModel {
+func newQueryModel(st turnState, params Params, tk *Tokenizer, thought string) *queryModel {
 	q := &queryModel{
 		params: params,
-		header: tk.encodeShared(thoughtSearch + "<search>"),
+		header: tk.encodeShared(thought + "<search>"),
 		end:    tk.encodeShared(" </search>" + searchTurnEnd),
 		byIDs:  map[string]int{},
 		dists:  map[string]*wordDist{},

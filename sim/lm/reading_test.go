@@ -50,7 +50,7 @@ func TestReadingSkillNeedsThePassage(t *testing.T) {
 	// greedy is whether the most likely answer of a state is gold.
 	greedy := func(st turnState, golds []string) bool {
 		best, bl := "", math.Inf(-1)
-		for _, c := range buildTurn(st, params, f.tk).answers {
+		for _, c := range buildTurn(st, params, f.tk, Behaviour{}).answers {
 			if c.logp > bl {
 				best, bl = c.content, c.logp
 			}
@@ -223,7 +223,7 @@ func TestBridgeEntities(t *testing.T) {
 			t.Errorf("bridge entities %q hold %q", got, bad)
 		}
 	}
-	qm := newQueryModel(st, InitialParams(), f.tk)
+	qm := newQueryModel(st, InitialParams(), f.tk, thoughtSearch)
 	bridge := map[string]bool{}
 	for _, w := range qm.words {
 		if w.phi[PWordBridge] != 0 {
@@ -234,7 +234,7 @@ func TestBridgeEntities(t *testing.T) {
 		t.Errorf("query words with word_bridge: %v, want Bertrand and Tavernier, not the question's words", bridge)
 	}
 	st.blocks, st.searches = nil, nil
-	for _, w := range newQueryModel(st, InitialParams(), f.tk).words {
+	for _, w := range newQueryModel(st, InitialParams(), f.tk, thoughtSearch).words {
 		if w.phi[PWordBridge] != 0 {
 			t.Errorf("word %q has word_bridge before any passage was read", w.text)
 		}

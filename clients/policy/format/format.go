@@ -73,6 +73,14 @@ func InfoBlock(contents []string) string {
 	return "\n\n<information>" + strings.TrimSpace(b.String()) + "</information>\n\n"
 }
 
+// SearchFailedBlock is the environment's answer to a search the retriever
+// failed (after the transport's retries) when retriever.on_error is
+// observe: an <information> block, shaped as InfoBlock's, that says so and
+// holds no passage. Search-R1's own loop has no such answer (a failed
+// retrieval request ends its run); this follows the tool loops that return
+// a tool's failure to the model as its observation (verl's agent loop).
+const SearchFailedBlock = "\n\n<information>The search failed: no passages were returned.</information>\n\n"
+
 func itoa(i int) string {
 	if i == 0 {
 		return "0"
