@@ -80,8 +80,8 @@ type collected struct {
 	// filtered counts the trajectories train.filter kept out of the
 	// loss; penalised the turns rollout.turn_penalty was put on.
 	filtered, penalised atomic.Int64
-	opdMu                                  sync.Mutex
-	opdSum                                 float64
+	opdMu               sync.Mutex
+	opdSum              float64
 }
 
 // trajectories are the step's trajectories, in group order.

@@ -39,11 +39,11 @@ type Recipe struct {
 	// Health configures the search agent's health watch: the collapse
 	// alarm over the step health (docs/watching.md).
 	Health Health `mapstructure:"health" yaml:"health"`
-	Eval       Eval       `mapstructure:"eval" yaml:"eval"`
-	Output     Output     `mapstructure:"output" yaml:"output"`
-	HTTP       HTTP       `mapstructure:"http" yaml:"http"`
-	Sim        Sim        `mapstructure:"sim" yaml:"sim"`
-	Study      Study      `mapstructure:"study" yaml:"study"`
+	Eval   Eval   `mapstructure:"eval" yaml:"eval"`
+	Output Output `mapstructure:"output" yaml:"output"`
+	HTTP   HTTP   `mapstructure:"http" yaml:"http"`
+	Sim    Sim    `mapstructure:"sim" yaml:"sim"`
+	Study  Study  `mapstructure:"study" yaml:"study"`
 	// Variants are named ablations of this recipe, each a list of
 	// "key=value" overrides applied on top of it (after --set), for
 	// orchestrate ablate.

@@ -142,11 +142,11 @@ type doc struct {
 
 // turnState is what the policy reads from its context at a turn start.
 type turnState struct {
-	question     string
-	hint         string
-	searches     []string
+	question string
+	hint     string
+	searches []string
 	// rawSearches are the searches as written (searches are normalised).
-	rawSearches []string
+	rawSearches  []string
 	blocks       [][]doc
 	invalid      int
 	hasAssistant bool
