@@ -67,27 +67,9 @@ func (ru *run) printStep(rec *results.StepRecord) {
 		fmt.Fprintf(ru.Out, "          hindsight: non-zero term on %.1f%% of failed trajectories, mean term on search tokens %.4f\n",
 			100*rec.OPDFailedShare, rec.OPDSearchMean)
 	}
-	if h := rec.Health; h != nil {
-		fmt.Fprintf(ru.Out, "          health: searches %.2f  answered %.0f%%  invalid %.1f%%  repeated %.1f%%  retrieval errors %.1f%%  truncated %.1f%%  think %.1f/%.1f tokens  entropy %.3f%s\n",
-			h.SearchesPerTrajectory, 100*h.AnswerRate, 100*h.InvalidActionRate, 100*h.RepeatedQueryRate, 100*h.RetrievalErrorRate,
-			100*h.TruncatedRate, h.ThinkTokens, h.ResponseTokens, h.SampledEntropy, trainedWords(h))
+	if rec.Health != nil {
+		fmt.Fprintln(ru.Out, "          "+results.HealthLine(rec.Health))
 	}
-}
-
-// trainedWords says what train.filter and rollout.turn_penalty did to a
-// step ("" when neither did anything).
-func trainedWords(h *results.Health) string {
-	var b strings.Builder
-	if h.Filtered > 0 {
-		fmt.Fprintf(&b, "  filtered %d", h.Filtered)
-	}
-	if h.PenalisedTurns > 0 {
-		fmt.Fprintf(&b, "  penalised turns %d", h.PenalisedTurns)
-	}
-	for _, a := range h.Alarms {
-		fmt.Fprintf(&b, "  ALARM %s -%.0f%%", a.Metric, 100*a.Fall)
-	}
-	return b.String()
 }
 
 // caption names the recipe and its ablation switches.
@@ -104,6 +86,9 @@ func (ru *run) caption() string {
 func (ru *run) plotCurves() {
 	if err := results.WriteTrainingCurves(ru.dir); err != nil {
 		fmt.Fprintf(ru.Out, "warning: training curves not drawn: %v\n", err)
+	}
+	if err := results.WriteHealthCurves(ru.dir); err != nil {
+		fmt.Fprintf(ru.Out, "warning: health curves not drawn: %v\n", err)
 	}
 }
 

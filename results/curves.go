@@ -370,9 +370,12 @@ func (pn panel) plot(xMin, xMax float64) (*plot.Plot, error) {
 		}
 		line.Color, line.Width = c.color, c.width
 		points.Color, points.Shape, points.Radius = c.color, c.glyph, vg.Points(2.5)
-		if len(c.pts) <= 40 {
+		switch {
+		case c.width == 0: // markers only
+			p.Add(points)
+		case len(c.pts) <= 40:
 			p.Add(line, points)
-		} else {
+		default:
 			p.Add(line)
 		}
 		if pn.legend {

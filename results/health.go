@@ -1,5 +1,10 @@
 package results
 
+import (
+	"fmt"
+	"strings"
+)
+
 // Health is a step's search-agent health: what SearchAgent-Zero and
 // ASearcher watch on every step, from all of the step's trajectories
 // (filtered ones included). Per-trajectory figures are means over the
@@ -45,6 +50,25 @@ type Health struct {
 	PenalisedTurns int `json:"penalised_turns,omitempty"`
 	// Alarms are the collapse alarms firing at the step (health.drop).
 	Alarms []HealthAlarm `json:"alarms,omitempty"`
+}
+
+// HealthLine says h in one line: the step line's health part, with the
+// filter's and penalty's counts and the alarms firing.
+func HealthLine(h *Health) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "health: searches %.2f  answered %.0f%%  invalid %.1f%%  repeated %.1f%%  retrieval errors %.1f%%  truncated %.1f%%  think %.1f/%.1f tokens  entropy %.3f",
+		h.SearchesPerTrajectory, 100*h.AnswerRate, 100*h.InvalidActionRate, 100*h.RepeatedQueryRate, 100*h.RetrievalErrorRate,
+		100*h.TruncatedRate, h.ThinkTokens, h.ResponseTokens, h.SampledEntropy)
+	if h.Filtered > 0 {
+		fmt.Fprintf(&b, "  filtered %d", h.Filtered)
+	}
+	if h.PenalisedTurns > 0 {
+		fmt.Fprintf(&b, "  penalised turns %d", h.PenalisedTurns)
+	}
+	for _, a := range h.Alarms {
+		fmt.Fprintf(&b, "  ALARM %s -%.0f%%", a.Metric, 100*a.Fall)
+	}
+	return b.String()
 }
 
 // Truncation causes: Health.Truncated's keys.

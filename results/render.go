@@ -177,6 +177,7 @@ func (r *trajPrinter) trajectory(t *TrajectoryRecord) {
 		if turn.Finish != "" && turn.Finish != "stop" {
 			head += " · finish " + turn.Finish
 		}
+		head += turnFlags(turn)
 		r.b.WriteString(r.style(sgrHead, head) + "\n")
 		if perToken && i < len(spans) {
 			r.tokens(t, spans[i])
@@ -191,6 +192,9 @@ func (r *trajPrinter) trajectory(t *TrajectoryRecord) {
 		switch turn.Action {
 		case "search":
 			r.para("    ", "query:", sgrBold, turn.Content)
+			if turn.RetrievalError != "" {
+				r.para("    ", "retrieval failed:", sgrBold, turn.RetrievalError)
+			}
 			titles := "(none)"
 			if len(turn.Titles) > 0 {
 				titles = strings.Join(turn.Titles, "; ")
@@ -473,4 +477,24 @@ func (w *wrapper) end() {
 	w.flush()
 	w.close()
 	w.b.WriteString("\n")
+}
+
+// turnFlags says what the step health counted of a turn: its think
+// tokens, a repeated query, a cut at its token cap or of the observation
+// after it.
+func turnFlags(turn TurnRecord) string {
+	var b strings.Builder
+	if turn.ThinkTokens > 0 {
+		fmt.Fprintf(&b, " · think %d tokens", turn.ThinkTokens)
+	}
+	if turn.Repeated {
+		b.WriteString(" · REPEATED QUERY")
+	}
+	if turn.Cut != "" {
+		b.WriteString(" · CUT at " + strings.ReplaceAll(turn.Cut, "_", " "))
+	}
+	if turn.ObsCut {
+		b.WriteString(" · observation cut at rollout.max_obs_tokens")
+	}
+	return b.String()
 }

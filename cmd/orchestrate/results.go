@@ -14,6 +14,7 @@ import (
 // resultsFlags are the flags of the results subcommand.
 type resultsFlags struct {
 	phases    bool
+	health    bool
 	format    string
 	byStep    bool
 	plot      string
@@ -43,12 +44,16 @@ numbers first; --plot writes average EM against training step as a PNG.`,
 	fs.StringVar(&f.reference, "reference", "", "print the published rows of this reference first: "+strings.Join(results.ReferenceNames(), ", "))
 	fs.IntVar(&f.ciIters, "ci-iters", results.DefaultBootstrapIters, "bootstrap resamples for the confidence intervals (0: none)")
 	fs.BoolVar(&f.phases, "phases", false, "print each run's per-step timing breakdown (rollout, judge, teacher, train, sync, eval) instead")
+	fs.BoolVar(&f.health, "health", false, "print each run's search-agent health per step instead (and draw it: RUN_DIR/"+results.HealthCurvesFile+", or --plot with one run)")
 	return cmd
 }
 
 func runResults(e *env, f resultsFlags, dirs []string) error {
 	if f.phases {
 		return runPhases(e, dirs)
+	}
+	if f.health {
+		return runHealth(e, dirs, f.plot)
 	}
 	if !slices.Contains(results.Formats(), f.format) {
 		return fmt.Errorf("results: unknown --format %q (known: %s)", f.format, strings.Join(results.Formats(), ", "))
@@ -167,6 +172,43 @@ func runPhases(e *env, dirs []string) error {
 		if err := results.StepsTable(e.stdout, steps); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// runHealth prints the search-agent health of each run directory, step by
+// step, and draws its curves: into the run directory, or to plot when one
+// run is given.
+func runHealth(e *env, dirs []string, plot string) error {
+	if len(dirs) == 0 {
+		return fmt.Errorf("results --health: give at least one run directory")
+	}
+	if plot != "" && len(dirs) > 1 {
+		return fmt.Errorf("results --health: --plot names one file: give one run directory (each run's curves go to its own %s without it)", results.HealthCurvesFile)
+	}
+	for i, d := range dirs {
+		steps, err := (&results.RunDir{Path: d}).ReadSteps()
+		if err != nil {
+			return fmt.Errorf("results --health: %w", err)
+		}
+		if len(steps) == 0 {
+			return fmt.Errorf("results --health: %s: no steps.jsonl records", d)
+		}
+		if i > 0 {
+			fmt.Fprintln(e.stdout)
+		}
+		fmt.Fprintf(e.stdout, "%s: search-agent health per step (rates of turns or searches; truncation causes as shares of trajectories; tokens per trajectory; docs/watching.md)\n", d)
+		if err := results.HealthTable(e.stdout, steps); err != nil {
+			return fmt.Errorf("results --health: %s: %w", d, err)
+		}
+		path := plot
+		if path == "" {
+			path = filepath.Join(d, results.HealthCurvesFile)
+		}
+		if err := results.PlotHealthCurves(path, filepath.Base(filepath.Clean(d)), steps); err != nil {
+			return fmt.Errorf("results --health: %w", err)
+		}
+		fmt.Fprintf(e.stderr, "results: wrote %s\n", path)
 	}
 	return nil
 }

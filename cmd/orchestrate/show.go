@@ -120,6 +120,13 @@ func runShow(e *env, f showFlags, path string, stepSet bool) error {
 	}
 	fmt.Fprintf(e.stdout, "%s step %d: %d of %d kept trajectories%s (steps with trajectories: %s)\n",
 		path, step, len(shown), len(all), filter, results.StepRanges(steps))
+	if recs, err := dir.ReadSteps(); err == nil {
+		for _, rec := range recs {
+			if rec.Step == step && rec.Health != nil {
+				fmt.Fprintln(e.stdout, results.HealthLine(rec.Health))
+			}
+		}
+	}
 	if err := results.RenderLegend(e.stdout, opts); err != nil {
 		return err
 	}
