@@ -95,8 +95,28 @@ func (r *Recipe) YAML() ([]byte, error) {
 // where numbers are printed in their shortest form and P is "default" for
 // the program's judge prompt or "custom-" followed by the first 8 hex
 // digits of the prompt's SHA-256, so that runs with different prompts are
-// told apart.
+// told apart; then, when set, " filter=C1,C2" (train.filter) and
+// " turn_penalty=X(C1,C2)" (rollout.turn_penalty and its causes).
 func (r *Recipe) Switches() string {
+	return r.hindsightSwitches() + r.abnormalSwitches()
+}
+
+// abnormalSwitches names train.filter and rollout.turn_penalty when set
+// ("" otherwise, so that a record of a recipe without them reads as
+// before they existed).
+func (r *Recipe) abnormalSwitches() string {
+	var s string
+	if len(r.Train.Filter) > 0 {
+		s += " filter=" + strings.Join(r.Train.Filter, ",")
+	}
+	if p := r.Rollout.TurnPenalty; p > 0 {
+		s += " turn_penalty=" + strconv.FormatFloat(p, 'g', -1, 64) + "(" + strings.Join(r.Rollout.TurnPenaltyCauses, ",") + ")"
+	}
+	return s
+}
+
+// hindsightSwitches names the hindsight switches.
+func (r *Recipe) hindsightSwitches() string {
 	h := r.Hindsight
 	if !h.Enabled {
 		return "hindsight=off"

@@ -129,8 +129,13 @@ func TestPaperAblationsChangeOnlyTheirKeys(t *testing.T) {
 		chain int           // files layered
 		edit  func(*Recipe) // what the file changes in the base's recipe
 	}{
-		"hindsearch-qwen2.5-3b-nogold.yaml":               {2, func(r *Recipe) { r.Hindsight.GoldAnswer = false }},
-		"hindsearch-qwen2.5-3b-nohindsight.yaml":          {2, func(r *Recipe) { r.Hindsight.Enabled = false }},
+		"hindsearch-qwen2.5-3b-nogold.yaml":      {2, func(r *Recipe) { r.Hindsight.GoldAnswer = false }},
+		"hindsearch-qwen2.5-3b-nohindsight.yaml": {2, func(r *Recipe) { r.Hindsight.Enabled = false }},
+		"hindsearch-qwen2.5-3b-searchagent-zero.yaml": {2, func(r *Recipe) {
+			r.Train.Filter = []string{AbnormalTruncation}
+			r.Rollout.TurnPenalty = 1
+			r.Rollout.TurnPenaltyCauses = []string{AbnormalInvalidAction, AbnormalRepeatedQuery}
+		}},
 		"hindsearch-qwen2.5-3b-reverse-kl.yaml":           {2, func(r *Recipe) { r.Hindsight.Loss = HindsightLossReverseKL }},
 		"hindsearch-qwen2.5-3b-loss-none.yaml":            {2, func(r *Recipe) { r.Hindsight.Loss = HindsightLossNone }},
 		"hindsearch-qwen2.5-3b-broadcast-response.yaml":   {2, func(r *Recipe) { r.Hindsight.Broadcast = BroadcastResponse }},
@@ -205,8 +210,8 @@ func TestSimFixtures(t *testing.T) {
 	want.Output.Dir = filepath.Join(filepath.Dir(want.Output.Dir), "sim-ablate-more")
 	want.Variants["coef-half"] = []string{"hindsight.coef=0.5"}
 	want.Variants["no-gold"] = []string{"hindsight.gold_answer=false", "hindsight.redact_gold=false"}
-	if len(want.Variants) != 8 {
-		t.Fatalf("sim-ablate.yaml has %d variants, want 7 (this test's premise)", len(want.Variants)-1)
+	if len(want.Variants) != 10 {
+		t.Fatalf("sim-ablate.yaml has %d variants, want 9 (this test's premise)", len(want.Variants)-1)
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("testdata/sim-ablate-more.yaml variants =\n%v\nwant\n%v", got.Variants, want.Variants)
