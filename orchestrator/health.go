@@ -126,8 +126,14 @@ func (ru *run) checkRetrieval(all []*rollout.Trajectory) error {
 // alarmWords says one collapse alarm in doctor's manner: what fell, by
 // how much, since which step.
 func alarmWords(a results.HealthAlarm, window int) string {
-	return fmt.Sprintf("%s fell %.0f%% since step %d: %.4g (mean of steps %d-%d) from its peak %.4g (steps %d-%d); health.window %d",
-		strings.ReplaceAll(a.Metric, "_", " "), 100*a.Fall, a.PeakTo, a.Now, a.From, a.To, a.Peak, a.PeakFrom, a.PeakTo, window)
+	steps := func(from, to int) string {
+		if from == to {
+			return fmt.Sprintf("step %d", from)
+		}
+		return fmt.Sprintf("mean of steps %d-%d", from, to)
+	}
+	return fmt.Sprintf("%s fell %.0f%% since step %d: %.4g (%s) from its peak %.4g (%s); health.window %d",
+		strings.ReplaceAll(a.Metric, "_", " "), 100*a.Fall, a.PeakTo, a.Now, steps(a.From, a.To), a.Peak, steps(a.PeakFrom, a.PeakTo), window)
 }
 
 // watchHealth sets rec's collapse alarms from the run's health so far and

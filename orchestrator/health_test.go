@@ -284,3 +284,25 @@ func TestRetrievalErrorsStopTheRun(t *testing.T) {
 		}
 	}
 }
+
+// A resumed run keeps the health history its alarm compares with: the
+// collapse alarm at step 3 fires as in an uninterrupted run, and every
+// step's health is recorded once.
+func TestCollapseAlarmAcrossResume(t *testing.T) {
+	sets := []string{"eval.datasets.nq=", "eval.datasets.hotpotqa=", "train.steps=3", "hindsight.enabled=false",
+		"sim.agent.think_collapse=0.6", "health.window=1", "health.drop=0.3"}
+	whole, _ := runRecipe(t, testRecipe(t, "", sets...), 1)
+	resumed, _, _, _ := interruptThenResume(t, testRecipe(t, "", sets...), 2)
+	if len(resumed.Steps) != 3 {
+		t.Fatalf("%d steps after resume", len(resumed.Steps))
+	}
+	for i, s := range resumed.Steps {
+		w := whole.Steps[i].Health
+		if s.Health == nil || len(s.Health.Alarms) != len(w.Alarms) || s.Health.ThinkTokens != w.ThinkTokens {
+			t.Errorf("step %d: health %+v after resume, %+v uninterrupted", s.Step, s.Health, w)
+		}
+	}
+	if len(whole.Steps[2].Health.Alarms) == 0 {
+		t.Error("no alarm at step 3: the test's premise")
+	}
+}

@@ -149,6 +149,19 @@ func TestMetricsScrapedAfterARun(t *testing.T) {
 	if _, ok := s[`hindsearch_phase_seconds{phase="rollout"}`]; !ok {
 		t.Errorf("no rollout phase gauge")
 	}
+	// The health gauges are the last record's health; no alarm fires.
+	for _, m := range results.HealthMetrics {
+		want, _ := last.Health.Value(m)
+		if got, ok := s[`hindsearch_health{metric="`+m+`"}`]; !ok || got != want {
+			t.Errorf("health{metric=%q} = %v (%v), want %v", m, got, ok, want)
+		}
+	}
+	if got, ok := s[`hindsearch_health_truncated{cause="observation"}`]; !ok || got != last.Health.Truncated["observation"] {
+		t.Errorf("health_truncated{cause=observation} = %v (%v)", got, ok)
+	}
+	if got, ok := s[`hindsearch_health_alarm{metric="think_tokens"}`]; !ok || got != 0 {
+		t.Errorf("health_alarm{metric=think_tokens} = %v (%v), want 0", got, ok)
+	}
 	if _, ok := s[`hindsearch_eval_em{dataset="hotpotqa"}`]; !ok {
 		t.Errorf("no eval_em gauge for hotpotqa")
 	}
@@ -313,5 +326,22 @@ func TestTrajectoryJSONMatchesResultsRecord(t *testing.T) {
 	_ = json.Unmarshal(back, &m2)
 	if fmt.Sprint(m1) != fmt.Sprint(m2) {
 		t.Errorf("round trip through results.TrajectoryRecord changed the record:\n%v\n%v", m1, m2)
+	}
+}
+
+// A step whose health has an alarm sets that metric's alarm gauge to 1
+// and the others to 0; the next step without it sets it back to 0.
+func TestHealthAlarmGauge(t *testing.T) {
+	m := metrics.New()
+	h := &results.Health{ThinkTokens: 3, Truncated: map[string]float64{}, Filtered: 2, Alarms: []results.HealthAlarm{{Metric: "think_tokens", Fall: 0.6}}}
+	m.RecordStep(&results.StepRecord{Step: 1, Health: h})
+	s := scrape(t, m)
+	if s[`hindsearch_health_alarm{metric="think_tokens"}`] != 1 || s[`hindsearch_health_alarm{metric="answer_rate"}`] != 0 ||
+		s[`hindsearch_health{metric="think_tokens"}`] != 3 || s["hindsearch_filtered_total"] != 2 {
+		t.Errorf("after the alarm: %v", s)
+	}
+	m.RecordStep(&results.StepRecord{Step: 2, Health: &results.Health{ThinkTokens: 4, Truncated: map[string]float64{}}})
+	if s := scrape(t, m); s[`hindsearch_health_alarm{metric="think_tokens"}`] != 0 {
+		t.Errorf("the alarm gauge stayed up")
 	}
 }

@@ -644,3 +644,43 @@ func TestValidateBM25Params(t *testing.T) {
 		}
 	}
 }
+
+// The health keys name each problem by its key path: an unknown cause
+// (with its index), a cause listed twice, a penalty cause the policy does
+// not commit, a penalty without causes, the alarm's window and drop, the
+// retriever's error handling and the simulated agent's rates.
+func TestValidateHealthKeys(t *testing.T) {
+	r := valid(t)
+	r.Train.Filter = []string{"truncation", "timeout", "truncation"}
+	r.Rollout.TurnPenalty = -1
+	r.Rollout.TurnPenaltyCauses = []string{"retrieval_error"}
+	r.Health.Window = 0
+	r.Health.Drop = 1.5
+	r.Health.Watch = []string{"reward"}
+	r.Retriever.OnError = "ignore"
+	r.Retriever.MaxErrorRate = 2
+	r.Sim.Agent = SimAgent{InvalidRate: 0.5, RepeatRate: 0.4, RambleRate: 0.2, ThinkCollapse: -1}
+	err := r.Validate()
+	for _, s := range []string{
+		"\ttrain.filter[1]: must be one of invalid_action, truncation, retrieval_error, repeated_query, no_answer, got \"timeout\"\n",
+		"\ttrain.filter[2]: \"truncation\" is listed twice\n",
+		"\trollout.turn_penalty: must be at least 0",
+		"\trollout.turn_penalty_causes[0]: must be one of invalid_action, truncation, repeated_query, no_answer, got \"retrieval_error\"\n",
+		"\thealth.window: must be at least 1, got 0\n",
+		"\thealth.drop: must be in [0, 1] (0: no alarm), got 1.5\n",
+		"\thealth.watch[0]: must be one of think_tokens, answer_rate, sampled_entropy, searches_per_trajectory, response_tokens, got \"reward\"\n",
+		"\tretriever.on_error: must be one of observe, fail, got \"ignore\"\n",
+		"\tretriever.max_error_rate: must be in [0, 1] (1: never fail a step), got 2\n",
+		"\tsim.agent: invalid_rate + repeat_rate + ramble_rate must be below 1",
+		"\tsim.agent.think_collapse: must be at least 0",
+	} {
+		if err == nil || !strings.Contains(err.Error(), s) {
+			t.Errorf("error lacks %q:\n%v", s, err)
+		}
+	}
+	ok := valid(t)
+	ok.Rollout.TurnPenalty, ok.Rollout.TurnPenaltyCauses = 0.5, nil
+	if err := ok.Validate(); err == nil || !strings.Contains(err.Error(), "rollout.turn_penalty_causes: rollout.turn_penalty 0.5 needs at least one cause") {
+		t.Errorf("a penalty without causes: %v", err)
+	}
+}

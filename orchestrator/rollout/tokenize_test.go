@@ -228,6 +228,16 @@ func checkSearchSpan(t *testing.T, tk roles.Vocab) {
 	if !slices.Equal(fr.queries, []string{"Zoë Saldaña 東京 café São Paulo"}) {
 		t.Fatalf("queries %q", fr.queries)
 	}
+	// Each turn's span covers its sampled ids, and its think tokens are
+	// those whose bytes overlap "<think>...</think>".
+	first := tk.AppendEncode(nil, search)
+	if t0, t1 := tr.Turns[0], tr.Turns[1]; t0.From != 0 || t0.To != len(first) || t1.From <= t0.To || t1.To != len(tr.Tokens) {
+		t.Errorf("turn spans [%d,%d) [%d,%d) of %d tokens, first turn %d", t0.From, t0.To, t1.From, t1.To, len(tr.Tokens), len(first))
+	}
+	thinkEnd := strings.Index(search, "</think>") + len("</think>")
+	if want := len(tk.AppendEncode(nil, search[:thinkEnd])); tr.Turns[0].ThinkTokens != want || tr.Turns[1].ThinkTokens != 0 {
+		t.Errorf("think tokens %d and %d, want %d and 0", tr.Turns[0].ThinkTokens, tr.Turns[1].ThinkTokens, want)
+	}
 
 	// The truth: the search turn's ids, their byte ranges, and the span
 	// of "<search>...</search>" in the text the ids spell.
