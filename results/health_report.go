@@ -26,46 +26,62 @@ const HealthCurvesFile = "health-curves.png"
 // order given: searches per trajectory, answer, invalid-action,
 // repeated-query and retrieval-error rates, the truncated share with each
 // cause's, response and think tokens, the sampled entropy, the filtered
-// trajectories and penalised turns, the trainer's own metrics (every key
-// any step reported, as the backend named it) and the collapse alarms.
-// Records without health (written before it existed) are left out; none
-// at all is an error.
+// trajectories and penalised turns and the collapse alarms; then, when the
+// trainer reported any, a second table of the trainer's own metrics per
+// step (every key any step has, as the backend named it). Records without
+// health (written before it existed) are left out; none at all is an
+// error.
 func HealthTable(w io.Writer, recs []StepRecord) error {
 	var keys []string
-	n := 0
+	var with []StepRecord
 	for _, r := range recs {
 		if r.Health == nil {
 			continue
 		}
-		n++
+		with = append(with, r)
 		for k := range r.TrainerMetrics {
 			if !slices.Contains(keys, k) {
 				keys = append(keys, k)
 			}
 		}
 	}
-	if n == 0 {
+	if len(with) == 0 {
 		return fmt.Errorf("health table: no step records with health (runs before the health object existed)")
 	}
 	slices.Sort(keys)
-	t := newTable(w, 13+len(keys))
-	header := []any{"step", "searches", "answer %", "invalid %", "repeat %", "retr err %", "trunc %",
-		"turn/ctx/limit/obs %", "resp tok", "think tok", "entropy", "filtered", "penalised"}
-	header = append(header, toAny(keys)...)
-	t.Header(append(header, "alarm")...)
-	for _, r := range recs {
+	t := newTable(w, 13)
+	t.Header("step", "searches", "answer %", "invalid %", "repeat %", "retr err %", "trunc %",
+		"turn/ctx/limit/obs %", "resp tok", "think tok", "entropy", "filtered", "penalised", "alarm")
+	for _, r := range with {
 		h := r.Health
-		if h == nil {
-			continue
-		}
 		var causes []string
 		for _, c := range TruncationCauses {
 			causes = append(causes, fmt.Sprintf("%.0f", 100*h.Truncated[c]))
 		}
-		cells := []string{fmt.Sprint(r.Step), fmt.Sprintf("%.2f", h.SearchesPerTrajectory), pct(h.AnswerRate),
+		var alarms []string
+		for _, a := range h.Alarms {
+			alarms = append(alarms, fmt.Sprintf("%s -%.0f%% since %d", a.Metric, 100*a.Fall, a.PeakTo))
+		}
+		if err := t.Append([]string{fmt.Sprint(r.Step), fmt.Sprintf("%.2f", h.SearchesPerTrajectory), pct(h.AnswerRate),
 			pct(h.InvalidActionRate), pct(h.RepeatedQueryRate), pct(h.RetrievalErrorRate), pct(h.TruncatedRate),
 			strings.Join(causes, "/"), fmt.Sprintf("%.1f", h.ResponseTokens), fmt.Sprintf("%.1f", h.ThinkTokens),
-			fmt.Sprintf("%.3f", h.SampledEntropy), fmt.Sprint(h.Filtered), fmt.Sprint(h.PenalisedTurns)}
+			fmt.Sprintf("%.3f", h.SampledEntropy), fmt.Sprint(h.Filtered), fmt.Sprint(h.PenalisedTurns), strings.Join(alarms, "; ")}); err != nil {
+			return fmt.Errorf("health table: %w", err)
+		}
+	}
+	if err := t.Render(); err != nil {
+		return fmt.Errorf("health table: %w", err)
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	if _, err := fmt.Fprintln(w, "the trainer's own metrics, as it reported them:"); err != nil {
+		return fmt.Errorf("health table: %w", err)
+	}
+	t = newTable(w)
+	t.Header(append([]any{"step"}, toAny(keys)...)...)
+	for _, r := range with {
+		cells := []string{fmt.Sprint(r.Step)}
 		for _, k := range keys {
 			if v, ok := r.TrainerMetrics[k]; ok {
 				cells = append(cells, fmt.Sprintf("%.4g", v))
@@ -73,11 +89,6 @@ func HealthTable(w io.Writer, recs []StepRecord) error {
 				cells = append(cells, "-")
 			}
 		}
-		var alarms []string
-		for _, a := range h.Alarms {
-			alarms = append(alarms, fmt.Sprintf("%s -%.0f%% since %d", a.Metric, 100*a.Fall, a.PeakTo))
-		}
-		cells = append(cells, strings.Join(alarms, "; "))
 		if err := t.Append(cells); err != nil {
 			return fmt.Errorf("health table: %w", err)
 		}
