@@ -353,13 +353,16 @@ func (r *Engine) policyTurn(ctx context.Context, l *Live) error {
 	}
 	kind, content := format.ParseAction(c.Text)
 	from := len(t.Tokens)
+	// The turn's exact bytes, once: the search span and the thought are
+	// located in them (the server's text may differ: see SearchTokenMask).
+	turnText := string(roles.TurnBytes(r.tok.Vocab, c.TokenIDs, make([]byte, 0, 4*len(c.TokenIDs))))
 	// Whole-slice appends: one growth per slice and turn, not one per
 	// token.
 	t.Tokens = append(t.Tokens, c.TokenIDs...)
 	if kind == format.ActionSearch {
 		// Located in the sampled ids' bytes: the server's text offsets
 		// are not character offsets (vLLM's count "token_id:N").
-		t.Search = append(t.Search, SearchTokenMask(r.tok.Vocab, c.TokenIDs)...)
+		t.Search = append(t.Search, searchTokenMask(r.tok.Vocab, c.TokenIDs, turnText)...)
 	} else {
 		t.Search = append(t.Search, make([]bool, len(c.TokenIDs))...)
 	}
@@ -373,7 +376,7 @@ func (r *Engine) policyTurn(ctx context.Context, l *Live) error {
 	l.resp = append(l.resp, c.Text...)
 	l.kind, l.content = kind, content
 	l.tr = Turn{Text: c.Text, Action: kind, Content: content, Finish: c.FinishReason, From: from, To: len(t.Tokens),
-		ThinkTokens: ThinkTokenCount(r.tok.Vocab, c.TokenIDs)}
+		ThinkTokens: thinkTokenCount(r.tok.Vocab, c.TokenIDs, turnText)}
 	if kind == format.ActionSearch {
 		l.tr.Repeated = t.searched(content)
 	}

@@ -17,9 +17,13 @@ import (
 // that ends "</search>" and runs past it. No token is marked when the
 // bytes hold no search action first.
 func SearchTokenMask(tb roles.IDBytes, ids []int) []bool {
+	return searchTokenMask(tb, ids, string(roles.TurnBytes(tb, ids, make([]byte, 0, 4*len(ids)))))
+}
+
+// searchTokenMask is SearchTokenMask over the ids' bytes, text.
+func searchTokenMask(tb roles.IDBytes, ids []int, text string) []bool {
 	mask := make([]bool, len(ids))
-	buf := roles.TurnBytes(tb, ids, make([]byte, 0, 4*len(ids)))
-	kind, _, start, end := format.ActionSpan(string(buf))
+	kind, _, start, end := format.ActionSpan(text)
 	if kind != format.ActionSearch {
 		return mask
 	}
@@ -42,8 +46,11 @@ func SearchTokenMask(tb roles.IDBytes, ids []int) []bool {
 // bytes under tb. A token counts when its bytes overlap the span, as in
 // SearchTokenMask. 0 when the turn holds no "<think>".
 func ThinkTokenCount(tb roles.IDBytes, ids []int) int {
-	buf := roles.TurnBytes(tb, ids, make([]byte, 0, 4*len(ids)))
-	text := string(buf)
+	return thinkTokenCount(tb, ids, string(roles.TurnBytes(tb, ids, make([]byte, 0, 4*len(ids)))))
+}
+
+// thinkTokenCount is ThinkTokenCount over the ids' bytes, text.
+func thinkTokenCount(tb roles.IDBytes, ids []int, text string) int {
 	start := strings.Index(text, "<think>")
 	if start < 0 {
 		return 0
