@@ -141,21 +141,14 @@ func renderTrainingCurves(name string, steps []StepRecord, evals []EvalRecord) (
 	slices.SortStableFunc(steps, func(a, b StepRecord) int { return a.Step - b.Step })
 
 	// The shared step axis spans every step and evaluation.
-	xMin, xMax := math.Inf(1), math.Inf(-1)
+	var xs []int
 	for _, s := range steps {
-		xMin, xMax = math.Min(xMin, float64(s.Step)), math.Max(xMax, float64(s.Step))
+		xs = append(xs, s.Step)
 	}
 	for _, e := range evals {
-		xMin, xMax = math.Min(xMin, float64(e.Step)), math.Max(xMax, float64(e.Step))
+		xs = append(xs, e.Step)
 	}
-	if math.IsInf(xMin, 0) {
-		xMin, xMax = 0, 1
-	}
-	if xMin == xMax {
-		xMin, xMax = xMin-1, xMax+1
-	}
-	pad := 0.03 * (xMax - xMin)
-	xMin, xMax = xMin-pad, xMax+pad
+	xMin, xMax := stepAxis(xs)
 
 	em, strategy := emCurves(evals)
 	stepPanels := stepCurves(steps)
@@ -196,6 +189,24 @@ func renderTrainingCurves(name string, steps []StepRecord, evals []EvalRecord) (
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// stepAxis is the range of a step axis over steps: from the least to the
+// greatest with 3% padding each side, one step either side of a single
+// step, [0, 1] for none.
+func stepAxis(steps []int) (lo, hi float64) {
+	lo, hi = math.Inf(1), math.Inf(-1)
+	for _, s := range steps {
+		lo, hi = math.Min(lo, float64(s)), math.Max(hi, float64(s))
+	}
+	if math.IsInf(lo, 0) {
+		lo, hi = 0, 1
+	}
+	if lo == hi {
+		lo, hi = lo-1, hi+1
+	}
+	pad := 0.03 * (hi - lo)
+	return lo - pad, hi + pad
 }
 
 // sub is the part r of canvas dc.

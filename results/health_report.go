@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"image/color"
 	"io"
-	"math"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -210,20 +209,13 @@ func healthPanels(steps []StepRecord) []panel {
 func renderHealthCurves(name string, steps []StepRecord) ([]byte, error) {
 	steps = slices.Clone(steps)
 	slices.SortStableFunc(steps, func(a, b StepRecord) int { return a.Step - b.Step })
-	xMin, xMax := math.Inf(1), math.Inf(-1)
+	var xs []int
 	for _, s := range steps {
 		if s.Health != nil {
-			xMin, xMax = math.Min(xMin, float64(s.Step)), math.Max(xMax, float64(s.Step))
+			xs = append(xs, s.Step)
 		}
 	}
-	if math.IsInf(xMin, 0) {
-		xMin, xMax = 0, 1
-	}
-	if xMin == xMax {
-		xMin, xMax = xMin-1, xMax+1
-	}
-	pad := 0.03 * (xMax - xMin)
-	xMin, xMax = xMin-pad, xMax+pad
+	xMin, xMax := stepAxis(xs)
 
 	c := vgimg.New(healthWidth, healthHeight)
 	dc := draw.New(c)

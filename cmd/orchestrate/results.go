@@ -152,63 +152,58 @@ func rename(sums []results.RunSummary, name string) {
 	}
 }
 
-// runPhases prints the per-step phase timings of each run directory.
-func runPhases(e *env, dirs []string) error {
+// eachRun reads each run directory's step records and calls per with
+// them, a blank line between runs; flag names the option in errors.
+func eachRun(e *env, dirs []string, flag string, per func(dir string, steps []results.StepRecord) error) error {
 	if len(dirs) == 0 {
-		return fmt.Errorf("results --phases: give at least one run directory")
+		return fmt.Errorf("results %s: give at least one run directory", flag)
 	}
 	for i, d := range dirs {
 		steps, err := (&results.RunDir{Path: d}).ReadSteps()
 		if err != nil {
-			return fmt.Errorf("results --phases: %w", err)
+			return fmt.Errorf("results %s: %w", flag, err)
 		}
 		if len(steps) == 0 {
-			return fmt.Errorf("results --phases: %s: no steps.jsonl records", d)
+			return fmt.Errorf("results %s: %s: no steps.jsonl records", flag, d)
 		}
 		if i > 0 {
 			fmt.Fprintln(e.stdout)
 		}
-		fmt.Fprintf(e.stdout, "%s: seconds per phase and step (phases overlap: each is the time during which that phase had work in flight)\n", d)
-		if err := results.StepsTable(e.stdout, steps); err != nil {
-			return err
+		if err := per(d, steps); err != nil {
+			return fmt.Errorf("results %s: %s: %w", flag, d, err)
 		}
 	}
 	return nil
+}
+
+// runPhases prints the per-step phase timings of each run directory.
+func runPhases(e *env, dirs []string) error {
+	return eachRun(e, dirs, "--phases", func(d string, steps []results.StepRecord) error {
+		fmt.Fprintf(e.stdout, "%s: seconds per phase and step (phases overlap: each is the time during which that phase had work in flight)\n", d)
+		return results.StepsTable(e.stdout, steps)
+	})
 }
 
 // runHealth prints the search-agent health of each run directory, step by
 // step, and draws its curves: into the run directory, or to plot when one
 // run is given.
 func runHealth(e *env, dirs []string, plot string) error {
-	if len(dirs) == 0 {
-		return fmt.Errorf("results --health: give at least one run directory")
-	}
 	if plot != "" && len(dirs) > 1 {
 		return fmt.Errorf("results --health: --plot names one file: give one run directory (each run's curves go to its own %s without it)", results.HealthCurvesFile)
 	}
-	for i, d := range dirs {
-		steps, err := (&results.RunDir{Path: d}).ReadSteps()
-		if err != nil {
-			return fmt.Errorf("results --health: %w", err)
-		}
-		if len(steps) == 0 {
-			return fmt.Errorf("results --health: %s: no steps.jsonl records", d)
-		}
-		if i > 0 {
-			fmt.Fprintln(e.stdout)
-		}
+	return eachRun(e, dirs, "--health", func(d string, steps []results.StepRecord) error {
 		fmt.Fprintf(e.stdout, "%s: search-agent health per step (rates of turns or searches; truncation causes as shares of trajectories; tokens per trajectory; docs/watching.md)\n", d)
 		if err := results.HealthTable(e.stdout, steps); err != nil {
-			return fmt.Errorf("results --health: %s: %w", d, err)
+			return err
 		}
 		path := plot
 		if path == "" {
 			path = filepath.Join(d, results.HealthCurvesFile)
 		}
 		if err := results.PlotHealthCurves(path, filepath.Base(filepath.Clean(d)), steps); err != nil {
-			return fmt.Errorf("results --health: %w", err)
+			return err
 		}
 		fmt.Fprintf(e.stderr, "results: wrote %s\n", path)
-	}
-	return nil
+		return nil
+	})
 }

@@ -23,21 +23,27 @@ func SearchTokenMask(tb roles.IDBytes, ids []int) []bool {
 // searchTokenMask is SearchTokenMask over the ids' bytes, text.
 func searchTokenMask(tb roles.IDBytes, ids []int, text string) []bool {
 	mask := make([]bool, len(ids))
-	kind, _, start, end := format.ActionSpan(text)
-	if kind != format.ActionSearch {
-		return mask
+	if kind, _, start, end := format.ActionSpan(text); kind == format.ActionSearch {
+		overlapping(tb, ids, start, end, func(j int) { mask[j] = true })
 	}
+	return mask
+}
+
+// overlapping calls mark with the index of each of ids whose bytes under
+// tb overlap the byte range [start, end) of their concatenation.
+func overlapping(tb roles.IDBytes, ids []int, start, end int, mark func(j int)) {
 	off := 0
 	for j, id := range ids {
 		if off >= end {
-			break
+			return
 		}
 		b, _ := tb.TokenBytes(id)
 		from, to := off, off+len(b)
 		off = to
-		mask[j] = to > start && from < end
+		if to > start && from < end {
+			mark(j)
+		}
 	}
-	return mask
 }
 
 // ThinkTokenCount counts the sampled ids of one turn that belong to its
@@ -59,18 +65,8 @@ func thinkTokenCount(tb roles.IDBytes, ids []int, text string) int {
 	if j := strings.Index(text[start:], "</think>"); j >= 0 {
 		end = start + j + len("</think>")
 	}
-	n, off := 0, 0
-	for _, id := range ids {
-		if off >= end {
-			break
-		}
-		b, _ := tb.TokenBytes(id)
-		from, to := off, off+len(b)
-		off = to
-		if to > start && from < end {
-			n++
-		}
-	}
+	n := 0
+	overlapping(tb, ids, start, end, func(int) { n++ })
 	return n
 }
 
