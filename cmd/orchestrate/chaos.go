@@ -84,8 +84,11 @@ weights it last synced.`,
 				faultSets = append(faultSets, "--set", "sim.faults."+role+".rate="+spec[1], "--set", "sim.faults."+role+".kinds="+spec[0],
 					"--set", "sim.faults."+role+".hang_ms=1500")
 			}
+			// A search that fails even its retries fails the step (and the
+			// loop resumes it) instead of becoming the trajectory's
+			// observation, which the clean run never saw.
 			httpSets := []string{"--set", "http.timeout_seconds=1", "--set", "http.retries=10",
-				"--set", "http.retry_wait_min_ms=1", "--set", "http.retry_wait_max_ms=50"}
+				"--set", "http.retry_wait_min_ms=1", "--set", "http.retry_wait_max_ms=50", "--set", "retriever.on_error=fail"}
 			if servers {
 				// The faults go to the servers, which outlive every run;
 				// the run keeps the short timeouts and many retries.
