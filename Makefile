@@ -3,7 +3,7 @@ GO ?= go
 BIN := bin/orchestrate
 RECIPE ?= recipes/sim.yaml
 
-.PHONY: all build demo bench chaos golden real real-serve real-stop test test-race test-short vet fmt fmt-check recipes-check ci clean
+.PHONY: all build demo bench chaos golden real trackers real-serve real-stop test test-race test-short vet fmt fmt-check recipes-check ci clean
 
 all: build
 
@@ -40,6 +40,10 @@ real:
 ## real-serve: the same servers, left running (source runs/real-servers/env; make real-stop ends them)
 real-serve:
 	bash sim/real/run.sh serve
+
+## trackers: TensorBoard, W&B offline and MLflow output read back by the real libraries (pinned)
+trackers:
+	bash sim/real/run.sh trackers
 
 real-stop:
 	bash sim/real/run.sh stop

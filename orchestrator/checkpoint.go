@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/hindsearch/hindsearch/orchestrator/tracking"
 	"regexp"
 	"time"
 )
@@ -24,6 +25,9 @@ type state struct {
 	// run must serve again.
 	Adapters map[int]string    `json:"adapters"`
 	Samplers map[string]string `json:"samplers"`
+	// Tracking are the trackers' run ids (a W&B run id, an MLflow run):
+	// a resumed run continues the same runs.
+	Tracking tracking.IDs `json:"tracking,omitzero"`
 }
 
 // checkpoint saves the trainer's full state after step and then writes
@@ -43,7 +47,7 @@ func (ru *run) checkpoint(ctx context.Context, step int, adapter string) error {
 	// is not ru.cursor, which a collection started ahead may have moved.
 	st := state{Step: step, Adapter: adapter, ModelID: ru.modelID, Cursor: step * ru.r.Train.BatchSize, Simulated: ru.sim,
 		Updated: time.Now().UTC().Format(time.RFC3339), TrainerState: path,
-		Adapters: map[int]string{}, Samplers: map[string]string{}}
+		Adapters: map[int]string{}, Samplers: map[string]string{}, Tracking: ru.track.IDs()}
 	// The adapters a later step may still sample from (off-policy) or
 	// serve: the newest k+1.
 	for v, n := range ru.adapters {

@@ -173,6 +173,14 @@ func (rn *Runner) prepare(ctx context.Context) (ru *run, unlock func(), err erro
 	if ru.ret, err = loadRetention(dir, r.Checkpoint.Keep, r.Trainer.CheckpointsDir); err != nil {
 		return nil, nil, err
 	}
+	if err := ru.startTracking(y); err != nil {
+		return nil, nil, err
+	}
+	defer func() {
+		if err != nil {
+			ru.closeTracking(false)
+		}
+	}()
 	if ru.prior, err = readTrainerModel(dir); err != nil {
 		return nil, nil, err
 	}

@@ -11,6 +11,7 @@ package orchestrator
 import (
 	"context"
 	"fmt"
+	"github.com/hindsearch/hindsearch/orchestrator/tracking"
 	"io"
 	"sync"
 	"sync/atomic"
@@ -125,6 +126,8 @@ type run struct {
 	backend string
 	// refNext spreads reference scores over Deps.References.
 	refNext atomic.Uint64
+	// track is the run's trackers (tracking.*; nil: none).
+	track *tracking.Hub
 	// healthPast is the run's step health so far, for the collapse alarm
 	// (health.go; a resumed run's from its kept records).
 	healthPast []results.HealthPoint
@@ -139,7 +142,9 @@ func (rn *Runner) Run(ctx context.Context) (*Summary, error) {
 		return nil, err
 	}
 	defer unlock()
-	return ru.loop(ctx)
+	sum, err := ru.loop(ctx)
+	ru.closeTracking(err == nil)
+	return sum, err
 }
 
 // model is the policy model name to sample from now.
@@ -222,6 +227,7 @@ func (ru *run) begin(ctx context.Context, sum *Summary) error {
 	}
 	sum.Evals = append(sum.Evals, recs...)
 	ru.plotCurves()
+	ru.track.Step(tracking.Step{Step: 0, At: time.Now(), Scalars: tracking.Scalars(nil, recs)})
 	return nil
 }
 
@@ -258,6 +264,7 @@ func (ru *run) step(ctx context.Context, c *collected) (*results.StepRecord, []r
 	if err := ru.dir.AppendJSONL("steps.jsonl", rec); err != nil {
 		return nil, evals, fmt.Errorf("record step %d: %w", c.step, err)
 	}
+	ru.track.Step(tracking.Step{Step: rec.Step, At: time.Now(), Scalars: tracking.Scalars(rec, evals)})
 	if c.step%r.Checkpoint.Every == 0 || last {
 		if err := ru.checkpoint(ctx, c.step, rec.Adapter); err != nil {
 			return nil, evals, fmt.Errorf("record step %d: %w", c.step, err)
@@ -265,6 +272,7 @@ func (ru *run) step(ctx context.Context, c *collected) (*results.StepRecord, []r
 	}
 	if evaluated {
 		ru.plotCurves()
+		ru.track.Files(tracking.RunFiles(ru.dir.Path))
 	}
 	return rec, evals, nil
 }

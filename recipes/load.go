@@ -683,6 +683,7 @@ func resolvePaths(r *Recipe, fileDir, cwd string, overridden map[string]bool, da
 	r.Retriever.Corpus = abs("retriever.corpus", r.Retriever.Corpus)
 	r.Retriever.IndexDir = abs("retriever.index_dir", r.Retriever.IndexDir)
 	r.Trainer.CheckpointsDir = abs("trainer.checkpoints_dir", r.Trainer.CheckpointsDir)
+	r.Tracking.WandB.Dir = abs("tracking.wandb.dir", r.Tracking.WandB.Dir)
 	r.Sync.Dir = abs("sync.dir", r.Sync.Dir)
 	r.Eval.SubsetFiles = nil
 	if s := r.Eval.Subset; !isSubsetName(s) {

@@ -39,6 +39,9 @@ type Recipe struct {
 	// Health configures the search agent's health watch: the collapse
 	// alarm over the step health (docs/watching.md).
 	Health Health `mapstructure:"health" yaml:"health"`
+	// Tracking names the experiment trackers a run also logs to
+	// (TensorBoard, Weights & Biases offline, MLflow), all off by default.
+	Tracking Tracking `mapstructure:"tracking" yaml:"tracking"`
 	Eval   Eval   `mapstructure:"eval" yaml:"eval"`
 	Output Output `mapstructure:"output" yaml:"output"`
 	HTTP   HTTP   `mapstructure:"http" yaml:"http"`
@@ -442,6 +445,51 @@ type Rollout struct {
 	// trajectory's next turn together, then every search together; judge,
 	// teacher and training after the whole rollout).
 	Schedule string `mapstructure:"schedule" yaml:"schedule"`
+}
+
+// Tracking configures the trackers a run logs its records to, besides its
+// run directory (docs/watching.md, "Trackers"). A tracker never stops
+// training: it is fed in the background from the records the run wrote,
+// retried, and what it could not take is said at the end.
+type Tracking struct {
+	// TensorBoard writes TensorBoard event files under <output.dir>/tensorboard.
+	TensorBoard bool `mapstructure:"tensorboard" yaml:"tensorboard"`
+	// WandB writes a Weights & Biases offline run (wandb.project set).
+	WandB TrackWandB `mapstructure:"wandb" yaml:"wandb"`
+	// MLflow logs to an MLflow tracking server (mlflow.tracking_uri set).
+	MLflow TrackMLflow `mapstructure:"mlflow" yaml:"mlflow"`
+	// FlushSeconds is how long the end of a run waits for the trackers to
+	// take what they have not (more than 0).
+	FlushSeconds float64 `mapstructure:"flush_seconds" yaml:"flush_seconds"`
+}
+
+// TrackWandB configures the Weights & Biases tracker.
+type TrackWandB struct {
+	// Project is the W&B project (empty: no W&B run).
+	Project string `mapstructure:"project" yaml:"project"`
+	// Entity is the W&B entity (empty: the user's default at sync time).
+	Entity string `mapstructure:"entity" yaml:"entity"`
+	// Name is the run's display name (empty: the recipe's name).
+	Name string `mapstructure:"name" yaml:"name"`
+	// Mode is WandBOffline, the one mode: a run directory `wandb sync`
+	// uploads later.
+	Mode string `mapstructure:"mode" yaml:"mode"`
+	// Dir is where the wandb/ directory goes (empty: output.dir).
+	Dir string `mapstructure:"dir" yaml:"dir"`
+}
+
+// WandBOffline is tracking.wandb.mode's one value.
+const WandBOffline = "offline"
+
+// TrackMLflow configures the MLflow tracker.
+type TrackMLflow struct {
+	// TrackingURI is the MLflow tracking server's http(s) URL (empty: no
+	// MLflow run). Credentials come from MLFLOW_TRACKING_TOKEN, or
+	// MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD.
+	TrackingURI string `mapstructure:"tracking_uri" yaml:"tracking_uri"`
+	// Experiment is the experiment's name, made if missing (empty: the
+	// recipe's name).
+	Experiment string `mapstructure:"experiment" yaml:"experiment"`
 }
 
 // Health configures the collapse alarm: it fires on a step when the mean

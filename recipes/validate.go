@@ -475,6 +475,17 @@ func (r *Recipe) Validate() error {
 	if r.Rollout.TurnPenalty > 0 && len(r.Rollout.TurnPenaltyCauses) == 0 {
 		bad("rollout.turn_penalty_causes", "rollout.turn_penalty %g needs at least one cause (%s)", r.Rollout.TurnPenalty, strings.Join(PenaltyCauses, ", "))
 	}
+	if r.Tracking.WandB.Mode == "online" {
+		bad("tracking.wandb.mode", "online is not supported: the run writes an offline W&B run that `wandb sync` uploads (docs/watching.md, \"Trackers\")")
+	} else {
+		oneOf("tracking.wandb.mode", r.Tracking.WandB.Mode, WandBOffline)
+	}
+	if u := r.Tracking.MLflow.TrackingURI; u == Embedded {
+		bad("tracking.mlflow.tracking_uri", "must be an MLflow server's http(s) URL (`mlflow server` serves one), got %q", u)
+	} else if u != "" {
+		endpoint("tracking.mlflow.tracking_uri", u)
+	}
+	positive("tracking.flush_seconds", r.Tracking.FlushSeconds)
 	atLeast("health.window", r.Health.Window, 1)
 	if d := r.Health.Drop; !(d >= 0 && d <= 1) {
 		bad("health.drop", "must be in [0, 1] (0: no alarm), got %g", d)

@@ -28,8 +28,8 @@ import (
 // evaluation, a fraction), health{metric} and health_truncated{cause} (the
 // last step's results.Health), health_alarm{metric} (1 while the collapse
 // alarm fires on the metric), filtered_total and penalised_turns_total
-// (train.filter, rollout.turn_penalty), plus the Go and process
-// collectors.
+// (train.filter, rollout.turn_penalty), tracker_failures_total{tracker}
+// (tracking.*), plus the Go and process collectors.
 type Metrics struct {
 	// Registry holds every metric below.
 	Registry *prometheus.Registry
@@ -54,6 +54,7 @@ type Metrics struct {
 	alarm        *prometheus.GaugeVec
 	filtered     prometheus.Counter
 	penalised    prometheus.Counter
+	trackerFails *prometheus.CounterVec
 }
 
 // New returns metrics registered on a new registry.
@@ -100,10 +101,12 @@ func New() *Metrics {
 			Help: "Trajectories train.filter kept out of the loss."}),
 		penalised: prometheus.NewCounter(prometheus.CounterOpts{Name: "hindsearch_penalised_turns_total",
 			Help: "Turns rollout.turn_penalty was put on."}),
+		trackerFails: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hindsearch_tracker_failures_total",
+			Help: "Failed calls of an experiment tracker (tracking.*), each retried in the background."}, []string{"tracker"}),
 	}
 	for _, c := range []prometheus.Collector{m.requests, m.retries, m.latency, m.inflight, m.trajectories, m.steps, m.step,
 		m.reward, m.failed, m.critiques, m.critFailures, m.opdTokens, m.opdMean, m.phase, m.evalEM,
-		m.health, m.truncated, m.alarm, m.filtered, m.penalised,
+		m.health, m.truncated, m.alarm, m.filtered, m.penalised, m.trackerFails,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)
 	}
@@ -194,6 +197,13 @@ func (m *Metrics) RecordStep(rec *results.StepRecord) {
 		}
 		m.filtered.Add(float64(h.Filtered))
 		m.penalised.Add(float64(h.PenalisedTurns))
+	}
+}
+
+// TrackerFailed counts a failed call of the named tracker.
+func (m *Metrics) TrackerFailed(tracker string) {
+	if m != nil {
+		m.trackerFails.WithLabelValues(tracker).Inc()
 	}
 }
 

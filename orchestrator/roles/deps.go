@@ -2,6 +2,7 @@ package roles
 
 import (
 	"errors"
+	"github.com/hindsearch/hindsearch/clients/tracker/mlflow"
 
 	"github.com/hindsearch/hindsearch/clients/judge"
 	"github.com/hindsearch/hindsearch/clients/policy"
@@ -35,6 +36,9 @@ type Deps struct {
 	// sampling routes, to tell its backend (trainer.backend auto on a
 	// server neither embedded nor hosted); nil otherwise.
 	TrainerSampler policy.Policy
+	// MLflow is the MLflow tracking server's client
+	// (tracking.mlflow.tracking_uri); nil without one.
+	MLflow mlflow.Tracker
 }
 
 // LocalTokenizer returns deps' tokenizer, or why there is none.

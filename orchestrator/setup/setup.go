@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/hindsearch/hindsearch/clients/tracker/mlflow"
 	"io"
 	"net"
 	"net/http"
@@ -293,6 +294,15 @@ func Connect(ctx context.Context, r *recipes.Recipe, environ []string, log io.Wr
 	tu := r.Trainer.URL
 	if tu == recipes.Embedded {
 		tu = e.sim.TrainerURL
+	}
+	if u := r.Tracking.MLflow.TrackingURI; u != "" {
+		// MLflow's own variables: the token, or a user name and password.
+		mc, err := mlflow.New(opts("mlflow", u), mlflow.Credentials{Token: env["MLFLOW_TRACKING_TOKEN"],
+			Username: env["MLFLOW_TRACKING_USERNAME"], Password: env["MLFLOW_TRACKING_PASSWORD"]})
+		if err != nil {
+			return fail(fmt.Errorf("tracking.mlflow.tracking_uri: %w", err))
+		}
+		deps.MLflow = mc
 	}
 	tc, err := trainer.New(opts("trainer", tu), key(r.Trainer.APIKeyEnv))
 	if err != nil {

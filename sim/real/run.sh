@@ -8,6 +8,9 @@
 #                              environment the tests read is in $STATE/env
 #   sim/real/run.sh stop       stop servers left up by serve
 #   sim/real/run.sh install    only the environments and the model
+#   sim/real/run.sh trackers   only the trackers' readers (TensorBoard, wandb,
+#                              MLflow) and the tests that read what a run
+#                              wrote with them (make trackers)
 #
 # Extra arguments after `--` go to `go test` (e.g. -- -run TestRunReal -v).
 # Everything is cached outside the repository, under $HINDSEARCH_REAL_CACHE
@@ -83,6 +86,16 @@ sync_env() { # name
 		die "uv sync of sim/real/$1 (its uv.lock) failed"
 	say "environment $1: $CACHE/venv-$1 ready in $(( $(date +%s) - t ))s"
 }
+# make trackers: only the trackers' readers and their tests (no servers,
+# no model); the tests start an MLflow server of their own.
+if [ "$mode" = trackers ]; then
+	sync_env trackers
+	cd "$REPO"
+	HINDSEARCH_TRACKERS_BIN=$CACHE/venv-trackers/bin go test -count=1 -run 'TestTracker' ./sim/real/ "$@" ||
+		die "tracker tests failed"
+	say "tracker tests passed"
+	exit 0
+fi
 t_install=$(date +%s)
 sync_env skyrl
 sync_env vllm
