@@ -268,7 +268,7 @@ func Defaults() Recipe {
 			TurnPenaltyCauses: []string{AbnormalInvalidAction, AbnormalRepeatedQuery},
 		},
 		Tracking: Tracking{WandB: TrackWandB{Mode: WandBOffline}, FlushSeconds: 30},
-		Health: Health{Window: 5, Drop: 0.5, Watch: []string{"think_tokens", "answer_rate", "sampled_entropy"}},
+		Health:   Health{Window: 5, Drop: 0.5, Watch: []string{"think_tokens", "answer_rate", "sampled_entropy"}},
 		Hindsight: Hindsight{
 			Enabled:          true,
 			GoldAnswer:       true,

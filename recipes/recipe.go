@@ -42,11 +42,11 @@ type Recipe struct {
 	// Tracking names the experiment trackers a run also logs to
 	// (TensorBoard, Weights & Biases offline, MLflow), all off by default.
 	Tracking Tracking `mapstructure:"tracking" yaml:"tracking"`
-	Eval   Eval   `mapstructure:"eval" yaml:"eval"`
-	Output Output `mapstructure:"output" yaml:"output"`
-	HTTP   HTTP   `mapstructure:"http" yaml:"http"`
-	Sim    Sim    `mapstructure:"sim" yaml:"sim"`
-	Study  Study  `mapstructure:"study" yaml:"study"`
+	Eval     Eval     `mapstructure:"eval" yaml:"eval"`
+	Output   Output   `mapstructure:"output" yaml:"output"`
+	HTTP     HTTP     `mapstructure:"http" yaml:"http"`
+	Sim      Sim      `mapstructure:"sim" yaml:"sim"`
+	Study    Study    `mapstructure:"study" yaml:"study"`
 	// Variants are named ablations of this recipe, each a list of
 	// "key=value" overrides applied on top of it (after --set), for
 	// orchestrate ablate.
