@@ -30,7 +30,7 @@ func newRootCmd(stdout, stderr io.Writer, environ []string) *cobra.Command {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newRunCmd(e), newEvalCmd(e), newAblateCmd(e), newStudyCmd(e), newBenchCmd(e), newChaosCmd(e), newRecipeCmd(e), newServeCmd(e), newResultsCmd(e), newShowCmd(e))
+	root.AddCommand(newRunCmd(e), newEvalCmd(e), newAblateCmd(e), newStudyCmd(e), newBenchCmd(e), newChaosCmd(e), newRecipeCmd(e), newServeCmd(e), newResultsCmd(e), newShowCmd(e), newTrackCmd(e))
 	root.AddCommand(newDoctorCmd(e), newTokenizeCmd(e), newDataCmd(e))
 	return root
 }

@@ -59,7 +59,8 @@ const (
 // Check is the result of one check of one server (or of the sync
 // directory).
 type Check struct {
-	// Role is "policy", "judge", "retriever", "trainer" or "sync".
+	// Role is "policy", "judge", "retriever", "trainer", "sync" or
+	// "tracking".
 	Role string
 	// Server is the server's base URL, or the directory for sync checks.
 	Server string
@@ -265,6 +266,10 @@ func (c *checker) run(ctx context.Context) []Check {
 	if c.full && c.r.Sync.Kind != recipes.SyncNone && c.r.Sync.Kind != recipes.SyncTinker {
 		wg.Go(func() { syncC = c.syncDir() })
 	}
+	var trackC []Check
+	if c.full {
+		wg.Go(func() { trackC = c.trackers(ctx) })
+	}
 	wg.Wait()
 	var out []Check
 	if c.full {
@@ -277,7 +282,8 @@ func (c *checker) run(ctx context.Context) []Check {
 	out = append(out, retC...)
 	out = append(out, trainC...)
 	out = append(out, refC...)
-	return append(out, syncC...)
+	out = append(out, syncC...)
+	return append(out, trackC...)
 }
 
 // lossAggCheck is the trainer's "loss aggregation" row: the backend the
@@ -1604,7 +1610,7 @@ func listOrNone(names []string) string {
 // servers can read it.
 func (c *checker) syncDir() []Check {
 	dir := c.r.Sync.Dir
-	out := []Check{probeDir(dir)}
+	out := []Check{probeDir("sync", "sync dir", dir, fmt.Sprintf("make %s writable by this user, or set sync.dir to a writable directory the policy servers can read", dir))}
 	var remote []string
 	for _, p := range c.deps.Policies {
 		if !isLoopback(p.URL()) {
@@ -1623,10 +1629,10 @@ func (c *checker) syncDir() []Check {
 }
 
 // probeDir creates, writes, reads back and removes a probe file in dir,
-// creating dir if needed and removing the directories it created.
-func probeDir(dir string) Check {
-	ch := Check{Role: "sync", Server: dir, Name: "sync dir"}
-	fix := fmt.Sprintf("make %s writable by this user, or set sync.dir to a writable directory the policy servers can read", dir)
+// creating dir if needed and removing the directories it created: the row
+// name of role, with fix when it fails.
+func probeDir(role, name, dir, fix string) Check {
+	ch := Check{Role: role, Server: dir, Name: name}
 	fail := func(format string, a ...any) Check {
 		ch.Status, ch.Detail, ch.Fix = CheckFail, fmt.Sprintf(format, a...), fix
 		return ch
@@ -1649,13 +1655,13 @@ func probeDir(dir string) Check {
 	}
 	var rnd [8]byte
 	_, _ = rand.Read(rnd[:])
-	name := filepath.Join(dir, ".hindsearch-doctor-"+hex.EncodeToString(rnd[:]))
+	probe := filepath.Join(dir, ".hindsearch-doctor-"+hex.EncodeToString(rnd[:]))
 	want := []byte("hindsearch doctor probe " + hex.EncodeToString(rnd[:]) + "\n")
-	if err := os.WriteFile(name, want, 0o644); err != nil {
+	if err := os.WriteFile(probe, want, 0o644); err != nil {
 		return fail("write a probe file: %v", err)
 	}
-	got, err := os.ReadFile(name)
-	rmErr := os.Remove(name)
+	got, err := os.ReadFile(probe)
+	rmErr := os.Remove(probe)
 	switch {
 	case err != nil:
 		return fail("read the probe file back: %v", err)

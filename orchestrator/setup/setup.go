@@ -260,17 +260,7 @@ func Connect(ctx context.Context, r *recipes.Recipe, environ []string, log io.Wr
 			deps.Simulated = append(deps.Simulated, "trainer")
 		}
 	}
-	opts := func(role, url string) transport.Options {
-		o := transport.DefaultOptions(role, url)
-		h := r.HTTP
-		o.Timeout = time.Duration(h.TimeoutSeconds * float64(time.Second))
-		o.Retries = h.Retries
-		o.RetryWaitMin = time.Duration(h.RetryWaitMinMS) * time.Millisecond
-		o.RetryWaitMax = time.Duration(h.RetryWaitMaxMS) * time.Millisecond
-		o.PoolSize = h.PoolSize
-		cfg.metrics.Instrument(&o)
-		return o
-	}
+	opts := func(role, url string) transport.Options { return httpOptions(r, role, url, cfg.metrics) }
 	ju := r.Judge.URL
 	if ju == recipes.Embedded {
 		ju = e.sim.JudgeURL
@@ -295,12 +285,10 @@ func Connect(ctx context.Context, r *recipes.Recipe, environ []string, log io.Wr
 	if tu == recipes.Embedded {
 		tu = e.sim.TrainerURL
 	}
-	if u := r.Tracking.MLflow.TrackingURI; u != "" {
-		// MLflow's own variables: the token, or a user name and password.
-		mc, err := mlflow.New(opts("mlflow", u), mlflow.Credentials{Token: env["MLFLOW_TRACKING_TOKEN"],
-			Username: env["MLFLOW_TRACKING_USERNAME"], Password: env["MLFLOW_TRACKING_PASSWORD"]})
+	if r.Tracking.MLflow.TrackingURI != "" {
+		mc, err := MLflow(r, environ, cfg.metrics)
 		if err != nil {
-			return fail(fmt.Errorf("tracking.mlflow.tracking_uri: %w", err))
+			return fail(err)
 		}
 		deps.MLflow = mc
 	}
@@ -533,4 +521,32 @@ func tinkerJudge(r *recipes.Recipe, o transport.Options, apiKey string, env map[
 // SimAgent is the simulated agent's behaviours of a recipe's sim.agent.
 func SimAgent(a recipes.SimAgent) lm.Behaviour {
 	return lm.Behaviour{InvalidRate: a.InvalidRate, RepeatRate: a.RepeatRate, RambleRate: a.RambleRate, ThinkCollapse: a.ThinkCollapse}
+}
+
+// httpOptions are the transport options of role at url under the recipe's
+// http.* keys, reporting to m.
+func httpOptions(r *recipes.Recipe, role, url string, m *metrics.Metrics) transport.Options {
+	o := transport.DefaultOptions(role, url)
+	h := r.HTTP
+	o.Timeout = time.Duration(h.TimeoutSeconds * float64(time.Second))
+	o.Retries = h.Retries
+	o.RetryWaitMin = time.Duration(h.RetryWaitMinMS) * time.Millisecond
+	o.RetryWaitMax = time.Duration(h.RetryWaitMaxMS) * time.Millisecond
+	o.PoolSize = h.PoolSize
+	m.Instrument(&o)
+	return o
+}
+
+// MLflow is the client of the recipe's MLflow server
+// (tracking.mlflow.tracking_uri) with the credentials MLflow's own
+// variables in environ hold: MLFLOW_TRACKING_TOKEN, or
+// MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD.
+func MLflow(r *recipes.Recipe, environ []string, m *metrics.Metrics) (*mlflow.Client, error) {
+	env := recipes.EnvMap(environ)
+	mc, err := mlflow.New(httpOptions(r, "mlflow", r.Tracking.MLflow.TrackingURI, m), mlflow.Credentials{Token: env["MLFLOW_TRACKING_TOKEN"],
+		Username: env["MLFLOW_TRACKING_USERNAME"], Password: env["MLFLOW_TRACKING_PASSWORD"]})
+	if err != nil {
+		return nil, fmt.Errorf("tracking.mlflow.tracking_uri: %w", err)
+	}
+	return mc, nil
 }

@@ -23,7 +23,10 @@ func yamlUnmarshal(b []byte, v any) error { return yaml.Unmarshal(b, v) }
 type tbSink struct {
 	dir         string
 	resumeAfter int // -1: a new run
-	recipe      string
+	// restartAt, when not -1, is the step of the SessionLog START a new
+	// file starts with (a replay: 0); a resumed run's is resumeAfter+1.
+	restartAt int
+	recipe    string
 	w           *tensorboard.Writer
 }
 
@@ -34,7 +37,7 @@ func (s *tbSink) where() string {
 }
 
 func (s *tbSink) open(ctx context.Context) error {
-	restart := -1
+	restart := s.restartAt
 	if s.resumeAfter >= 0 {
 		restart = s.resumeAfter + 1
 	}

@@ -183,8 +183,8 @@ func (h *Hub) Close(ok bool, flush time.Duration) []string {
 		case pending == 0:
 			lines = append(lines, fmt.Sprintf("tracking: %s: %d steps; %s", w.s.name(), sent, w.s.where()))
 		default:
-			lines = append(lines, fmt.Sprintf("tracking: %s: %d steps taken, %d not (the last error: %v); steps.jsonl and eval.jsonl hold them: `orchestrate track %s` sends them later",
-				w.s.name(), sent, left, err, "RUN_DIR"))
+			lines = append(lines, fmt.Sprintf("tracking: %s: %d steps taken, %d not (the last error: %s); steps.jsonl and eval.jsonl hold them: `orchestrate track RUN_DIR` sends the run again later",
+				w.s.name(), sent, left, shortErr(err)))
 		}
 	}
 	return lines
@@ -355,6 +355,32 @@ var reKeyUnsafe = regexp.MustCompile(`[^A-Za-z0-9_\-./ ]`)
 // Key makes a tracker key of s: characters MLflow refuses become '_'.
 func Key(s string) string { return reKeyUnsafe.ReplaceAllString(s, "_") }
 
+// RunConfig flattens a recipe's YAML into dotted keys with typed values
+// (numbers, booleans, strings, lists as lists): W&B's run config.
+func RunConfig(y []byte) (map[string]any, error) {
+	var m map[string]any
+	if err := yamlUnmarshal(y, &m); err != nil {
+		return nil, fmt.Errorf("recipe config: %w", err)
+	}
+	out := map[string]any{}
+	var walk func(prefix string, v any)
+	walk = func(prefix string, v any) {
+		if mm, ok := v.(map[string]any); ok && len(mm) > 0 && prefix != "variants" {
+			for k, e := range mm {
+				p := k
+				if prefix != "" {
+					p = prefix + "." + k
+				}
+				walk(p, e)
+			}
+			return
+		}
+		out[Key(prefix)] = v
+	}
+	walk("", m)
+	return out, nil
+}
+
 // Params flattens a recipe's YAML (the saved, redacted one) into
 // dotted keys and string values (lists and maps as JSON), sorted by key.
 func Params(y []byte) ([][2]string, error) {
@@ -440,6 +466,10 @@ type Config struct {
 	OnFail func(tracker string)
 	// Start is when the run began.
 	Start time.Time
+	// Replay sends a finished run's records again as new tracker runs
+	// (Replay): TensorBoard's new file starts with a SessionLog START at
+	// step 0, which drops what older files of the directory hold.
+	Replay bool
 }
 
 // New starts the trackers c.Recipe names (nil when it names none).
@@ -448,7 +478,11 @@ func New(c Config) (*Hub, error) {
 	var sinks []sink
 	ids := c.IDs
 	if t.TensorBoard {
-		sinks = append(sinks, &tbSink{dir: filepath.Join(c.RunDir, "tensorboard"), resumeAfter: c.ResumeAfter, recipe: string(c.RecipeYAML)})
+		tb := &tbSink{dir: filepath.Join(c.RunDir, "tensorboard"), resumeAfter: c.ResumeAfter, restartAt: -1, recipe: string(c.RecipeYAML)}
+		if c.Replay {
+			tb.restartAt = 0
+		}
+		sinks = append(sinks, tb)
 	}
 	params, err := Params(c.RecipeYAML)
 	if err != nil {
@@ -466,9 +500,9 @@ func New(c Config) (*Hub, error) {
 		if root == "" {
 			root = c.RunDir
 		}
-		cfg := make(map[string]any, len(params))
-		for _, p := range params {
-			cfg[p[0]] = p[1]
+		cfg, err := RunConfig(c.RecipeYAML)
+		if err != nil {
+			return nil, err
 		}
 		name := cmp.Or(t.WandB.Name, c.Recipe.Name)
 		sinks = append(sinks, &wandbSink{root: root, resumeAfter: c.ResumeAfter, run: wandb.Run{ID: ids.WandB, Project: t.WandB.Project,
@@ -505,4 +539,34 @@ func New(c Config) (*Hub, error) {
 // (MLflow) is given: the curves, the recipe and the records.
 func RunFiles(dir string) map[string][]byte {
 	return readFiles(dir, results.TrainingCurvesFile, results.HealthCurvesFile, "recipe.yaml", results.StepsFile, results.EvalFile)
+}
+
+// Replay sends a run directory's records (its steps, their evaluations,
+// step 0's evaluation, the files) to c's trackers as new runs and waits
+// up to flush for them; it returns the trackers' closing lines. For runs
+// whose trackers were off or failed: `orchestrate track`.
+func Replay(c Config, steps []results.StepRecord, evals []results.EvalRecord, files map[string][]byte, flush time.Duration) ([]string, error) {
+	c.Replay, c.ResumeAfter, c.IDs = true, -1, IDs{}
+	h, err := New(c)
+	if err != nil {
+		return nil, err
+	}
+	if h == nil {
+		return nil, fmt.Errorf("no tracker: set tracking.tensorboard, tracking.wandb.project or tracking.mlflow.tracking_uri")
+	}
+	byStep := map[int][]results.EvalRecord{}
+	for _, e := range evals {
+		byStep[e.Step] = append(byStep[e.Step], e)
+	}
+	at := c.Start
+	if ev := byStep[0]; len(ev) > 0 {
+		h.Step(Step{Step: 0, At: at, Scalars: Scalars(nil, ev)})
+	}
+	for i := range steps {
+		s := &steps[i]
+		at = at.Add(time.Duration(s.WallSeconds * float64(time.Second)))
+		h.Step(Step{Step: s.Step, At: at, Scalars: Scalars(s, byStep[s.Step])})
+	}
+	h.Files(files)
+	return h.Close(true, flush), nil
 }

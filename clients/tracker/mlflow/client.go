@@ -65,6 +65,10 @@ type Tracker interface {
 	// UploadArtifact stores data as the run's artifact at path
 	// (slash-separated, relative to the run's artifact root).
 	UploadArtifact(ctx context.Context, experiment, run, path string, data []byte) error
+	// Lookup finds the named experiment's id (found false: none).
+	Lookup(ctx context.Context, name string) (id string, found bool, err error)
+	// Health asks the server's /health route.
+	Health(ctx context.Context) error
 	// History is a run's metric points of key, in the server's order.
 	History(ctx context.Context, run, key string) ([]Metric, error)
 	// URL is the server's base URL.
@@ -121,9 +125,18 @@ func (c *Client) do(ctx context.Context, opt transport.Call, method, path string
 	return c.tc.DoCall(ctx, opt, method, path, in, out)
 }
 
-// Experiment returns the named experiment's id, creating it when the
-// server has none of that name (a concurrent creation is looked up again).
-func (c *Client) Experiment(ctx context.Context, name string) (string, error) {
+// Health asks GET /health, which `mlflow server` answers "OK".
+func (c *Client) Health(ctx context.Context) error {
+	var body string
+	if err := c.do(ctx, transport.Call{}, http.MethodGet, "/health", nil, &body); err != nil {
+		return fmt.Errorf("mlflow health: %w", err)
+	}
+	return nil
+}
+
+// Lookup finds the named experiment (found false when the server has
+// none; a deleted one is an error naming the key to change).
+func (c *Client) Lookup(ctx context.Context, name string) (string, bool, error) {
 	var got struct {
 		Experiment struct {
 			ID             string `json:"experiment_id"`
@@ -131,14 +144,23 @@ func (c *Client) Experiment(ctx context.Context, name string) (string, error) {
 		} `json:"experiment"`
 	}
 	err := c.do(ctx, transport.Call{}, http.MethodGet, "/api/2.0/mlflow/experiments/get-by-name?experiment_name="+url.QueryEscape(name), nil, &got)
-	if err == nil {
-		if got.Experiment.LifecycleStage == "deleted" {
-			return "", fmt.Errorf("mlflow experiment %q is deleted on %s: restore it or name another (tracking.mlflow.experiment)", name, c.URL())
-		}
-		return got.Experiment.ID, nil
+	switch {
+	case err != nil && notFound(err):
+		return "", false, nil
+	case err != nil:
+		return "", false, fmt.Errorf("mlflow experiment %q: %w", name, err)
+	case got.Experiment.LifecycleStage == "deleted":
+		return "", false, fmt.Errorf("mlflow experiment %q is deleted on %s: restore it or name another (tracking.mlflow.experiment)", name, c.URL())
 	}
-	if !notFound(err) {
-		return "", fmt.Errorf("mlflow experiment %q: %w", name, err)
+	return got.Experiment.ID, true, nil
+}
+
+// Experiment returns the named experiment's id, creating it when the
+// server has none of that name (a concurrent creation is looked up again).
+func (c *Client) Experiment(ctx context.Context, name string) (string, error) {
+	id, found, err := c.Lookup(ctx, name)
+	if err != nil || found {
+		return id, err
 	}
 	var made struct {
 		ID string `json:"experiment_id"`
@@ -146,7 +168,8 @@ func (c *Client) Experiment(ctx context.Context, name string) (string, error) {
 	err = c.do(ctx, transport.Call{Retry: transport.RetryUnsent}, http.MethodPost, "/api/2.0/mlflow/experiments/create", map[string]string{"name": name}, &made)
 	if err != nil {
 		if code(err) == "RESOURCE_ALREADY_EXISTS" {
-			return c.Experiment(ctx, name)
+			id, _, err := c.Lookup(ctx, name)
+			return id, err
 		}
 		return "", fmt.Errorf("mlflow create experiment %q: %w", name, err)
 	}
