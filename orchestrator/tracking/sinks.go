@@ -27,7 +27,7 @@ type tbSink struct {
 	// file starts with (a replay: 0); a resumed run's is resumeAfter+1.
 	restartAt int
 	recipe    string
-	w           *tensorboard.Writer
+	w         *tensorboard.Writer
 }
 
 func (s *tbSink) name() string { return "tensorboard" }
