@@ -305,3 +305,46 @@ func mlflowHas(uri, dir string, step int) bool {
 	}
 	return false
 }
+
+// A log whose run record spans three blocks (a 70 KB config value: FIRST,
+// MIDDLE and LAST chunks) and whose history crosses block boundaries
+// reads back whole with wandb's own reader.
+func TestTrackersWandBAcrossBlocks(t *testing.T) {
+	bin := trackerBin(t)
+	root := t.TempDir()
+	start := time.Unix(1_800_000_000, 0)
+	w, err := wandb.Open(root, wandb.Run{ID: "blocks01", Project: "p", Config: map[string]any{"big": strings.Repeat("x", 70000), "n": 3},
+		Start: start}, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for s := 0; s < 400; s++ {
+		if err := w.Log(s, start.Add(time.Duration(s)*time.Second), map[string]float64{"loss": float64(s) / 7, "acc": 0.5}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Exit(0, start.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	var steps int
+	var big int
+	for _, r := range wandbRecords(t, bin, filepath.Join(w.Dir(), "run-blocks01.wandb")) {
+		switch r["type"] {
+		case "run":
+			upd := r["run"].(map[string]any)["config"].(map[string]any)["update"].(map[string]any)
+			if s, ok := upd["big"].(string); ok {
+				big = len(s)
+			}
+		case "history":
+			item := r["history"].(map[string]any)["item"].(map[string]any)
+			if int(item["_step"].(float64)) != steps || math.Abs(item["loss"].(float64)-float64(steps)/7) > 1e-12 {
+				t.Fatalf("history row %d: %v", steps, item)
+			}
+			steps++
+		}
+	}
+	if big != 70000 || steps != 400 {
+		t.Errorf("config value of %d bytes, %d history rows: want 70000 and 400", big, steps)
+	}
+}
