@@ -78,8 +78,16 @@ func sum(samples map[string]float64, name string, parts ...string) float64 {
 func runScraped(t *testing.T, r *recipes.Recipe) map[string]float64 {
 	t.Helper()
 	m := metrics.New()
+	runMetered(t, r, nil, m)
+	return scrape(t, m)
+}
+
+// runMetered runs r on embedded servers connected with environ, its
+// calls and steps reported to m, and returns the run's output.
+func runMetered(t *testing.T, r *recipes.Recipe, environ []string, m *metrics.Metrics) string {
+	t.Helper()
 	ctx := context.Background()
-	deps, emb, err := setup.Connect(ctx, r, nil, nil, setup.WithMetrics(m))
+	deps, emb, err := setup.Connect(ctx, r, environ, nil, setup.WithMetrics(m))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +96,7 @@ func runScraped(t *testing.T, r *recipes.Recipe) map[string]float64 {
 	if _, err := (&Runner{Recipe: r, Deps: deps, Out: &out, Metrics: m}).Run(ctx); err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
-	return scrape(t, m)
+	return out.String()
 }
 
 func TestMetricsScrapedAfterARun(t *testing.T) {

@@ -2,7 +2,6 @@ package orchestrator
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -14,7 +13,6 @@ import (
 	"testing"
 
 	"github.com/hindsearch/hindsearch/orchestrator/metrics"
-	"github.com/hindsearch/hindsearch/orchestrator/setup"
 )
 
 // fakeMLflow is an MLflow tracking server's REST routes in memory: it
@@ -93,23 +91,15 @@ func (f *fakeMLflow) start(t *testing.T) string {
 	return srv.URL
 }
 
-// runTracked runs r with environ (where the trackers' secrets are) and
-// fresh metrics, returning the run's output and the metrics.
+// runTracked runs the test recipe with sets and environ (where the
+// trackers' secrets are) and fresh metrics, returning the run's output,
+// the metrics and the run directory.
 func runTracked(t *testing.T, sets []string, environ []string) (string, *metrics.Metrics, string) {
 	t.Helper()
 	r := testRecipe(t, "", append([]string{"eval.datasets.nq=", "hindsight.enabled=false"}, sets...)...)
 	m := metrics.New()
-	ctx := context.Background()
-	deps, emb, err := setup.Connect(ctx, r, environ, nil, setup.WithMetrics(m))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer emb.Close()
-	var out bytes.Buffer
-	if _, err := (&Runner{Recipe: r, Deps: deps, Out: &out, Metrics: m}).Run(ctx); err != nil {
-		t.Fatalf("run: %v\n%s", err, out.String())
-	}
-	return out.String(), m, r.Output.Dir
+	out := runMetered(t, r, environ, m)
+	return out, m, r.Output.Dir
 }
 
 // Trackers are off by default: no files, no ids in state.json, no lines.

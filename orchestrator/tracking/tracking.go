@@ -356,7 +356,8 @@ var reKeyUnsafe = regexp.MustCompile(`[^A-Za-z0-9_\-./ ]`)
 func Key(s string) string { return reKeyUnsafe.ReplaceAllString(s, "_") }
 
 // RunConfig flattens a recipe's YAML into dotted keys with typed values
-// (numbers, booleans, strings, lists as lists): W&B's run config.
+// (numbers, booleans, strings, lists as lists; variants kept whole): W&B's
+// run config.
 func RunConfig(y []byte) (map[string]any, error) {
 	var m map[string]any
 	if err := yamlUnmarshal(y, &m); err != nil {
@@ -381,42 +382,27 @@ func RunConfig(y []byte) (map[string]any, error) {
 	return out, nil
 }
 
-// Params flattens a recipe's YAML (the saved, redacted one) into
-// dotted keys and string values (lists and maps as JSON), sorted by key.
+// Params is RunConfig as MLflow's string params (lists and maps as JSON,
+// null as ""), sorted by key.
 func Params(y []byte) ([][2]string, error) {
-	var m map[string]any
-	if err := yamlUnmarshal(y, &m); err != nil {
-		return nil, fmt.Errorf("recipe params: %w", err)
+	cfg, err := RunConfig(y)
+	if err != nil {
+		return nil, err
 	}
-	flat := map[string]string{}
-	var walk func(prefix string, v any)
-	walk = func(prefix string, v any) {
-		if mm, ok := v.(map[string]any); ok && len(mm) > 0 && prefix != "variants" {
-			for k, e := range mm {
-				p := k
-				if prefix != "" {
-					p = prefix + "." + k
-				}
-				walk(p, e)
-			}
-			return
-		}
+	out := make([][2]string, 0, len(cfg))
+	for k, v := range cfg {
+		var s string
 		switch x := v.(type) {
 		case string:
-			flat[Key(prefix)] = x
+			s = x
 		case nil:
-			flat[Key(prefix)] = ""
 		case []any, map[string]any:
 			b, _ := json.Marshal(x)
-			flat[Key(prefix)] = string(b)
+			s = string(b)
 		default:
-			flat[Key(prefix)] = fmt.Sprint(x)
+			s = fmt.Sprint(x)
 		}
-	}
-	walk("", m)
-	out := make([][2]string, 0, len(flat))
-	for k, v := range flat {
-		out = append(out, [2]string{k, v})
+		out = append(out, [2]string{k, s})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i][0] < out[j][0] })
 	return out, nil
