@@ -176,9 +176,12 @@ func (rn *Runner) prepare(ctx context.Context) (ru *run, unlock func(), err erro
 	if err := ru.startTracking(y); err != nil {
 		return nil, nil, err
 	}
+	// A failure below ends the trackers' runs (the named result ru is
+	// nil by then).
+	started := ru
 	defer func() {
 		if err != nil {
-			ru.closeTracking(false)
+			started.closeTracking(false)
 		}
 	}()
 	if ru.prior, err = readTrainerModel(dir); err != nil {
