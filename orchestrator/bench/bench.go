@@ -29,8 +29,10 @@ import (
 	"github.com/sourcegraph/conc/pool"
 
 	"github.com/hindsearch/hindsearch/clients/policy"
+	"github.com/hindsearch/hindsearch/clients/policy/format"
 	"github.com/hindsearch/hindsearch/orchestrator"
 	"github.com/hindsearch/hindsearch/orchestrator/dataset"
+	ometrics "github.com/hindsearch/hindsearch/orchestrator/metrics"
 	"github.com/hindsearch/hindsearch/orchestrator/roles"
 	"github.com/hindsearch/hindsearch/orchestrator/rollout"
 	"github.com/hindsearch/hindsearch/orchestrator/setup"
@@ -368,7 +370,8 @@ func benchCPUWith(ctx context.Context, o Options, batch int, name string, policy
 		"judge.url="+urls.Judge, "trainer.url="+urls.Trainer, "trainer.checkpoints_dir="+urls.Checkpoints,
 		"output.dir="+filepath.Join(o.Dir, name))
 	sets = append(sets, policySets...)
-	r, deps, emb, err := setup.LoadAndConnect(ctx, o.Recipe, sets, nil, nil)
+	calls := ometrics.New()
+	r, deps, emb, err := setup.LoadAndConnect(ctx, o.Recipe, sets, nil, nil, setup.WithMetrics(calls))
 	if err != nil {
 		return nil, err
 	}
@@ -403,6 +406,7 @@ func benchCPUWith(ctx context.Context, o Options, batch int, name string, policy
 			trajs[i+k].PromptIDs = ids
 		}
 	}
+	tok0 := calls.Requests("policy", "/tokenize")
 	runtime.GC()
 	var m0 runtime.MemStats
 	runtime.ReadMemStats(&m0)
@@ -454,6 +458,24 @@ func benchCPUWith(ctx context.Context, o Options, batch int, name string, policy
 		out[benchRuntimeKeys[i]] = d
 	}
 	out["gogc"] = readRuntimeMetrics("/gc/gogc:percent")[0]
+	// The work the figure is per turn of: turns by kind, retriever calls
+	// (the searches batched into them), /tokenize calls. Two runs that do
+	// different work are not the same measurement (docs/bench.md).
+	for _, t := range trajs {
+		for _, tr := range t.Turns {
+			switch tr.Action {
+			case format.ActionSearch:
+				out["turns_search"]++
+			case format.ActionAnswer:
+				out["turns_answer"]++
+			default:
+				out["turns_invalid"]++
+			}
+		}
+	}
+	searches, rcalls := rl.SearchStats()
+	out["searches"], out["retriever_calls"] = float64(searches), float64(rcalls)
+	out["tokenize_calls"] = calls.Requests("policy", "/tokenize") - tok0
 	// How busy the machine was with other work meanwhile (neither this
 	// process nor the simulator): CPU time per unit of work grows with it
 	// on a shared machine. Linux only; absent elsewhere.
@@ -651,8 +673,24 @@ func WriteTable(w io.Writer, r *Report) error {
 	if err := t.Render(); err != nil {
 		return err
 	}
+	for _, k := range []string{"cpu", "cpu-local"} {
+		if c := r.Scenarios[k]; c != nil {
+			if _, err := fmt.Fprintln(w, WorkLine(k, c)); err != nil {
+				return err
+			}
+		}
+	}
 	_, err := fmt.Fprintf(w, "SIMULATED: figures from the simulator's latency model (docs/bench.md); %.0f s on %d CPUs.\n", r.Seconds, runtime.NumCPU())
 	return err
+}
+
+// WorkLine says the work a CPU run's figure is per turn of: turns by
+// kind, the searches and the retriever calls they took, the /tokenize
+// calls, and the allocations per turn.
+func WorkLine(name string, c map[string]float64) string {
+	return fmt.Sprintf("%s: %.0f us per turn over %.0f turns (%.0f search, %.0f answer, %.0f invalid), %.0f searches in %.0f retriever calls, %.0f /tokenize calls, %.0f allocations (%.0f bytes) per turn",
+		name, c["cpu_us_per_turn"], c["turns"], c["turns_search"], c["turns_answer"], c["turns_invalid"], c["searches"], c["retriever_calls"],
+		c["tokenize_calls"], c["allocs_per_turn"], c["alloc_bytes_per_turn"])
 }
 
 // benchSimArgs is the argv of this binary's `serve sim`.

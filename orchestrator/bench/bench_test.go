@@ -107,3 +107,13 @@ func TestRetrievalBenchmark(t *testing.T) {
 		t.Errorf("in-process phase: %+v", p)
 	}
 }
+
+// The work line names every count a CPU run measured.
+func TestWorkLine(t *testing.T) {
+	c := map[string]float64{"cpu_us_per_turn": 190, "turns": 10, "turns_search": 4, "turns_answer": 5, "turns_invalid": 1,
+		"searches": 4, "retriever_calls": 2, "tokenize_calls": 6, "allocs_per_turn": 250, "alloc_bytes_per_turn": 39000}
+	want := "cpu: 190 us per turn over 10 turns (4 search, 5 answer, 1 invalid), 4 searches in 2 retriever calls, 6 /tokenize calls, 250 allocations (39000 bytes) per turn"
+	if got := WorkLine("cpu", c); got != want {
+		t.Errorf("WorkLine\n%s\nwant\n%s", got, want)
+	}
+}

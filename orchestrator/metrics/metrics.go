@@ -200,6 +200,39 @@ func (m *Metrics) RecordStep(rec *results.StepRecord) {
 	}
 }
 
+// Requests is the number of calls made to role's path so far, whatever
+// their status (0 for a nil m).
+func (m *Metrics) Requests(role, path string) float64 {
+	if m == nil {
+		return 0
+	}
+	fams, err := m.Registry.Gather()
+	if err != nil {
+		return 0
+	}
+	total := 0.0
+	for _, f := range fams {
+		if f.GetName() != "hindsearch_requests_total" {
+			continue
+		}
+		for _, mt := range f.GetMetric() {
+			var r, p string
+			for _, l := range mt.GetLabel() {
+				switch l.GetName() {
+				case "role":
+					r = l.GetValue()
+				case "path":
+					p = l.GetValue()
+				}
+			}
+			if r == role && p == path {
+				total += mt.GetCounter().GetValue()
+			}
+		}
+	}
+	return total
+}
+
 // TrackerFailed counts a failed call of the named tracker.
 func (m *Metrics) TrackerFailed(tracker string) {
 	if m != nil {

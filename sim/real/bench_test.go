@@ -37,6 +37,13 @@ func TestBenchCPUReal(t *testing.T) {
 	if rep.Real <= 0 || rep.Sim <= 0 || rep.Scenarios["cpu-real-policy"]["turns"] == 0 {
 		t.Errorf("cpu-real: real %v, sim %v, scenarios %v", rep.Real, rep.Sim, rep.Scenarios["cpu-real-policy"])
 	}
+	// Each side says the work it measured: its turns by kind add up.
+	for _, side := range []string{"cpu-real-policy", "cpu-real-sim"} {
+		c := rep.Scenarios[side]
+		if k := c["turns_search"] + c["turns_answer"] + c["turns_invalid"]; k != c["turns"] || c["allocs_per_turn"] <= 0 {
+			t.Errorf("%s: turns %v by kind %v, allocations per turn %v", side, c["turns"], k, c["allocs_per_turn"])
+		}
+	}
 }
 
 // benchRealRollout are recipes/real-cpu.yaml's rollout budgets, which both
