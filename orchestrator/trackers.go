@@ -1,12 +1,10 @@
 package orchestrator
 
 import (
-	"bytes"
 	"fmt"
 	"time"
 
 	"github.com/hindsearch/hindsearch/orchestrator/tracking"
-	"github.com/hindsearch/hindsearch/results"
 )
 
 // startTracking starts the run's trackers (tracking.*) with the recipe as
@@ -33,14 +31,8 @@ func (ru *run) closeTracking(ok bool) {
 	if !ru.track.Enabled() {
 		return
 	}
-	files := tracking.RunFiles(ru.dir.Path)
-	if evals, err := ru.dir.ReadEval(); err == nil && len(evals) > 0 {
-		var b bytes.Buffer
-		if results.EvalTable(&b, evals, ru.caption()) == nil {
-			files["results.txt"] = b.Bytes()
-		}
-	}
-	ru.track.Files(files)
+	evals, _ := ru.dir.ReadEval() // none read: no table, the other files still go
+	ru.track.Files(tracking.FinalFiles(ru.dir.Path, evals, ru.caption()))
 	for _, line := range ru.track.Close(ok, time.Duration(ru.r.Tracking.FlushSeconds*float64(time.Second))) {
 		fmt.Fprintln(ru.Out, line)
 	}

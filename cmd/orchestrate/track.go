@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -69,14 +68,7 @@ func runTrack(e *env, dir string, sets []string, flush time.Duration) error {
 			return fmt.Errorf("track: %w", err)
 		}
 	}
-	files := tracking.RunFiles(dir)
-	if len(evals) > 0 {
-		var b bytes.Buffer
-		if results.EvalTable(&b, evals, r.Name) == nil {
-			files["results.txt"] = b.Bytes()
-		}
-	}
-	lines, err := tracking.Replay(c, steps, evals, files, flush)
+	lines, err := tracking.Replay(c, steps, evals, tracking.FinalFiles(dir, evals, r.Name), flush)
 	if err != nil {
 		return fmt.Errorf("track: %w", err)
 	}

@@ -21,13 +21,15 @@ func yamlUnmarshal(b []byte, v any) error { return yaml.Unmarshal(b, v) }
 
 // tbSink writes TensorBoard event files into dir.
 type tbSink struct {
-	dir         string
-	resumeAfter int // -1: a new run
-	// restartAt, when not -1, is the step of the SessionLog START a new
-	// file starts with (a replay: 0); a resumed run's is resumeAfter+1.
+	dir string
+	// restartAt, when not -1, is the step of the SessionLog START the new
+	// file starts with: a resumed run's first repeated step, or 0 for a
+	// replay.
 	restartAt int
-	recipe    string
-	w         *tensorboard.Writer
+	// recipe is the text summary a new run's file gets at step 0 ("" for
+	// a resumed run, whose first file has it).
+	recipe string
+	w      *tensorboard.Writer
 }
 
 func (s *tbSink) name() string { return "tensorboard" }
@@ -37,15 +39,11 @@ func (s *tbSink) where() string {
 }
 
 func (s *tbSink) open(ctx context.Context) error {
-	restart := s.restartAt
-	if s.resumeAfter >= 0 {
-		restart = s.resumeAfter + 1
-	}
-	w, err := tensorboard.Open(s.dir, restart, time.Now())
+	w, err := tensorboard.Open(s.dir, s.restartAt, time.Now())
 	if err != nil {
 		return err
 	}
-	if s.resumeAfter < 0 && s.recipe != "" {
+	if s.recipe != "" {
 		if err := w.Text(0, time.Now(), "recipe", "```yaml\n"+s.recipe+"```"); err != nil {
 			w.Close()
 			return err

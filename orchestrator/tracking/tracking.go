@@ -8,6 +8,7 @@
 package tracking
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/rand"
@@ -72,10 +73,8 @@ type worker struct {
 	mu      sync.Mutex
 	queue   []item
 	opened  bool
-	closing bool
 	wake    chan struct{}
 	done    chan struct{}
-	fails   int
 	warned  bool
 	lastErr error
 	sent    int // steps taken
@@ -87,10 +86,8 @@ type worker struct {
 // Hub is a run's trackers.
 type Hub struct {
 	workers []*worker
-	ctx     context.Context
 	cancel  context.CancelFunc
 	ids     func() IDs
-	out     io.Writer
 	outMu   sync.Mutex
 }
 
@@ -103,7 +100,7 @@ var (
 // start starts a worker per sink.
 func start(sinks []sink, ids func() IDs, out io.Writer, onFail func(string)) *Hub {
 	ctx, cancel := context.WithCancel(context.Background())
-	h := &Hub{ctx: ctx, cancel: cancel, ids: ids, out: out}
+	h := &Hub{cancel: cancel, ids: ids}
 	for _, s := range sinks {
 		w := &worker{s: s, wake: make(chan struct{}, 1), done: make(chan struct{}), out: out, outMu: &h.outMu, onFail: onFail}
 		h.workers = append(h.workers, w)
@@ -155,9 +152,6 @@ func (h *Hub) Close(ok bool, flush time.Duration) []string {
 	}
 	for _, w := range h.workers {
 		w.push(item{end: &ok})
-		w.mu.Lock()
-		w.closing = true
-		w.mu.Unlock()
 	}
 	deadline := time.After(flush)
 	for _, w := range h.workers {
@@ -179,12 +173,17 @@ func (h *Hub) Close(ok bool, flush time.Duration) []string {
 		}
 		pending, err := len(w.queue), w.lastErr
 		w.mu.Unlock()
+		// A tracker still on a call when flush ran out has no error.
+		why := "still working when tracking.flush_seconds ran out"
+		if err != nil {
+			why = "the last error: " + shortErr(err)
+		}
 		switch {
 		case pending == 0:
 			lines = append(lines, fmt.Sprintf("tracking: %s: %d steps; %s", w.s.name(), sent, w.s.where()))
 		default:
-			lines = append(lines, fmt.Sprintf("tracking: %s: %d steps taken, %d not (the last error: %s); steps.jsonl and eval.jsonl hold them: `orchestrate track RUN_DIR` sends the run again later",
-				w.s.name(), sent, left, shortErr(err)))
+			lines = append(lines, fmt.Sprintf("tracking: %s: %d steps taken, %d not (%s); steps.jsonl and eval.jsonl hold them: `orchestrate track RUN_DIR` sends the run again later",
+				w.s.name(), sent, left, why))
 		}
 	}
 	return lines
@@ -278,7 +277,6 @@ func (w *worker) apply(ctx context.Context, it item) error {
 // failed counts a failure and warns of the first.
 func (w *worker) failed(err error) {
 	w.mu.Lock()
-	w.fails++
 	w.lastErr = err
 	first := !w.warned
 	w.warned = true
@@ -464,8 +462,11 @@ func New(c Config) (*Hub, error) {
 	var sinks []sink
 	ids := c.IDs
 	if t.TensorBoard {
-		tb := &tbSink{dir: filepath.Join(c.RunDir, "tensorboard"), resumeAfter: c.ResumeAfter, restartAt: -1, recipe: string(c.RecipeYAML)}
-		if c.Replay {
+		tb := &tbSink{dir: filepath.Join(c.RunDir, "tensorboard"), restartAt: -1, recipe: string(c.RecipeYAML)}
+		switch {
+		case c.ResumeAfter >= 0:
+			tb.restartAt, tb.recipe = c.ResumeAfter+1, ""
+		case c.Replay:
 			tb.restartAt = 0
 		}
 		sinks = append(sinks, tb)
@@ -525,6 +526,19 @@ func New(c Config) (*Hub, error) {
 // (MLflow) is given: the curves, the recipe and the records.
 func RunFiles(dir string) map[string][]byte {
 	return readFiles(dir, results.TrainingCurvesFile, results.HealthCurvesFile, "recipe.yaml", results.StepsFile, results.EvalFile)
+}
+
+// FinalFiles are RunFiles with the table of evals under caption
+// (results.txt) when there are any: what a finished run leaves.
+func FinalFiles(dir string, evals []results.EvalRecord, caption string) map[string][]byte {
+	files := RunFiles(dir)
+	if len(evals) > 0 {
+		var b bytes.Buffer
+		if results.EvalTable(&b, evals, caption) == nil {
+			files["results.txt"] = b.Bytes()
+		}
+	}
+	return files
 }
 
 // Replay sends a run directory's records (its steps, their evaluations,

@@ -1,7 +1,11 @@
 package tracking
 
 import (
+	"context"
+	"io"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/hindsearch/hindsearch/results"
 )
@@ -59,5 +63,26 @@ func TestParamsAndConfig(t *testing.T) {
 	}
 	if cfg["train.steps"] != 6 || len(cfg["train.data"].([]any)) != 2 {
 		t.Errorf("config %v", cfg)
+	}
+}
+
+// slowSink takes its steps only when its context ends.
+type slowSink struct{}
+
+func (slowSink) name() string                                   { return "slow" }
+func (slowSink) open(context.Context) error                     { return nil }
+func (slowSink) files(context.Context, map[string][]byte) error { return nil }
+func (slowSink) finish(context.Context, bool) error             { return nil }
+func (slowSink) where() string                                  { return "nowhere" }
+func (slowSink) step(ctx context.Context, _ Step) error         { <-ctx.Done(); return ctx.Err() }
+
+// A tracker still on a call when the flush time runs out (no error yet)
+// is reported as such, and Close returns.
+func TestCloseWhileATrackerWorks(t *testing.T) {
+	h := start([]sink{slowSink{}}, nil, io.Discard, nil)
+	h.Step(Step{Step: 1})
+	lines := h.Close(true, 50*time.Millisecond)
+	if len(lines) != 1 || !strings.Contains(lines[0], "0 steps taken, 1 not (still working when tracking.flush_seconds ran out)") {
+		t.Errorf("lines %q", lines)
 	}
 }
