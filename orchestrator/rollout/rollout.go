@@ -626,14 +626,7 @@ func (r *Engine) observed(ctx context.Context, l *Live, err error) bool {
 	if !r.observeErrors || ctx.Err() != nil {
 		return false
 	}
-	msg := err.Error()
-	if len(msg) > maxErrorBytes {
-		msg = msg[:maxErrorBytes]
-		for len(msg) > 0 && !utf8.ValidString(msg) {
-			msg = msg[:len(msg)-1]
-		}
-	}
-	l.tr.RetrievalError = msg
+	l.tr.RetrievalError = cutUTF8(err.Error(), maxErrorBytes)
 	return true
 }
 
@@ -678,15 +671,17 @@ func (t *Trajectory) Score() {
 const MaxQueryBytes = 2000
 
 // boundQuery cuts q to MaxQueryBytes on a UTF-8 boundary.
-func boundQuery(q string) string {
-	if len(q) <= MaxQueryBytes {
-		return q
+func boundQuery(q string) string { return cutUTF8(q, MaxQueryBytes) }
+
+// cutUTF8 cuts s to at most n bytes, at a character boundary.
+func cutUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
 	}
-	cut := MaxQueryBytes
-	for cut > 0 && !utf8.RuneStart(q[cut]) {
-		cut--
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
-	return q[:cut]
+	return s[:n]
 }
 
 // NewEngine builds the rollout engine of a recipe over deps; it needs the
