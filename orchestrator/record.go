@@ -81,14 +81,12 @@ func (ru *run) caption() string {
 	return c
 }
 
-// plotCurves redraws training-curves.png; a failure to draw is reported
+// plotCurves redraws training-curves.png and health-curves.png
+// (results.WriteCurves); a failure to draw is reported
 // and the run goes on (the records it plots are already written).
 func (ru *run) plotCurves() {
-	if err := results.WriteTrainingCurves(ru.dir); err != nil {
-		fmt.Fprintf(ru.Out, "warning: training curves not drawn: %v\n", err)
-	}
-	if err := results.WriteHealthCurves(ru.dir); err != nil {
-		fmt.Fprintf(ru.Out, "warning: health curves not drawn: %v\n", err)
+	if err := results.WriteCurves(ru.dir); err != nil {
+		fmt.Fprintf(ru.Out, "warning: curves not drawn: %v\n", err)
 	}
 }
 

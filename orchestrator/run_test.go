@@ -161,8 +161,10 @@ func TestEndToEndOverLoopback(t *testing.T) {
 	if err != nil || !strings.Contains(string(saved), "gold_answer: true") {
 		t.Fatalf("recipe.yaml: %v\n%s", err, saved)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "state.json")); err != nil {
-		t.Error(err)
+	for _, f := range []string{"state.json", results.TrainingCurvesFile, results.HealthCurvesFile} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Error(err)
+		}
 	}
 	tr, err := os.ReadFile(filepath.Join(dir, "trajectories", "step-0002.jsonl"))
 	if err != nil || strings.Count(string(tr), "\n") != 6 {

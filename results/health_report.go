@@ -2,6 +2,7 @@ package results
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"image/color"
 	"io"
@@ -123,14 +124,22 @@ func PlotHealthCurves(path, name string, steps []StepRecord) error {
 	return nil
 }
 
-// WriteHealthCurves draws the run's health curves from its steps.jsonl
-// into health-curves.png in the run directory.
-func WriteHealthCurves(dir *RunDir) error {
+// WriteCurves draws both of a run directory's PNGs from one reading of
+// its records: training-curves.png (PlotTrainingCurves, from steps.jsonl
+// and eval.jsonl) and health-curves.png (PlotHealthCurves). An error of
+// either is returned, the other drawn all the same.
+func WriteCurves(dir *RunDir) error {
 	steps, err := dir.ReadSteps()
 	if err != nil {
-		return fmt.Errorf("health curves: %w", err)
+		return fmt.Errorf("curves: %w", err)
 	}
-	return PlotHealthCurves(filepath.Join(dir.Path, HealthCurvesFile), filepath.Base(filepath.Clean(dir.Path)), steps)
+	evals, err := dir.ReadEval()
+	if err != nil {
+		return fmt.Errorf("curves: %w", err)
+	}
+	name := filepath.Base(filepath.Clean(dir.Path))
+	return errors.Join(PlotTrainingCurves(filepath.Join(dir.Path, TrainingCurvesFile), name, steps, evals),
+		PlotHealthCurves(filepath.Join(dir.Path, HealthCurvesFile), name, steps))
 }
 
 // healthPanels builds the six panels from steps (sorted by step).
