@@ -24,6 +24,7 @@ func newBenchCmd(e *env) *cobra.Command {
 	var phaseSeconds float64
 	var engines []string
 	var cpuProfile, memProfile string
+	seeds := bench.DefaultSeedCount
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure scheduling and control-plane cost on the simulator, side by side in one run",
@@ -35,7 +36,9 @@ targets: async_speedup, hindsight_overhead, busy_fraction, cpu_us_per_turn
 cpu_seconds_per_paper_step, over a paper-scale step's 10,240 turns),
 bytes_per_inflight_token, replica_scaling_2, replica_scaling_4 and
 retriever_calls_saved. docs/bench.md defines each figure and its scenario.
-The figures are ratios measured in the same run; they are SIMULATED.`,
+The scheduling figures are each the mean over --seeds recipe seeds (1..N),
+printed with their range. The figures are ratios measured in the same run;
+they are SIMULATED.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if o.Dir == "" {
@@ -48,6 +51,10 @@ The figures are ratios measured in the same run; they are SIMULATED.`,
 					defer os.RemoveAll(d)
 				}
 			}
+			if seeds < 1 {
+				return fmt.Errorf("--seeds %d: want at least 1", seeds)
+			}
+			o.Seeds = bench.SeedRange(seeds)
 			if slices.Contains(o.Only, "retrieval") {
 				// The retrieval scale benchmark runs alone (it is not a
 				// scheduling scenario and takes the machine's memory).
@@ -109,6 +116,7 @@ The figures are ratios measured in the same run; they are SIMULATED.`,
 	cmd.Flags().Float64Var(&o.Scale, "scale", o.Scale, "multiply the scenarios' workloads")
 	cmd.Flags().StringVar(&o.Dir, "dir", "", "keep the scenarios' run directories here (default: a temporary directory)")
 	cmd.Flags().BoolVar(&keep, "keep", false, "keep the temporary directory")
+	cmd.Flags().IntVar(&seeds, "seeds", seeds, "run each scheduling scenario at recipe seeds 1..N and report each figure's mean and range")
 	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of this process (the orchestrator side) to this file")
 	cmd.Flags().StringVar(&memProfile, "memprofile", "", "write an allocation profile of this process (the orchestrator side) to this file at the end")
 	cmd.Flags().StringSliceVar(&o.Only, "only", nil, "run only these scenarios: speedup, hindsight, replicas, cpu, cpu-real (with --real-policy-set); or retrieval alone (with --passages)")

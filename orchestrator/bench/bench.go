@@ -67,6 +67,56 @@ type Options struct {
 	// RealRollout are --set flags both sides of cpu-real share (the
 	// turn and context budgets a small real model needs).
 	RealRollout []string
+	// Seeds are the recipe seeds (the data order and every sampling
+	// seed) each scheduling scenario runs with, one run per seed; the
+	// figures are the means over them, with their ranges in
+	// Report.Spreads. Empty: DefaultSeeds. The CPU groups run at the
+	// recipe's own seed.
+	Seeds []int64
+}
+
+// DefaultSeedCount is how many seeds the scheduling figures are measured
+// over by default: at 5, the mean async_speedup of one commit moves by
+// less than the difference docs/bench.md says two commits must differ by
+// to be told apart (measured there).
+const DefaultSeedCount = 5
+
+// DefaultSeeds returns the seeds 1..DefaultSeedCount.
+func DefaultSeeds() []int64 { return SeedRange(DefaultSeedCount) }
+
+// SeedRange returns the seeds 1..n (none for n < 1).
+func SeedRange(n int) []int64 {
+	out := make([]int64, 0, max(n, 0))
+	for s := range max(n, 0) {
+		out = append(out, int64(s+1))
+	}
+	return out
+}
+
+// Spread is one scheduling figure over the seeds it was measured with:
+// the mean (the figure reported), the lowest and highest seed's value,
+// and each seed's value in the order of Seeds.
+type Spread struct {
+	Mean   float64   `json:"mean"`
+	Min    float64   `json:"min"`
+	Max    float64   `json:"max"`
+	Seeds  []int64   `json:"seeds"`
+	Values []float64 `json:"values"`
+}
+
+// newSpread summarises vs, measured at seeds (in order; a group that
+// skipped no seed has one value per seed).
+func newSpread(seeds []int64, vs []float64) Spread {
+	sp := Spread{Seeds: slices.Clone(seeds[:min(len(seeds), len(vs))]), Values: slices.Clone(vs)}
+	if len(vs) == 0 {
+		return sp
+	}
+	sp.Min, sp.Max = slices.Min(vs), slices.Max(vs)
+	for _, v := range vs {
+		sp.Mean += v
+	}
+	sp.Mean /= float64(len(vs))
+	return sp
 }
 
 func (o Options) wants(group string) bool {
@@ -99,7 +149,13 @@ type Report struct {
 	// benchPaperTurns policy turns, in seconds: the control plane's CPU
 	// next to a step's minutes of GPU time (docs/bench.md).
 	CPUSecondsPerPaperStep float64 `json:"cpu_seconds_per_paper_step"`
-	// Scenarios holds the raw measurements behind the figures.
+	// Spreads holds each scheduling figure over the seeds (async_speedup,
+	// busy_fraction, retriever_calls_saved, hindsight_overhead,
+	// replica_scaling_2, replica_scaling_4): the figures above are their
+	// means.
+	Spreads map[string]Spread `json:"spreads"`
+	// Scenarios holds the raw measurements behind the figures, by
+	// scenario name; a scheduling scenario's name ends in -s<seed>.
 	Scenarios map[string]map[string]float64 `json:"scenarios"`
 	// Simulated is always true: the figures come from the simulator's
 	// latency model.
@@ -169,67 +225,90 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		fmt.Fprintf(o.Out, "bench: %s: %d trajectories, rollout %.2fs, step %.2fs\n", name, out.trajectories, out.rollout, out.wall)
 		return out, nil
 	}
-	// Long-tail rollouts, async and lockstep, on one replica.
-	longTail := []string{fmt.Sprintf("train.batch_size=%d", n(32)), "train.group_size=5", "policy.concurrency=256",
-		"hindsight.enabled=false"}
-	if o.wants("speedup") {
-		async, err := run("async", append(longTail, "rollout.schedule=async")...)
-		if err != nil {
-			return nil, err
-		}
-		lock, err := run("lockstep", append(longTail, "rollout.schedule=lockstep")...)
-		if err != nil {
-			return nil, err
-		}
-		rep.AsyncSpeedup = lock.rollout / async.rollout
-		rep.BusyFraction = min(async.busy/async.rollout, 1)
-		if async.searches > 0 {
-			rep.RetrieverCallsSaved = 1 - float64(async.calls)/float64(async.searches)
-		}
+	// The scheduling figures, each over every seed of o.Seeds: a figure
+	// set by the paths a seed's trajectories happen to take (async_speedup
+	// is the longest trajectory's critical path against the sum of each
+	// round's slowest) is that seed's luck, so the report is the mean over
+	// seeds with its range (Report.Spreads).
+	seeds := o.Seeds
+	if len(seeds) == 0 {
+		seeds = DefaultSeeds()
 	}
-	// Hindsight against plain GRPO: the same step, in benchHindsightPairs
-	// pairs, the order alternating (plain first, then hindsight first), so
-	// that a drift in the machine's pace does not favour one side; the
-	// figure is the median pair's ratio, so that one pair disturbed by
-	// other work does not decide it.
-	var ratios []float64
-	for i := range benchHindsightPairs {
-		if !o.wants("hindsight") {
-			break
-		}
-		var plain, hs *benchOutcome
-		for k := range 2 {
-			var err error
-			if (i+k)%2 == 0 {
-				plain, err = run(fmt.Sprintf("plain-%d", i+1), append(longTail[:3:3], "hindsight.enabled=false")...)
-			} else {
-				hs, err = run(fmt.Sprintf("hindsight-%d", i+1), append(longTail[:3:3], "hindsight.enabled=true")...)
-			}
+	per := map[string][]float64{}
+	for si, seed := range seeds {
+		seedSet, sfx := fmt.Sprintf("seed=%d", seed), fmt.Sprintf("-s%d", seed)
+		// Long-tail rollouts, async and lockstep, on one replica.
+		longTail := []string{fmt.Sprintf("train.batch_size=%d", n(32)), "train.group_size=5", "policy.concurrency=256", seedSet}
+		if o.wants("speedup") {
+			async, err := run("async"+sfx, append(longTail, "hindsight.enabled=false", "rollout.schedule=async")...)
 			if err != nil {
 				return nil, err
 			}
+			lock, err := run("lockstep"+sfx, append(longTail, "hindsight.enabled=false", "rollout.schedule=lockstep")...)
+			if err != nil {
+				return nil, err
+			}
+			per["async_speedup"] = append(per["async_speedup"], lock.rollout/async.rollout)
+			per["busy_fraction"] = append(per["busy_fraction"], min(async.busy/async.rollout, 1))
+			if async.searches > 0 {
+				per["retriever_calls_saved"] = append(per["retriever_calls_saved"], 1-float64(async.calls)/float64(async.searches))
+			}
 		}
-		ratios = append(ratios, hs.wall/plain.wall)
-	}
-	if len(ratios) > 0 {
-		rep.HindsightOverhead = lowerMedian(ratios)
-	}
-	// Replica scaling: the same load per replica on 1, 2 and 4 replicas.
-	var tput [3]float64
-	for i, reps := range []int{1, 2, 4} {
-		if !o.wants("replicas") {
-			break
+		// Hindsight against plain GRPO: the same step, the order
+		// alternating from seed to seed (plain first, then hindsight
+		// first), so that a drift in the machine's pace does not favour
+		// one side.
+		if o.wants("hindsight") {
+			var plain, hs *benchOutcome
+			for k := range 2 {
+				var err error
+				if (si+k)%2 == 0 {
+					plain, err = run("plain"+sfx, append(longTail, "hindsight.enabled=false")...)
+				} else {
+					hs, err = run("hindsight"+sfx, append(longTail, "hindsight.enabled=true")...)
+				}
+				if err != nil {
+					return nil, err
+				}
+			}
+			per["hindsight_overhead"] = append(per["hindsight_overhead"], hs.wall/plain.wall)
 		}
-		urls := strings.TrimSuffix(strings.Repeat("embedded,", reps), ",")
-		out, err := run(fmt.Sprintf("replicas-%d", reps), "policy.urls="+urls, "policy.concurrency=64", "sim.capacity=64",
-			fmt.Sprintf("train.batch_size=%d", n(40)*reps), "train.group_size=4", "hindsight.enabled=false")
-		if err != nil {
-			return nil, err
+		// Replica scaling: the same load per replica on 1, 2 and 4 replicas.
+		if o.wants("replicas") {
+			var tput [3]float64
+			for i, reps := range []int{1, 2, 4} {
+				urls := strings.TrimSuffix(strings.Repeat("embedded,", reps), ",")
+				out, err := run(fmt.Sprintf("replicas-%d%s", reps, sfx), "policy.urls="+urls, "policy.concurrency=64", "sim.capacity=64",
+					fmt.Sprintf("train.batch_size=%d", n(40)*reps), "train.group_size=4", "hindsight.enabled=false", seedSet)
+				if err != nil {
+					return nil, err
+				}
+				tput[i] = out.throughput
+			}
+			if tput[0] > 0 {
+				per["replica_scaling_2"] = append(per["replica_scaling_2"], tput[1]/tput[0])
+				per["replica_scaling_4"] = append(per["replica_scaling_4"], tput[2]/tput[0])
+			}
 		}
-		tput[i] = out.throughput
 	}
-	if tput[0] > 0 {
-		rep.ReplicaScaling2, rep.ReplicaScaling4 = tput[1]/tput[0], tput[2]/tput[0]
+	rep.Spreads = map[string]Spread{}
+	for key, vs := range per {
+		sp := newSpread(seeds, vs)
+		rep.Spreads[key] = sp
+		switch key {
+		case "async_speedup":
+			rep.AsyncSpeedup = sp.Mean
+		case "busy_fraction":
+			rep.BusyFraction = sp.Mean
+		case "retriever_calls_saved":
+			rep.RetrieverCallsSaved = sp.Mean
+		case "hindsight_overhead":
+			rep.HindsightOverhead = sp.Mean
+		case "replica_scaling_2":
+			rep.ReplicaScaling2 = sp.Mean
+		case "replica_scaling_4":
+			rep.ReplicaScaling4 = sp.Mean
+		}
 	}
 	// The control plane's own cost, against zero-latency servers in another
 	// process.
@@ -661,17 +740,31 @@ func WriteTable(w io.Writer, r *Report) error {
 	t := tablewriter.NewTable(w, tablewriter.WithConfig(tablewriter.Config{
 		Header: tw.CellConfig{Formatting: tw.CellFormatting{AutoFormat: tw.Off}},
 	}))
-	t.Header("figure", "value", "target", "measured as")
+	t.Header("figure", "value", "range over seeds", "target", "measured as")
 	for _, b := range benchTargets {
 		if b.optional && b.get(r) == 0 {
 			continue
 		}
-		if err := t.Append(b.key, fmt.Sprintf("%.3f", b.get(r)), b.target, b.scenario); err != nil {
+		rng := "-"
+		if sp, ok := r.Spreads[b.key]; ok && len(sp.Values) > 0 {
+			rng = fmt.Sprintf("%.3f-%.3f (%d)", sp.Min, sp.Max, len(sp.Values))
+		}
+		if err := t.Append(b.key, fmt.Sprintf("%.3f", b.get(r)), rng, b.target, b.scenario); err != nil {
 			return err
 		}
 	}
 	if err := t.Render(); err != nil {
 		return err
+	}
+	for _, b := range benchTargets {
+		sp, ok := r.Spreads[b.key]
+		if !ok {
+			continue
+		}
+		if _, err := fmt.Fprintf(w, "scheduling figures: the mean over recipe seeds %s; the range is the lowest and highest seed's\n", seedList(sp.Seeds)); err != nil {
+			return err
+		}
+		break
 	}
 	for _, k := range []string{"cpu", "cpu-local"} {
 		if c := r.Scenarios[k]; c != nil {
@@ -682,6 +775,23 @@ func WriteTable(w io.Writer, r *Report) error {
 	}
 	_, err := fmt.Fprintf(w, "SIMULATED: figures from the simulator's latency model (docs/bench.md); %.0f s on %d CPUs.\n", r.Seconds, runtime.NumCPU())
 	return err
+}
+
+// seedList writes seeds as "1-5" when they run on one by one, else
+// "1, 3, 7".
+func seedList(seeds []int64) string {
+	consecutive := len(seeds) > 1
+	for i := 1; i < len(seeds); i++ {
+		consecutive = consecutive && seeds[i] == seeds[i-1]+1
+	}
+	if consecutive {
+		return fmt.Sprintf("%d-%d", seeds[0], seeds[len(seeds)-1])
+	}
+	parts := make([]string, len(seeds))
+	for i, s := range seeds {
+		parts[i] = strconv.FormatInt(s, 10)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // WorkLine says the work a CPU run's figure is per turn of: turns by
@@ -705,18 +815,8 @@ func SimCommand() ([]string, error) {
 // benchCPUConcurrency is the trajectories in flight in the CPU scenario.
 var benchCPUConcurrency = 64
 
-// benchHindsightPairs is how many plain/hindsight pairs run.
-const benchHindsightPairs = 3
-
 // benchCPURuns is how many times the CPU scenario runs.
 const benchCPURuns = 5
-
-// lowerMedian returns the median of xs (the lower middle one for an even
-// count), sorting xs; xs must not be empty.
-func lowerMedian(xs []float64) float64 {
-	slices.Sort(xs)
-	return xs[(len(xs)-1)/2]
-}
 
 // medianRun returns the run whose key is the median (the lower middle one
 // for an even count); nil for none.

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"math"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -16,7 +18,7 @@ func TestBenchPlumbing(t *testing.T) {
 		t.Skip("runs simulated scenarios")
 	}
 	rep, err := Run(context.Background(), Options{Recipe: "../../recipes/sim.yaml", Dir: t.TempDir(), Scale: 0.05,
-		Only: []string{"speedup", "replicas"}})
+		Only: []string{"speedup", "replicas"}, Seeds: []int64{1, 2}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,10 +28,24 @@ func TestBenchPlumbing(t *testing.T) {
 			t.Errorf("%s = %v", name, v)
 		}
 	}
-	for _, sc := range []string{"async", "lockstep", "replicas-1", "replicas-2", "replicas-4"} {
-		if rep.Scenarios[sc]["trajectories"] == 0 {
-			t.Errorf("scenario %s: %v", sc, rep.Scenarios[sc])
+	// Every scheduling scenario ran at each seed, and each figure is the
+	// mean of its seeds' values.
+	for _, seed := range []string{"-s1", "-s2"} {
+		for _, sc := range []string{"async", "lockstep", "replicas-1", "replicas-2", "replicas-4"} {
+			if rep.Scenarios[sc+seed]["trajectories"] == 0 {
+				t.Errorf("scenario %s: %v", sc+seed, rep.Scenarios[sc+seed])
+			}
 		}
+	}
+	for key, v := range map[string]float64{"async_speedup": rep.AsyncSpeedup, "replica_scaling_4": rep.ReplicaScaling4} {
+		sp := rep.Spreads[key]
+		if len(sp.Values) != 2 || math.Abs(sp.Mean-(sp.Values[0]+sp.Values[1])/2) > 1e-12 || sp.Mean != v ||
+			sp.Min > sp.Mean || sp.Max < sp.Mean {
+			t.Errorf("%s = %v over seeds: %+v", key, v, sp)
+		}
+	}
+	if _, ok := rep.Spreads["hindsight_overhead"]; ok {
+		t.Error("hindsight_overhead has a spread although its group did not run")
 	}
 	b, _ := json.Marshal(rep)
 	for _, k := range []string{"async_speedup", "hindsight_overhead", "busy_fraction", "cpu_us_per_turn",
@@ -39,7 +55,8 @@ func TestBenchPlumbing(t *testing.T) {
 		}
 	}
 	var out bytes.Buffer
-	if err := WriteTable(&out, rep); err != nil || !strings.Contains(out.String(), "SIMULATED") {
+	if err := WriteTable(&out, rep); err != nil || !strings.Contains(out.String(), "SIMULATED") ||
+		!strings.Contains(out.String(), "mean over recipe seeds 1-2") {
 		t.Errorf("table: %v\n%s", err, out.String())
 	}
 }
@@ -74,14 +91,27 @@ func TestMedianRun(t *testing.T) {
 	}
 }
 
-func TestLowerMedian(t *testing.T) {
+// A figure over seeds: the mean of their values, the lowest and highest,
+// and the seeds named in order.
+func TestSpread(t *testing.T) {
+	sp := newSpread([]int64{1, 2, 3}, []float64{1.4, 1.8, 1.5})
+	if math.Abs(sp.Mean-1.5666666666666667) > 1e-12 || sp.Min != 1.4 || sp.Max != 1.8 ||
+		!slices.Equal(sp.Seeds, []int64{1, 2, 3}) || !slices.Equal(sp.Values, []float64{1.4, 1.8, 1.5}) {
+		t.Errorf("%+v", sp)
+	}
+	if sp := newSpread([]int64{1, 2}, nil); sp.Mean != 0 || len(sp.Seeds) != 0 {
+		t.Errorf("no values: %+v", sp)
+	}
 	for _, tc := range []struct {
-		xs   []float64
-		want float64
-	}{{[]float64{3, 1, 2}, 2}, {[]float64{4, 1, 3, 2}, 2}, {[]float64{1.07}, 1.07}} {
-		if got := lowerMedian(tc.xs); got != tc.want {
-			t.Errorf("lowerMedian(%v) = %v, want %v", tc.xs, got, tc.want)
+		seeds []int64
+		want  string
+	}{{SeedRange(5), "1-5"}, {[]int64{1, 3, 7}, "1, 3, 7"}, {[]int64{4}, "4"}, {[]int64{2, 3}, "2-3"}} {
+		if got := seedList(tc.seeds); got != tc.want {
+			t.Errorf("seedList(%v) = %q, want %q", tc.seeds, got, tc.want)
 		}
+	}
+	if len(SeedRange(0)) != 0 || !slices.Equal(DefaultSeeds(), []int64{1, 2, 3, 4, 5}) {
+		t.Errorf("SeedRange(0) = %v, DefaultSeeds() = %v", SeedRange(0), DefaultSeeds())
 	}
 }
 
