@@ -97,7 +97,7 @@ func bm25Docs(t testing.TB) func(string) []string {
 // partial tokens.
 func turnModelFor(t testing.TB, m *Model, params Params, ctx []int) (*turnModel, []int) {
 	t.Helper()
-	starts, prefixes := m.segment(ctx)
+	starts, prefixes, _ := m.segment(ctx)
 	if len(starts) == 0 {
 		t.Fatal("context has no turn start")
 	}

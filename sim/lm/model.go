@@ -22,6 +22,16 @@ import (
 // of an environment block.
 const InvalidActionText = format.InvalidActionText
 
+// CloseInfoText is what the simulated agent writes first when its context
+// ends inside an <information> block the environment opened and did not
+// close: the block was cut at rollout.max_obs_tokens, Search-R1's cut,
+// which drops the closing tag and appends nothing. The agent closes the
+// block itself, with the blank line an uncut block ends with, and then
+// takes its turn as after any block (docs/simulator.md, "After a cut
+// observation"). Its tokens are the policy's, sampled and scored as every
+// other token; they depend on no parameter.
+const CloseInfoText = "</information>\n\n"
+
 // Model is the simulated policy's sequence model: it samples turns, scores
 // token sequences and differentiates their logprobs, all from one
 // definition (see agent.go).
@@ -29,6 +39,8 @@ type Model struct {
 	tk  *Tokenizer
 	eps float64
 	eos int
+	// closeIDs are CloseInfoText's tokens.
+	closeIDs []int
 	// answers are the gold answers of the questions the agent may be
 	// asked, by answerKey (SetAnswers): what its reading skill
 	// recognises in passages it has read.
@@ -40,7 +52,7 @@ type Model struct {
 // NewModel returns the model over tokenizer tk with uniform floor eps.
 func NewModel(tk *Tokenizer, eps float64) *Model {
 	eos, _ := tk.ID(TokIMEnd)
-	return &Model{tk: tk, eps: eps, eos: eos}
+	return &Model{tk: tk, eps: eps, eos: eos, closeIDs: tk.Encode(CloseInfoText)}
 }
 
 // SetAnswers gives the model the gold answers of the questions it may be
@@ -77,19 +89,89 @@ func (m *Model) Epsilon() float64 { return m.eps }
 
 // segment returns the token indices where a policy turn starts (the text
 // before them ends with the assistant header or an environment block), with
-// the context text before each.
-func (m *Model) segment(ids []int) (starts []int, prefixes []string) {
-	var b strings.Builder
+// the context text before each, and, for each i in 0..len(ids), whether
+// ids[:i] ends inside an open <information> block (contextTracker).
+func (m *Model) segment(ids []int) (starts []int, prefixes []string, open []bool) {
+	var c contextTracker
+	open = make([]bool, len(ids)+1)
 	for i, id := range ids {
-		b.WriteString(m.tk.Piece(id))
-		s := b.String()
-		if strings.HasSuffix(s, assistantHeader) || strings.HasSuffix(s, "</information>\n\n") ||
-			strings.HasSuffix(s, InvalidActionText) {
+		if c.add(m.tk.Piece(id)) {
 			starts = append(starts, i+1)
-			prefixes = append(prefixes, s)
+			prefixes = append(prefixes, c.text())
+		}
+		open[i+1] = c.open
+	}
+	return starts, prefixes, open
+}
+
+// Tags of an environment block.
+const (
+	infoOpen  = "<information>"
+	infoClose = "</information>"
+)
+
+// contextTracker follows a context's text a token at a time: where the
+// policy's turns start (after the assistant header, an environment block's
+// closing "</information>\n\n", or the invalid-action text), and whether the
+// response (the text after the assistant header) is inside an
+// <information> block not closed yet.
+type contextTracker struct {
+	b          strings.Builder
+	inResponse bool
+	open       bool
+}
+
+// text returns the text so far.
+func (c *contextTracker) text() string { return c.b.String() }
+
+// add appends a token's text and reports whether a policy turn starts
+// after it.
+func (c *contextTracker) add(piece string) bool {
+	before := c.b.Len()
+	c.b.WriteString(piece)
+	s := c.b.String()
+	if strings.HasSuffix(s, assistantHeader) {
+		c.inResponse, c.open = true, false
+		return true
+	}
+	if c.inResponse {
+		// The last tag that ends within piece decides.
+		oi := lastTagEndingAfter(s, infoOpen, before)
+		ci := lastTagEndingAfter(s, infoClose, before)
+		if oi >= 0 || ci >= 0 {
+			c.open = oi > ci
 		}
 	}
-	return starts, prefixes
+	return strings.HasSuffix(s, "</information>\n\n") || strings.HasSuffix(s, InvalidActionText)
+}
+
+// lastTagEndingAfter returns the index of the last tag in s that ends
+// after byte from (-1 when none does).
+func lastTagEndingAfter(s, tag string, from int) int {
+	lo := max(from-len(tag)+1, 0)
+	i := strings.LastIndex(s[lo:], tag)
+	if i < 0 {
+		return -1
+	}
+	return lo + i
+}
+
+// closeMatch returns how many of closeIDs' tokens ids already ends with
+// (the longest proper prefix of closeIDs that is a suffix of ids): the
+// agent, inside an open block, writes closeIDs[k] next.
+func (m *Model) closeMatch(ids []int) int {
+	for k := len(m.closeIDs) - 1; k > 0; k-- {
+		if len(ids) >= k && slices.Equal(ids[len(ids)-k:], m.closeIDs[:k]) {
+			return k
+		}
+	}
+	return 0
+}
+
+// closeModel is the agent inside an open block: one path, CloseInfoText,
+// after closeIDs[:closeMatch] (see CloseInfoText).
+func (m *Model) closeModel() *turnModel {
+	return newTurnModel(turnParts{answers: []candidate{{ids: m.closeIDs}}}, m.eps, m.tk.VocabSize(), m.eos)
 }
 
 // turnAt returns the index into starts of the turn containing position pos
@@ -106,12 +188,15 @@ type sequenceScorer struct {
 	ids      []int
 	starts   []int
 	prefixes []string
+	open     []bool
 	models   map[int]*turnModel
+	closer   *turnModel
 }
 
 func (m *Model) scorer(params Params, ids []int) *sequenceScorer {
-	starts, prefixes := m.segment(ids)
-	return &sequenceScorer{m: m, params: params, ids: ids, starts: starts, prefixes: prefixes, models: map[int]*turnModel{}}
+	starts, prefixes, open := m.segment(ids)
+	return &sequenceScorer{m: m, params: params, ids: ids, starts: starts, prefixes: prefixes, open: open,
+		models: map[int]*turnModel{}, closer: m.closeModel()}
 }
 
 func (s *sequenceScorer) turn(k int) *turnModel {
@@ -131,6 +216,10 @@ func (s *sequenceScorer) turn(k int) *turnModel {
 // logProb returns log p(ids[i] | ids[:i]) for i >= 1, adding weight times
 // its gradient to grad when grad is non-nil.
 func (s *sequenceScorer) logProb(i int, grad []float64, weight float64) float64 {
+	if s.open[i] {
+		// Inside an open block: the agent closes it (CloseInfoText).
+		return s.closer.logProb(s.m.closeIDs[:s.m.closeMatch(s.ids[:i])], s.ids[i], nil, 0)
+	}
 	k := turnAt(s.starts, i)
 	if k < 0 {
 		// Before any turn: off-support, the floor (or end of text) only.
@@ -215,23 +304,38 @@ type Generation struct {
 // text completes one of sp.Stop (the first of the list found in the text
 // the last token added), or after sp.MaxTokens tokens.
 func (m *Model) Generate(params Params, prompt []int, sp Sampling, rng *rand.Rand) Generation {
-	starts, prefixes := m.segment(prompt)
-	var tm *turnModel
-	var partial []int
-	if len(starts) > 0 {
-		k := len(starts) - 1
-		st := m.state(prefixes[k])
-		tm = newTurnModel(buildTurn(st, params, m.tk, m.bh), m.eps, m.tk.VocabSize(), m.eos)
-		partial = append(partial, prompt[starts[k]:]...)
-	} else {
-		tm = newTurnModel(turnParts{}, m.eps, m.tk.VocabSize(), m.eos)
+	// The sampler follows the context as the scorer segments it: a turn
+	// that starts within the continuation (after the agent closed a cut
+	// block) gets its own turn model, built from the text before it.
+	var c contextTracker
+	start, prefix := -1, ""
+	for i, id := range prompt {
+		if c.add(m.tk.Piece(id)) {
+			start, prefix = i+1, c.text()
+		}
 	}
+	turn := func(prefix string) *turnModel {
+		return newTurnModel(buildTurn(m.state(prefix), params, m.tk, m.bh), m.eps, m.tk.VocabSize(), m.eos)
+	}
+	tm := newTurnModel(turnParts{}, m.eps, m.tk.VocabSize(), m.eos)
+	var partial []int
+	if start >= 0 {
+		tm = turn(prefix)
+		partial = append(partial, prompt[start:]...)
+	}
+	closer := m.closeModel()
+	// tail is the context's last tokens, enough for closeMatch.
+	tail := slices.Clone(prompt[max(len(prompt)-len(m.closeIDs), 0):])
 	pen := newPenalties(sp, prompt)
 	var g Generation
 	var ts textStream
 	for len(g.IDs) < sp.MaxTokens {
-		x, plp := m.sampleNext(tm, partial, sp, pen, rng)
-		lp := tm.logProb(partial, x, nil, 0)
+		cur, part := tm, partial
+		if c.open {
+			cur, part = closer, m.closeIDs[:m.closeMatch(tail)]
+		}
+		x, plp := m.sampleNext(cur, part, sp, pen, rng)
+		lp := cur.logProb(part, x, nil, 0)
 		if pen == nil && sp.Temperature == 1 {
 			// Logits divided by 1 with no penalty are the raw logits:
 			// SGLang's processed logprob is the raw one, bit for bit.
@@ -241,6 +345,13 @@ func (m *Model) Generate(params Params, prompt []int, sp Sampling, rng *rand.Ran
 		g.Logprobs = append(g.Logprobs, lp)
 		g.Processed = append(g.Processed, plp)
 		partial = append(partial, x)
+		tail = append(tail, x)
+		if len(tail) > len(m.closeIDs) {
+			tail = tail[1:]
+		}
+		if c.add(m.tk.Piece(x)) {
+			tm, partial = turn(c.text()), nil
+		}
 		pen.add(x)
 		if (x == m.eos && !sp.IgnoreEOS) || slices.Contains(sp.StopTokens, x) {
 			// A stop token: vLLM detokenizes it only with

@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/hindsearch/hindsearch/clients/policy/format"
@@ -279,6 +280,64 @@ func TestGenerateLogprobsEqualScore(t *testing.T) {
 	}
 }
 
+// cutBlockContext is a context whose last <information> block was cut
+// after keep tokens, as the rollout cuts one at rollout.max_obs_tokens
+// (Search-R1's cut: the block tokenized alone, its closing tag lost,
+// nothing appended).
+func cutBlockContext(t *testing.T, f *fixture, q string, keep int) []int {
+	t.Helper()
+	block := f.tk.Encode(format.InfoBlock(search(t, []string{q}, 3)[0]))
+	if len(block) <= keep {
+		t.Fatalf("a block of %d tokens is not cut at %d", len(block), keep)
+	}
+	return concat(f.tk.Encode(promptText(q, "")+thoughtSearch+"<search> "+q+" </search>"), block[:keep])
+}
+
+// TestAgentClosesACutBlock checks the agent's turn after a block cut at
+// rollout.max_obs_tokens: it writes CloseInfoText, then takes a turn on
+// what it read (a search or an answer, the cut block's passages read as
+// the latest block), and every token it sampled scores as sampled.
+func TestAgentClosesACutBlock(t *testing.T) {
+	f := getFixture(t)
+	params := InitialParams()
+	closes, valid, n := 0, 0, 0
+	for i, q := range evalQuestions(f, 6) {
+		for _, keep := range []int{20, 90} {
+			ctx := cutBlockContext(t, f, q.Q, keep)
+			rng := rand.New(rand.NewPCG(uint64(i), uint64(keep)))
+			for range 5 {
+				n++
+				g := f.model.Generate(params, ctx, trainSampling(), rng)
+				if !strings.HasPrefix(g.Text, CloseInfoText) {
+					t.Logf("question %d, cut at %d: %q", i, keep, g.Text)
+					continue
+				}
+				closes++
+				if kind, _ := format.ParseAction(g.Text); kind != format.ActionNone {
+					valid++
+				}
+				got := f.model.Score(params, concat(ctx, g.IDs))
+				for j, lp := range g.Logprobs {
+					if p := len(ctx) + j; math.Abs(got[p]-lp) > 1e-9 {
+						t.Errorf("question %d, token %d (%q): Generate reported %v, Score %v", i, j, f.tk.Piece(g.IDs[j]), lp, got[p])
+					}
+				}
+			}
+			var text strings.Builder
+			for _, id := range ctx {
+				text.WriteString(f.tk.Piece(id))
+			}
+			st := parseState(text.String() + CloseInfoText)
+			if len(st.blocks) != 1 || len(st.blocks[0]) == 0 {
+				t.Errorf("question %d, cut at %d: %d blocks read after the agent closed it, want 1 with passages", i, keep, len(st.blocks))
+			}
+		}
+	}
+	if closes != n || valid != n {
+		t.Errorf("of %d turns after a cut block, %d closed it and %d then took a valid action; want all", n, closes, valid)
+	}
+}
+
 // TestScoreAnySequence checks that Score gives a finite logprob at every
 // position of sequences the model did not produce, and never panics.
 func TestScoreAnySequence(t *testing.T) {
@@ -359,6 +418,8 @@ func TestNextTokenDistributionNormalised(t *testing.T) {
 		"first word":   firstWord,
 		"diverged":     concat(query, tk.Encode(" zzzz qqqq")),
 		"before turns": tk.Encode(format.UserPrompt("What is it?", "")),
+		"cut block":    cutBlockContext(t, f, f.hotpot[2].Q, 40),
+		"closing it":   concat(cutBlockContext(t, f, f.hotpot[2].Q, 40), m.closeIDs[:2]),
 	}
 	V := tk.VocabSize()
 	for name, ctx := range cases {
