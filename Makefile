@@ -3,7 +3,7 @@ GO ?= go
 BIN := bin/orchestrate
 RECIPE ?= recipes/sim.yaml
 
-.PHONY: all build demo bench chaos golden real trackers real-serve real-stop test test-race test-short vet fmt fmt-check recipes-check ci clean
+.PHONY: all build demo bench bench-docs chaos golden real trackers real-serve real-stop test test-race test-short vet fmt fmt-check recipes-check ci clean
 
 all: build
 
@@ -18,6 +18,11 @@ demo:
 ## bench: the scheduling benchmark on the simulator (docs/bench.md)
 bench:
 	$(GO) run ./cmd/orchestrate bench --json bench.json
+
+## bench-docs: the whole bench, its figures written into README.md and docs/bench.md with the
+## commit they were measured at (commit first: uncommitted code is marked -dirty)
+bench-docs:
+	$(GO) run ./cmd/orchestrate bench --json bench.json --docs README.md --docs docs/bench.md
 
 ## chaos: the sim recipe under heavy faults with kill -9 and --resume, compared with a clean run;
 ## then against one serve sim that outlives every kill, through vLLM's LoRA route and through

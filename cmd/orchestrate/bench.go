@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,8 +11,11 @@ import (
 	"runtime/pprof"
 	"slices"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/hindsearch/hindsearch/orchestrator/bench"
 )
@@ -25,6 +29,7 @@ func newBenchCmd(e *env) *cobra.Command {
 	var engines []string
 	var cpuProfile, memProfile string
 	seeds := bench.DefaultSeedCount
+	var docs []string
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure scheduling and control-plane cost on the simulator, side by side in one run",
@@ -55,6 +60,21 @@ they are SIMULATED.`,
 				return fmt.Errorf("--seeds %d: want at least 1", seeds)
 			}
 			o.Seeds = bench.SeedRange(seeds)
+			if len(docs) > 0 && (len(o.Only) > 0 || o.Scale != 1) {
+				return fmt.Errorf("--docs writes the whole bench's figures: not with --only or --scale")
+			}
+			var prov bench.Provenance
+			if len(docs) > 0 {
+				// Read before the scenarios run: the figures are of the
+				// code as it was when they started.
+				var err error
+				if prov, err = benchProvenance(cmd.Context(), cmd.Flags(), docs); err != nil {
+					return fmt.Errorf("--docs: %w", err)
+				}
+				if strings.HasSuffix(prov.Commit, "-dirty") {
+					fmt.Fprintf(e.stderr, "bench: the working tree has uncommitted changes: the documents will say %s\n", prov.Commit)
+				}
+			}
 			if slices.Contains(o.Only, "retrieval") {
 				// The retrieval scale benchmark runs alone (it is not a
 				// scheduling scenario and takes the machine's memory).
@@ -108,6 +128,13 @@ they are SIMULATED.`,
 					return fmt.Errorf("--json: %w", err)
 				}
 			}
+			region := bench.DocsFigures(rep, prov)
+			for _, d := range docs {
+				if err := bench.WriteDocs(d, region); err != nil {
+					return fmt.Errorf("--docs: %w", err)
+				}
+				fmt.Fprintf(e.stderr, "bench: wrote the figures of %s into %s\n", prov.Commit, d)
+			}
 			return nil
 		},
 	}
@@ -116,6 +143,7 @@ they are SIMULATED.`,
 	cmd.Flags().Float64Var(&o.Scale, "scale", o.Scale, "multiply the scenarios' workloads")
 	cmd.Flags().StringVar(&o.Dir, "dir", "", "keep the scenarios' run directories here (default: a temporary directory)")
 	cmd.Flags().BoolVar(&keep, "keep", false, "keep the temporary directory")
+	cmd.Flags().StringArrayVar(&docs, "docs", nil, "write the figures, with the commit they were measured at, into this Markdown file's bench-figures region (repeat; make bench-docs)")
 	cmd.Flags().IntVar(&seeds, "seeds", seeds, "run each scheduling scenario at recipe seeds 1..N and report each figure's mean and range")
 	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of this process (the orchestrator side) to this file")
 	cmd.Flags().StringVar(&memProfile, "memprofile", "", "write an allocation profile of this process (the orchestrator side) to this file at the end")
@@ -126,6 +154,42 @@ they are SIMULATED.`,
 	cmd.Flags().Float64Var(&phaseSeconds, "seconds", 10, "--only retrieval: how long each query phase runs")
 	cmd.Flags().StringSliceVar(&engines, "engines", []string{bench.EngineStatic, bench.EngineBleve}, "--only retrieval: the indexes to measure side by side, each in its own process: static (the embedded retriever's), bleve (its previous engine), or bleve with options, e.g. bleve-shards2, bleve-batch10k, bleve-unmerged, bleve-terms (docs/bench.md)")
 	return cmd
+}
+
+// benchProvenance says what the figures are measured at: the checkout's
+// short commit, "-dirty" when files other than the documents to write
+// have changes, the command line (without --docs) and today's date (UTC).
+func benchProvenance(ctx context.Context, flags *pflag.FlagSet, docs []string) (bench.Provenance, error) {
+	git := func(args ...string) (string, error) {
+		out, err := exec.CommandContext(ctx, "git", args...).Output()
+		if err != nil {
+			return "", fmt.Errorf("git %s: %w (the figures need the commit they are measured at)", strings.Join(args, " "), err)
+		}
+		return strings.TrimSpace(string(out)), nil
+	}
+	commit, err := git("rev-parse", "--short", "HEAD")
+	if err != nil {
+		return bench.Provenance{}, err
+	}
+	status := []string{"status", "--porcelain", "--", "."}
+	for _, d := range docs {
+		status = append(status, ":(exclude)"+d)
+	}
+	changed, err := git(status...)
+	if err != nil {
+		return bench.Provenance{}, err
+	}
+	if changed != "" {
+		commit += "-dirty"
+	}
+	args := []string{"orchestrate", "bench"}
+	flags.Visit(func(f *pflag.Flag) {
+		if f.Name != "docs" {
+			args = append(args, "--"+f.Name+"="+f.Value.String())
+		}
+	})
+	return bench.Provenance{Commit: commit, Command: strings.Join(args, " "),
+		Date: time.Now().UTC().Format("2006-01-02")}, nil
 }
 
 // runRetrievalBench runs the retrieval scale benchmark for each engine and

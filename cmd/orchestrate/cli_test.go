@@ -5,13 +5,16 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/hindsearch/hindsearch/orchestrator/bench"
 	"github.com/hindsearch/hindsearch/recipes"
 )
 
@@ -357,5 +360,51 @@ func TestBenchRetrievalCLI(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), bad) {
 			t.Errorf("--engines %s: %v", bad, err)
 		}
+	}
+}
+
+// bench's flags that cannot work are refused before anything runs:
+// --seeds below 1, and --docs with a part of the bench (the documents hold
+// the whole bench's figures); no document is touched.
+func TestBenchFlagsRefused(t *testing.T) {
+	doc := filepath.Join(t.TempDir(), "doc.md")
+	text := "x\n" + bench.DocsBegin + "\n" + bench.DocsEnd + "\n"
+	if err := os.WriteFile(doc, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--seeds", "0"}, "--seeds 0"},
+		{[]string{"--docs", doc, "--only", "speedup"}, "--docs"},
+		{[]string{"--docs", doc, "--scale", "0.5"}, "--docs"},
+	} {
+		_, _, err := runCLI(t, nil, append([]string{"bench", "--recipe", simRecipe}, tc.args...)...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("bench %v: %v, want an error naming %s", tc.args, err, tc.want)
+		}
+	}
+	if b, _ := os.ReadFile(doc); string(b) != text {
+		t.Errorf("document changed: %q", b)
+	}
+}
+
+// The figures' provenance: the checkout's commit (marked -dirty when code
+// has changes) and the command as run, --docs left out.
+func TestBenchProvenance(t *testing.T) {
+	if err := exec.Command("git", "rev-parse", "HEAD").Run(); err != nil {
+		t.Skip("not a git checkout")
+	}
+	cmd := newBenchCmd(&env{})
+	if err := cmd.Flags().Parse([]string{"--seeds", "3", "--docs", "README.md"}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := benchProvenance(context.Background(), cmd.Flags(), []string{"README.md"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`^[0-9a-f]{7,}(-dirty)?$`).MatchString(p.Commit) || p.Command != "orchestrate bench --seeds=3" || p.Date == "" {
+		t.Errorf("%+v", p)
 	}
 }

@@ -182,6 +182,13 @@ var benchLatency = []string{
 	"sim.retriever_batch_ms=10", "sim.retriever_query_ms=0.5",
 }
 
+// benchLongTailQuestions are the questions (x5 samples, all in flight on
+// one replica) of the async, lockstep, plain and hindsight scenarios: at
+// 32 (before issue 36) async_speedup's standard deviation over ten seeds
+// was 0.30, one long trajectory setting the async makespan; at 48 it is
+// 0.19 (docs/bench.md, "How many seeds").
+const benchLongTailQuestions = 48
+
 // benchCommon makes every scenario one training step with no evaluation.
 var benchCommon = []string{
 	"train.steps=1", "output.trajectories=0", "judge.concurrency=256",
@@ -238,7 +245,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	for si, seed := range seeds {
 		seedSet, sfx := fmt.Sprintf("seed=%d", seed), fmt.Sprintf("-s%d", seed)
 		// Long-tail rollouts, async and lockstep, on one replica.
-		longTail := []string{fmt.Sprintf("train.batch_size=%d", n(32)), "train.group_size=5", "policy.concurrency=256", seedSet}
+		longTail := []string{fmt.Sprintf("train.batch_size=%d", n(benchLongTailQuestions)), "train.group_size=5", "policy.concurrency=256", seedSet}
 		if o.wants("speedup") {
 			async, err := run("async"+sfx, append(longTail, "hindsight.enabled=false", "rollout.schedule=async")...)
 			if err != nil {

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -145,5 +147,52 @@ func TestWorkLine(t *testing.T) {
 	want := "cpu: 190 us per turn over 10 turns (4 search, 5 answer, 1 invalid), 4 searches in 2 retriever calls, 6 /tokenize calls, 250 allocations (39000 bytes) per turn"
 	if got := WorkLine("cpu", c); got != want {
 		t.Errorf("WorkLine\n%s\nwant\n%s", got, want)
+	}
+}
+
+// The documents' region is rewritten in place, the rest of the file kept
+// byte for byte; a file without one region, in order, is refused and left
+// as it was.
+func TestWriteDocs(t *testing.T) {
+	dir := t.TempDir()
+	rep := &Report{AsyncSpeedup: 1.5, Seconds: 300, Spreads: map[string]Spread{"async_speedup": newSpread(SeedRange(3), []float64{1.4, 1.5, 1.6})},
+		Scenarios: map[string]map[string]float64{"cpu": {"cpu_us_per_turn": 190, "turns": 10}}}
+	region := DocsFigures(rep, Provenance{Commit: "abc1234", Command: "orchestrate bench", Date: "2026-12-04"})
+	for _, want := range []string{"| `async_speedup` | 1.500 | 1.400-1.600 (3) | >= 1.5 |", "commit `abc1234`", "seeds 1-3",
+		"cpu: 190 us per turn over 10 turns"} {
+		if !strings.Contains(region, want) {
+			t.Errorf("region lacks %q:\n%s", want, region)
+		}
+	}
+	path := filepath.Join(dir, "doc.md")
+	before, after := "# Title\n\ntext before\n", "\ntext after\n"
+	if err := os.WriteFile(path, []byte(before+DocsBegin+"\nold figures\n"+DocsEnd+after), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // twice: the second run finds the first's region
+		if err := WriteDocs(path, region); err != nil {
+			t.Fatal(err)
+		}
+		if b, _ := os.ReadFile(path); string(b) != before+region+after {
+			t.Fatalf("file after WriteDocs:\n%s", b)
+		}
+	}
+	for name, text := range map[string]string{
+		"no region": "text\n",
+		"no end":    DocsBegin + "\n",
+		"reversed":  DocsEnd + "\n" + DocsBegin + "\n",
+		"two":       DocsBegin + DocsEnd + DocsBegin + DocsEnd,
+	} {
+		p := filepath.Join(dir, strings.ReplaceAll(name, " ", "-")+".md")
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		err := WriteDocs(p, region)
+		if err == nil || !strings.Contains(err.Error(), p) {
+			t.Errorf("%s: error %v, want one naming %s", name, err, p)
+		}
+		if b, _ := os.ReadFile(p); string(b) != text {
+			t.Errorf("%s: file changed to %q", name, b)
+		}
 	}
 }
