@@ -298,24 +298,14 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			}
 		}
 	}
+	means := map[string]*float64{"async_speedup": &rep.AsyncSpeedup, "busy_fraction": &rep.BusyFraction,
+		"retriever_calls_saved": &rep.RetrieverCallsSaved, "hindsight_overhead": &rep.HindsightOverhead,
+		"replica_scaling_2": &rep.ReplicaScaling2, "replica_scaling_4": &rep.ReplicaScaling4}
 	rep.Spreads = map[string]Spread{}
 	for key, vs := range per {
 		sp := newSpread(seeds, vs)
 		rep.Spreads[key] = sp
-		switch key {
-		case "async_speedup":
-			rep.AsyncSpeedup = sp.Mean
-		case "busy_fraction":
-			rep.BusyFraction = sp.Mean
-		case "retriever_calls_saved":
-			rep.RetrieverCallsSaved = sp.Mean
-		case "hindsight_overhead":
-			rep.HindsightOverhead = sp.Mean
-		case "replica_scaling_2":
-			rep.ReplicaScaling2 = sp.Mean
-		case "replica_scaling_4":
-			rep.ReplicaScaling4 = sp.Mean
-		}
+		*means[key] = sp.Mean
 	}
 	// The control plane's own cost, against zero-latency servers in another
 	// process.
@@ -752,11 +742,7 @@ func WriteTable(w io.Writer, r *Report) error {
 		if b.optional && b.get(r) == 0 {
 			continue
 		}
-		rng := "-"
-		if sp, ok := r.Spreads[b.key]; ok && len(sp.Values) > 0 {
-			rng = fmt.Sprintf("%.3f-%.3f (%d)", sp.Min, sp.Max, len(sp.Values))
-		}
-		if err := t.Append(b.key, fmt.Sprintf("%.3f", b.get(r)), rng, b.target, b.scenario); err != nil {
+		if err := t.Append(b.key, fmt.Sprintf("%.3f", b.get(r)), r.rangeCell(b.key), b.target, b.scenario); err != nil {
 			return err
 		}
 	}
@@ -782,6 +768,15 @@ func WriteTable(w io.Writer, r *Report) error {
 	}
 	_, err := fmt.Fprintf(w, "SIMULATED: figures from the simulator's latency model (docs/bench.md); %.0f s on %d CPUs.\n", r.Seconds, runtime.NumCPU())
 	return err
+}
+
+// rangeCell is a figure's range over seeds as the tables print it,
+// "low-high (seeds)", or "-" for a figure not measured over seeds.
+func (r *Report) rangeCell(key string) string {
+	if sp, ok := r.Spreads[key]; ok && len(sp.Values) > 0 {
+		return fmt.Sprintf("%.3f-%.3f (%d)", sp.Min, sp.Max, len(sp.Values))
+	}
+	return "-"
 }
 
 // seedList writes seeds as "1-5" when they run on one by one, else

@@ -35,11 +35,7 @@ func DocsFigures(r *Report, p Provenance) string {
 		if t.optional && v == 0 {
 			continue
 		}
-		rng := "-"
-		if sp, ok := r.Spreads[t.key]; ok && len(sp.Values) > 0 {
-			rng = fmt.Sprintf("%.3f-%.3f (%d)", sp.Min, sp.Max, len(sp.Values))
-		}
-		fmt.Fprintf(&b, "| `%s` | %.3f | %s | %s | %s |\n", t.key, v, rng, t.target, t.scenario)
+		fmt.Fprintf(&b, "| `%s` | %.3f | %s | %s | %s |\n", t.key, v, r.rangeCell(t.key), t.target, t.scenario)
 	}
 	seeds := ""
 	for _, t := range benchTargets {
