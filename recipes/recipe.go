@@ -788,6 +788,10 @@ type SimAgent struct {
 	// ThinkCollapse is the distance of the trained parameters from the
 	// base model's at which the agent's thoughts are empty (0: never).
 	ThinkCollapse float64 `mapstructure:"think_collapse" yaml:"think_collapse"`
+	// CutStopRate is the probability that the agent ends its turn at
+	// once after an <information> block cut at rollout.max_obs_tokens
+	// instead of closing the block itself (1: the agent before issue 36).
+	CutStopRate float64 `mapstructure:"cut_stop_rate" yaml:"cut_stop_rate"`
 }
 
 // SimPolicy configures the simulated policy servers.

@@ -502,6 +502,9 @@ func (r *Recipe) Validate() error {
 		bad("sim.agent", "invalid_rate + repeat_rate + ramble_rate must be below 1 (the agent's normal turns need some probability), got %g", sum)
 	}
 	nonNeg("sim.agent.think_collapse", ag.ThinkCollapse)
+	if v := ag.CutStopRate; !(v >= 0 && v <= 1) {
+		bad("sim.agent.cut_stop_rate", "must be in [0, 1] (1: the agent before issue 36), got %g", v)
+	}
 	positive("trainer.call_timeout_seconds", r.Trainer.CallTimeoutSeconds)
 	nonNeg("retriever.batch_window_ms", r.Retriever.BatchWindowMS)
 	atLeast("retriever.max_batch", r.Retriever.MaxBatch, 1)

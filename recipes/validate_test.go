@@ -659,7 +659,7 @@ func TestValidateHealthKeys(t *testing.T) {
 	r.Health.Watch = []string{"reward"}
 	r.Retriever.OnError = "ignore"
 	r.Retriever.MaxErrorRate = 2
-	r.Sim.Agent = SimAgent{InvalidRate: 0.5, RepeatRate: 0.4, RambleRate: 0.2, ThinkCollapse: -1}
+	r.Sim.Agent = SimAgent{InvalidRate: 0.5, RepeatRate: 0.4, RambleRate: 0.2, ThinkCollapse: -1, CutStopRate: 1.5}
 	err := r.Validate()
 	for _, s := range []string{
 		"\ttrain.filter[1]: must be one of invalid_action, truncation, retrieval_error, repeated_query, no_answer, got \"timeout\"\n",
@@ -673,12 +673,17 @@ func TestValidateHealthKeys(t *testing.T) {
 		"\tretriever.max_error_rate: must be in [0, 1] (1: never fail a step), got 2\n",
 		"\tsim.agent: invalid_rate + repeat_rate + ramble_rate must be below 1",
 		"\tsim.agent.think_collapse: must be at least 0",
+		"\tsim.agent.cut_stop_rate: must be in [0, 1] (1: the agent before issue 36), got 1.5",
 	} {
 		if err == nil || !strings.Contains(err.Error(), s) {
 			t.Errorf("error lacks %q:\n%v", s, err)
 		}
 	}
 	ok := valid(t)
+	ok.Sim.Agent.CutStopRate = 1 // the agent before issue 36
+	if err := ok.Validate(); err != nil {
+		t.Errorf("sim.agent.cut_stop_rate 1: %v", err)
+	}
 	ok.Rollout.TurnPenalty, ok.Rollout.TurnPenaltyCauses = 0.5, nil
 	if err := ok.Validate(); err == nil || !strings.Contains(err.Error(), "rollout.turn_penalty_causes: rollout.turn_penalty 0.5 needs at least one cause") {
 		t.Errorf("a penalty without causes: %v", err)

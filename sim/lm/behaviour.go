@@ -30,11 +30,18 @@ type Behaviour struct {
 	// from the base model's, the reasoning channel shrinks: a collapse the
 	// health alarm (health.drop) is there to see.
 	ThinkCollapse float64
+	// CutStopRate is the probability that, in a context ending inside an
+	// <information> block cut at rollout.max_obs_tokens, the agent ends
+	// its turn at once (an empty turn, no action) instead of closing the
+	// block itself (CloseInfoText). 1 is the agent before issue 36; what
+	// a real model does there has not been observed (docs/simulator.md,
+	// "After a cut observation").
+	CutStopRate float64
 }
 
 // active reports whether any behaviour is on.
 func (b Behaviour) active() bool {
-	return b.InvalidRate > 0 || b.RepeatRate > 0 || b.RambleRate > 0 || b.ThinkCollapse > 0
+	return b.InvalidRate > 0 || b.RepeatRate > 0 || b.RambleRate > 0 || b.ThinkCollapse > 0 || b.CutStopRate > 0
 }
 
 // SetBehaviour sets the agent's abnormal behaviours; like SetAnswers, it

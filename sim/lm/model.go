@@ -114,7 +114,7 @@ const (
 // policy's turns start (after the assistant header, an environment block's
 // closing "</information>\n\n", or the invalid-action text), and whether the
 // response (the text after the assistant header) is inside an
-// <information> block not closed yet.
+// <information> block not closed yet (a turn start closes it).
 type contextTracker struct {
 	b          strings.Builder
 	inResponse bool
@@ -142,7 +142,13 @@ func (c *contextTracker) add(piece string) bool {
 			c.open = oi > ci
 		}
 	}
-	return strings.HasSuffix(s, "</information>\n\n") || strings.HasSuffix(s, InvalidActionText)
+	if strings.HasSuffix(s, "</information>\n\n") || strings.HasSuffix(s, InvalidActionText) {
+		// The environment has moved on: a block still open (the agent
+		// ended its turn after a cut block without closing it) is over.
+		c.open = false
+		return true
+	}
+	return false
 }
 
 // lastTagEndingAfter returns the index of the last tag in s that ends
@@ -168,10 +174,18 @@ func (m *Model) closeMatch(ids []int) int {
 	return 0
 }
 
-// closeModel is the agent inside an open block: one path, CloseInfoText,
-// after closeIDs[:closeMatch] (see CloseInfoText).
+// closeModel is the agent inside an open block: CloseInfoText after
+// closeIDs[:closeMatch], and, at Behaviour.CutStopRate, the end of the
+// turn before anything.
 func (m *Model) closeModel() *turnModel {
-	return newTurnModel(turnParts{answers: []candidate{{ids: m.closeIDs}}}, m.eps, m.tk.VocabSize(), m.eos)
+	var parts turnParts
+	if p := m.bh.CutStopRate; p < 1 {
+		parts.answers = append(parts.answers, candidate{ids: m.closeIDs, logp: math.Log1p(-p)})
+	}
+	if p := m.bh.CutStopRate; p > 0 {
+		parts.answers = append(parts.answers, candidate{logp: math.Log(p)})
+	}
+	return newTurnModel(parts, m.eps, m.tk.VocabSize(), m.eos)
 }
 
 // turnAt returns the index into starts of the turn containing position pos

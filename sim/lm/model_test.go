@@ -296,45 +296,60 @@ func cutBlockContext(t *testing.T, f *fixture, q string, keep int) []int {
 // TestAgentClosesACutBlock checks the agent's turn after a block cut at
 // rollout.max_obs_tokens: it writes CloseInfoText, then takes a turn on
 // what it read (a search or an answer, the cut block's passages read as
-// the latest block), and every token it sampled scores as sampled.
+// the latest block), or, at sim.agent.cut_stop_rate, ends the turn at once;
+// every token it samples scores as sampled.
 func TestAgentClosesACutBlock(t *testing.T) {
 	f := getFixture(t)
 	params := InitialParams()
-	closes, valid, n := 0, 0, 0
-	for i, q := range evalQuestions(f, 6) {
-		for _, keep := range []int{20, 90} {
-			ctx := cutBlockContext(t, f, q.Q, keep)
-			rng := rand.New(rand.NewPCG(uint64(i), uint64(keep)))
-			for range 5 {
-				n++
-				g := f.model.Generate(params, ctx, trainSampling(), rng)
-				if !strings.HasPrefix(g.Text, CloseInfoText) {
-					t.Logf("question %d, cut at %d: %q", i, keep, g.Text)
-					continue
-				}
-				closes++
-				if kind, _ := format.ParseAction(g.Text); kind != format.ActionNone {
-					valid++
-				}
-				got := f.model.Score(params, concat(ctx, g.IDs))
-				for j, lp := range g.Logprobs {
-					if p := len(ctx) + j; math.Abs(got[p]-lp) > 1e-9 {
-						t.Errorf("question %d, token %d (%q): Generate reported %v, Score %v", i, j, f.tk.Piece(g.IDs[j]), lp, got[p])
+	for _, rate := range []float64{0, 0.5, 1} {
+		m := *f.model
+		m.SetBehaviour(Behaviour{CutStopRate: rate})
+		closes, valid, stops, n := 0, 0, 0, 0
+		for i, q := range evalQuestions(f, 6) {
+			for _, keep := range []int{20, 90} {
+				ctx := cutBlockContext(t, f, q.Q, keep)
+				rng := rand.New(rand.NewPCG(uint64(i), uint64(keep)))
+				for range 5 {
+					n++
+					g := m.Generate(params, ctx, trainSampling(), rng)
+					switch {
+					case slices.Equal(g.IDs, []int{m.eos}):
+						stops++
+					case strings.HasPrefix(g.Text, CloseInfoText):
+						closes++
+						if kind, _ := format.ParseAction(g.Text); kind != format.ActionNone {
+							valid++
+						}
+					default:
+						t.Logf("rate %v, question %d, cut at %d: %q", rate, i, keep, g.Text)
+					}
+					got := m.Score(params, concat(ctx, g.IDs))
+					for j, lp := range g.Logprobs {
+						if p := len(ctx) + j; math.Abs(got[p]-lp) > 1e-9 {
+							t.Errorf("rate %v, question %d, token %d (%q): Generate reported %v, Score %v", rate, i, j, f.tk.Piece(g.IDs[j]), lp, got[p])
+						}
 					}
 				}
-			}
-			var text strings.Builder
-			for _, id := range ctx {
-				text.WriteString(f.tk.Piece(id))
-			}
-			st := parseState(text.String() + CloseInfoText)
-			if len(st.blocks) != 1 || len(st.blocks[0]) == 0 {
-				t.Errorf("question %d, cut at %d: %d blocks read after the agent closed it, want 1 with passages", i, keep, len(st.blocks))
+				if rate > 0 {
+					continue
+				}
+				var text strings.Builder
+				for _, id := range ctx {
+					text.WriteString(f.tk.Piece(id))
+				}
+				st := parseState(text.String() + CloseInfoText)
+				if len(st.blocks) != 1 || len(st.blocks[0]) == 0 {
+					t.Errorf("question %d, cut at %d: %d blocks read after the agent closed it, want 1 with passages", i, keep, len(st.blocks))
+				}
 			}
 		}
-	}
-	if closes != n || valid != n {
-		t.Errorf("of %d turns after a cut block, %d closed it and %d then took a valid action; want all", n, closes, valid)
+		if closes+stops != n || valid != closes {
+			t.Errorf("rate %v: of %d turns after a cut block, %d closed it (%d then with a valid action) and %d stopped; want every turn one or the other, every close with an action", rate, n, closes, valid, stops)
+		}
+		// The stops' share is the rate: 60 turns, so within 0.2 of it.
+		if share := float64(stops) / float64(n); math.Abs(share-rate) > 0.2 {
+			t.Errorf("rate %v: %d of %d turns stopped", rate, stops, n)
+		}
 	}
 }
 
