@@ -21,14 +21,18 @@ func stepHealth(all []*rollout.Trajectory) *results.Health {
 	}
 	var turns, invalid, searches, repeated, failed, policyTokens, think int
 	var surprisal float64
+	var afterCut []string
 	for _, t := range all {
 		if t.Answered {
 			h.AnswerRate++
 		}
 		causes := map[string]bool{}
-		for _, tr := range t.Turns {
+		for j, tr := range t.Turns {
 			turns++
 			think += tr.ThinkTokens
+			if j > 0 && t.Turns[j-1].ObsCut {
+				afterCut = append(afterCut, results.AfterCutKind(tr.Text, tr.To-tr.From))
+			}
 			switch tr.Action {
 			case format.ActionNone:
 				invalid++
@@ -71,6 +75,7 @@ func stepHealth(all []*rollout.Trajectory) *results.Health {
 		}
 	}
 	n := float64(len(all))
+	h.AfterCut = results.NewAfterCut(afterCut)
 	h.SearchesPerTrajectory = float64(searches) / n
 	h.AnswerRate /= n
 	h.TruncatedRate /= n

@@ -306,3 +306,41 @@ func TestCollapseAlarmAcrossResume(t *testing.T) {
 		t.Error("no alarm at step 3: the test's premise")
 	}
 }
+
+// What the policy writes after a cut <information> block is recorded per
+// step (health.after_cut) and said in the health line: the simulated agent
+// closes the block itself, and at sim.agent.cut_stop_rate it stops
+// instead, an invalid turn counted as one.
+func TestAfterCutHealth(t *testing.T) {
+	sets := []string{"eval.datasets.nq=", "eval.datasets.hotpotqa=", "train.steps=2", "hindsight.enabled=false",
+		"rollout.max_obs_tokens=120"}
+	shares := func(sum *Summary) (turns int, closed, stopped float64) {
+		for _, s := range sum.Steps {
+			if a := s.Health.AfterCut; a != nil {
+				turns += a.Turns
+				closed += a.Closed * float64(a.Turns)
+				stopped += a.Stopped * float64(a.Turns)
+			}
+		}
+		if turns == 0 {
+			t.Fatal("no turn after a cut block: the test needs some")
+		}
+		return turns, closed / float64(turns), stopped / float64(turns)
+	}
+	clean, out := runRecipe(t, testRecipe(t, "", sets...), 1)
+	n, closed, stopped := shares(clean)
+	if closed != 1 || stopped != 0 {
+		t.Errorf("the agent closed %.2f and stopped %.2f of %d cut blocks; want every one closed", closed, stopped, n)
+	}
+	if !strings.Contains(out, "after a cut (") || !strings.Contains(out, "closed/wrote on/stopped/other 100/0/0/0%") {
+		t.Errorf("the health line does not say it:\n%s", out)
+	}
+	half, _ := runRecipe(t, testRecipe(t, "", append(sets, "sim.agent.cut_stop_rate=0.5")...), 1)
+	n, closed, stopped = shares(half)
+	if math.Abs(closed+stopped-1) > 1e-9 || stopped < 0.25 || stopped > 0.75 {
+		t.Errorf("at cut_stop_rate 0.5 the agent closed %.2f and stopped %.2f of %d cut blocks", closed, stopped, n)
+	}
+	if !(half.Steps[0].Health.InvalidActionRate > clean.Steps[0].Health.InvalidActionRate) {
+		t.Errorf("invalid-action rate %v with stops, %v without", half.Steps[0].Health.InvalidActionRate, clean.Steps[0].Health.InvalidActionRate)
+	}
+}

@@ -167,6 +167,15 @@ func TestMetricsScrapedAfterARun(t *testing.T) {
 	if got, ok := s[`hindsearch_health_truncated{cause="observation"}`]; !ok || got != last.Health.Truncated["observation"] {
 		t.Errorf("health_truncated{cause=observation} = %v (%v)", got, ok)
 	}
+	var afterCut [4]float64
+	if a := last.Health.AfterCut; a != nil {
+		afterCut = a.Shares()
+	}
+	for i, k := range results.AfterCutKinds {
+		if got, ok := s[`hindsearch_health_after_cut{kind="`+k+`"}`]; !ok || got != afterCut[i] {
+			t.Errorf("health_after_cut{kind=%q} = %v (%v), want %v", k, got, ok, afterCut[i])
+		}
+	}
 	if got, ok := s[`hindsearch_health_alarm{metric="think_tokens"}`]; !ok || got != 0 {
 		t.Errorf("health_alarm{metric=think_tokens} = %v (%v), want 0", got, ok)
 	}

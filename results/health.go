@@ -50,6 +50,94 @@ type Health struct {
 	PenalisedTurns int `json:"penalised_turns,omitempty"`
 	// Alarms are the collapse alarms firing at the step (health.drop).
 	Alarms []HealthAlarm `json:"alarms,omitempty"`
+	// AfterCut is what the policy wrote first in the turns that follow an
+	// <information> block cut at rollout.max_obs_tokens; nil when no such
+	// turn was taken at the step.
+	AfterCut *AfterCut `json:"after_cut,omitempty"`
+}
+
+// AfterCut is what the policy did in the turns that follow an
+// <information> block cut at rollout.max_obs_tokens, a cut that drops the
+// closing tag and appends nothing (Search-R1's), as shares of those turns
+// (AfterCutKind): Closed, it wrote </information> before anything else;
+// WroteOn, it wrote something and then </information> (it went on with the
+// passage); Stopped, it wrote nothing; Other, it never closed the block.
+// What a real model does there is not documented anywhere this project
+// found (docs/simulator.md, "After a cut observation"): this is how a run
+// on one shows it.
+type AfterCut struct {
+	Turns   int     `json:"turns"`
+	Closed  float64 `json:"closed"`
+	WroteOn float64 `json:"wrote_on"`
+	Stopped float64 `json:"stopped"`
+	Other   float64 `json:"other"`
+}
+
+// AfterCutKind values, in display order.
+const (
+	AfterCutClosed  = "closed"
+	AfterCutWroteOn = "wrote_on"
+	AfterCutStopped = "stopped"
+	AfterCutOther   = "other"
+)
+
+// AfterCutKind says what a turn that follows a cut block did, from its
+// text and its number of sampled tokens: AfterCutStopped for at most one
+// token (the end-of-turn token, whose text the turn may keep) or nothing
+// but white space, AfterCutClosed when </information> comes first (white
+// space aside), AfterCutWroteOn when it comes later, AfterCutOther when it
+// never comes.
+func AfterCutKind(text string, tokens int) string {
+	t := strings.TrimLeft(text, " \t\r\n")
+	switch {
+	case tokens <= 1 || t == "":
+		return AfterCutStopped
+	case strings.HasPrefix(t, "</information>"):
+		return AfterCutClosed
+	case strings.Contains(t, "</information>"):
+		return AfterCutWroteOn
+	}
+	return AfterCutOther
+}
+
+// NewAfterCut returns the shares of kinds (AfterCutKind values); nil for
+// none.
+func NewAfterCut(kinds []string) *AfterCut {
+	if len(kinds) == 0 {
+		return nil
+	}
+	a := &AfterCut{Turns: len(kinds)}
+	for _, k := range kinds {
+		switch k {
+		case AfterCutClosed:
+			a.Closed++
+		case AfterCutWroteOn:
+			a.WroteOn++
+		case AfterCutStopped:
+			a.Stopped++
+		default:
+			a.Other++
+		}
+	}
+	n := float64(len(kinds))
+	a.Closed, a.WroteOn, a.Stopped, a.Other = a.Closed/n, a.WroteOn/n, a.Stopped/n, a.Other/n
+	return a
+}
+
+// Shares returns the shares in the order of the AfterCutKind values.
+func (a *AfterCut) Shares() [4]float64 { return [4]float64{a.Closed, a.WroteOn, a.Stopped, a.Other} }
+
+// AfterCutKinds lists the AfterCutKind values in display order.
+var AfterCutKinds = []string{AfterCutClosed, AfterCutWroteOn, AfterCutStopped, AfterCutOther}
+
+// cells writes the shares as whole percentages joined by "/" ("-" for a
+// nil a).
+func (a *AfterCut) cells() string {
+	if a == nil {
+		return "-"
+	}
+	s := a.Shares()
+	return fmt.Sprintf("%.0f/%.0f/%.0f/%.0f", 100*s[0], 100*s[1], 100*s[2], 100*s[3])
 }
 
 // HealthLine says h in one line: the step line's health part, with the
@@ -64,6 +152,9 @@ func HealthLine(h *Health) string {
 	}
 	if h.PenalisedTurns > 0 {
 		fmt.Fprintf(&b, "  penalised turns %d", h.PenalisedTurns)
+	}
+	if h.AfterCut != nil {
+		fmt.Fprintf(&b, "  after a cut (%d turns) closed/wrote on/stopped/other %s%%", h.AfterCut.Turns, h.AfterCut.cells())
 	}
 	for _, a := range h.Alarms {
 		fmt.Fprintf(&b, "  ALARM %s -%.0f%%", a.Metric, 100*a.Fall)

@@ -49,9 +49,9 @@ func HealthTable(w io.Writer, recs []StepRecord) error {
 		return fmt.Errorf("health table: no step records with health (runs before the health object existed)")
 	}
 	slices.Sort(keys)
-	t := newTable(w, 13)
+	t := newTable(w, 14)
 	t.Header("step", "searches", "answer %", "invalid %", "repeat %", "retr err %", "trunc %",
-		"turn/ctx/limit/obs %", "resp tok", "think tok", "entropy", "filtered", "penalised", "alarm")
+		"turn/ctx/limit/obs %", "after cut c/w/s/o %", "resp tok", "think tok", "entropy", "filtered", "penalised", "alarm")
 	for _, r := range with {
 		h := r.Health
 		var causes []string
@@ -64,7 +64,7 @@ func HealthTable(w io.Writer, recs []StepRecord) error {
 		}
 		if err := t.Append([]string{fmt.Sprint(r.Step), fmt.Sprintf("%.2f", h.SearchesPerTrajectory), pct(h.AnswerRate),
 			pct(h.InvalidActionRate), pct(h.RepeatedQueryRate), pct(h.RetrievalErrorRate), pct(h.TruncatedRate),
-			strings.Join(causes, "/"), fmt.Sprintf("%.1f", h.ResponseTokens), fmt.Sprintf("%.1f", h.ThinkTokens),
+			strings.Join(causes, "/"), h.AfterCut.cells(), fmt.Sprintf("%.1f", h.ResponseTokens), fmt.Sprintf("%.1f", h.ThinkTokens),
 			fmt.Sprintf("%.3f", h.SampledEntropy), fmt.Sprint(h.Filtered), fmt.Sprint(h.PenalisedTurns), strings.Join(alarms, "; ")}); err != nil {
 			return fmt.Errorf("health table: %w", err)
 		}

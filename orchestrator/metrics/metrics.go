@@ -26,7 +26,9 @@ import (
 // critique_failures_total, opd_tokens_total, opd_mean,
 // phase_seconds{phase} (the last step's), eval_em{dataset} (the last
 // evaluation, a fraction), health{metric} and health_truncated{cause} (the
-// last step's results.Health), health_alarm{metric} (1 while the collapse
+// last step's results.Health), health_after_cut{kind} (what the policy
+// wrote after a cut <information> block, by results.AfterCutKind; 0 at a
+// step with none), health_alarm{metric} (1 while the collapse
 // alarm fires on the metric), filtered_total and penalised_turns_total
 // (train.filter, rollout.turn_penalty), tracker_failures_total{tracker}
 // (tracking.*), plus the Go and process collectors.
@@ -51,6 +53,7 @@ type Metrics struct {
 	evalEM       *prometheus.GaugeVec
 	health       *prometheus.GaugeVec
 	truncated    *prometheus.GaugeVec
+	afterCut     *prometheus.GaugeVec
 	alarm        *prometheus.GaugeVec
 	filtered     prometheus.Counter
 	penalised    prometheus.Counter
@@ -95,6 +98,8 @@ func New() *Metrics {
 			Help: "The last step's search-agent health by metric (steps.jsonl health; rates are fractions)."}, []string{"metric"}),
 		truncated: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "hindsearch_health_truncated",
 			Help: "Share of the last step's trajectories truncated, by cause."}, []string{"cause"}),
+		afterCut: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "hindsearch_health_after_cut",
+			Help: "Share of the last step's turns after an <information> block cut at rollout.max_obs_tokens, by what the policy wrote first (closed, wrote_on, stopped, other)."}, []string{"kind"}),
 		alarm: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "hindsearch_health_alarm",
 			Help: "1 while the collapse alarm fires on a watched health metric (health.drop over health.window), else 0."}, []string{"metric"}),
 		filtered: prometheus.NewCounter(prometheus.CounterOpts{Name: "hindsearch_filtered_total",
@@ -106,7 +111,7 @@ func New() *Metrics {
 	}
 	for _, c := range []prometheus.Collector{m.requests, m.retries, m.latency, m.inflight, m.trajectories, m.steps, m.step,
 		m.reward, m.failed, m.critiques, m.critFailures, m.opdTokens, m.opdMean, m.phase, m.evalEM,
-		m.health, m.truncated, m.alarm, m.filtered, m.penalised, m.trackerFails,
+		m.health, m.truncated, m.afterCut, m.alarm, m.filtered, m.penalised, m.trackerFails,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)
 	}
@@ -194,6 +199,13 @@ func (m *Metrics) RecordStep(rec *results.StepRecord) {
 		}
 		for c, v := range h.Truncated {
 			m.truncated.WithLabelValues(c).Set(v)
+		}
+		var shares [4]float64
+		if h.AfterCut != nil {
+			shares = h.AfterCut.Shares()
+		}
+		for i, k := range results.AfterCutKinds {
+			m.afterCut.WithLabelValues(k).Set(shares[i])
 		}
 		m.filtered.Add(float64(h.Filtered))
 		m.penalised.Add(float64(h.PenalisedTurns))
