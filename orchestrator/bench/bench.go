@@ -104,8 +104,8 @@ type Spread struct {
 	Values []float64 `json:"values"`
 }
 
-// newSpread summarises vs, measured at seeds (in order; a group that
-// skipped no seed has one value per seed).
+// newSpread summarises vs, measured at seeds (one seed per value, in
+// order).
 func newSpread(seeds []int64, vs []float64) Spread {
 	sp := Spread{Seeds: slices.Clone(seeds[:min(len(seeds), len(vs))]), Values: slices.Clone(vs)}
 	if len(vs) == 0 {
@@ -241,8 +241,21 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if len(seeds) == 0 {
 		seeds = DefaultSeeds()
 	}
-	per := map[string][]float64{}
+	// Each figure's values with the seeds they were measured at (a seed
+	// can give no value: retriever_calls_saved without a search).
+	type measured struct {
+		seeds  []int64
+		values []float64
+	}
+	per := map[string]*measured{}
 	for si, seed := range seeds {
+		add := func(key string, v float64) {
+			if per[key] == nil {
+				per[key] = &measured{}
+			}
+			per[key].seeds = append(per[key].seeds, seed)
+			per[key].values = append(per[key].values, v)
+		}
 		seedSet, sfx := fmt.Sprintf("seed=%d", seed), fmt.Sprintf("-s%d", seed)
 		// Long-tail rollouts, async and lockstep, on one replica.
 		longTail := []string{fmt.Sprintf("train.batch_size=%d", n(benchLongTailQuestions)), "train.group_size=5", "policy.concurrency=256", seedSet}
@@ -255,10 +268,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			if err != nil {
 				return nil, err
 			}
-			per["async_speedup"] = append(per["async_speedup"], lock.rollout/async.rollout)
-			per["busy_fraction"] = append(per["busy_fraction"], min(async.busy/async.rollout, 1))
+			add("async_speedup", lock.rollout/async.rollout)
+			add("busy_fraction", min(async.busy/async.rollout, 1))
 			if async.searches > 0 {
-				per["retriever_calls_saved"] = append(per["retriever_calls_saved"], 1-float64(async.calls)/float64(async.searches))
+				add("retriever_calls_saved", 1-float64(async.calls)/float64(async.searches))
 			}
 		}
 		// Hindsight against plain GRPO: the same step, the order
@@ -278,7 +291,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 					return nil, err
 				}
 			}
-			per["hindsight_overhead"] = append(per["hindsight_overhead"], hs.wall/plain.wall)
+			add("hindsight_overhead", hs.wall/plain.wall)
 		}
 		// Replica scaling: the same load per replica on 1, 2 and 4 replicas.
 		if o.wants("replicas") {
@@ -293,8 +306,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 				tput[i] = out.throughput
 			}
 			if tput[0] > 0 {
-				per["replica_scaling_2"] = append(per["replica_scaling_2"], tput[1]/tput[0])
-				per["replica_scaling_4"] = append(per["replica_scaling_4"], tput[2]/tput[0])
+				add("replica_scaling_2", tput[1]/tput[0])
+				add("replica_scaling_4", tput[2]/tput[0])
 			}
 		}
 	}
@@ -302,8 +315,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		"retriever_calls_saved": &rep.RetrieverCallsSaved, "hindsight_overhead": &rep.HindsightOverhead,
 		"replica_scaling_2": &rep.ReplicaScaling2, "replica_scaling_4": &rep.ReplicaScaling4}
 	rep.Spreads = map[string]Spread{}
-	for key, vs := range per {
-		sp := newSpread(seeds, vs)
+	for key, m := range per {
+		sp := newSpread(m.seeds, m.values)
 		rep.Spreads[key] = sp
 		*means[key] = sp.Mean
 	}
@@ -749,15 +762,10 @@ func WriteTable(w io.Writer, r *Report) error {
 	if err := t.Render(); err != nil {
 		return err
 	}
-	for _, b := range benchTargets {
-		sp, ok := r.Spreads[b.key]
-		if !ok {
-			continue
-		}
-		if _, err := fmt.Fprintf(w, "scheduling figures: the mean over recipe seeds %s; the range is the lowest and highest seed's\n", seedList(sp.Seeds)); err != nil {
+	if seeds := r.seedsMeasured(); seeds != nil {
+		if _, err := fmt.Fprintf(w, "scheduling figures: the mean over recipe seeds %s; the range is the lowest and highest seed's\n", seedList(seeds)); err != nil {
 			return err
 		}
-		break
 	}
 	for _, k := range []string{"cpu", "cpu-local"} {
 		if c := r.Scenarios[k]; c != nil {
@@ -777,6 +785,18 @@ func (r *Report) rangeCell(key string) string {
 		return fmt.Sprintf("%.3f-%.3f (%d)", sp.Min, sp.Max, len(sp.Values))
 	}
 	return "-"
+}
+
+// seedsMeasured returns the seeds of the first scheduling figure in the
+// table's order that was measured over seeds (nil for none): the seeds
+// the table's caption names.
+func (r *Report) seedsMeasured() []int64 {
+	for _, b := range benchTargets {
+		if sp, ok := r.Spreads[b.key]; ok {
+			return sp.Seeds
+		}
+	}
+	return nil
 }
 
 // seedList writes seeds as "1-5" when they run on one by one, else

@@ -38,11 +38,8 @@ func DocsFigures(r *Report, p Provenance) string {
 		fmt.Fprintf(&b, "| `%s` | %.3f | %s | %s | %s |\n", t.key, v, r.rangeCell(t.key), t.target, t.scenario)
 	}
 	seeds := ""
-	for _, t := range benchTargets {
-		if sp, ok := r.Spreads[t.key]; ok {
-			seeds = fmt.Sprintf(" The scheduling figures are each the mean over recipe seeds %s; the range is the lowest and highest seed's.", seedList(sp.Seeds))
-			break
-		}
+	if s := r.seedsMeasured(); s != nil {
+		seeds = fmt.Sprintf(" The scheduling figures are each the mean over recipe seeds %s; the range is the lowest and highest seed's.", seedList(s))
 	}
 	fmt.Fprintf(&b, "\nSIMULATED (the simulator's latency model). Measured at commit `%s` on %s, %d CPUs, by `%s` (%.0f s).%s\n",
 		p.Commit, p.Date, runtime.NumCPU(), p.Command, r.Seconds, seeds)
