@@ -13,10 +13,14 @@
 //  2. The normaliser: NFC (golang.org/x/text/unicode/norm, Unicode 15.0), or
 //     none; each stretch between added tokens is normalised on its own.
 //  3. The pre-tokenizer: a Sequence of a Split (regex, behavior Isolated,
-//     invert false) and a ByteLevel (add_prefix_space false, use_regex false).
-//     The Split regex must be Qwen2's pattern (below) or Llama 3's (the same
-//     with \p{N}{1,3}; tested against the regex only, there are no Llama 3
-//     reference ids). Both run as a hand-written scanner with Oniguruma's
+//     invert false) and a ByteLevel (add_prefix_space false, use_regex false),
+//     or a ByteLevel alone (add_prefix_space false, use_regex true: it splits
+//     with GPT-2's regex, `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+|
+//     ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`; SmolLM2's tokenizer, tested against
+//     Hugging Face tokenizers' own ids). The Split regex must be Qwen2's
+//     pattern (below) or Llama 3's (the same with \p{N}{1,3}; tested against
+//     the regex only, there are no Llama 3 reference ids). All three run as
+//     hand-written scanners with Oniguruma's
 //     semantics (the engine Hugging Face tokenizers uses): \s is Unicode
 //     White_Space (U+0085 included, U+FEFF not), \p{L} and \p{N} are Go's
 //     Unicode tables (15.0), and (?i:'s) also matches "'ſ" (U+017F folds to
@@ -25,7 +29,10 @@
 //  4. BPE: the bytes of each piece are merged by merge rank (lowest first,
 //     leftmost first among equal ranks), merges given as "a b" strings or
 //     [a, b] pairs; ignore_merges (a piece that is a vocabulary entry is
-//     that entry) is honoured.
+//     that entry) is honoured. A byte the vocabulary has no token for is
+//     dropped before merging, as Hugging Face's BPE drops a character it has
+//     no id for when the model has no unk_token (SmolLM2's lacks six control
+//     bytes); such a vocabulary with an unk_token is refused.
 //
 // Qwen2's pattern, as tokenizer.json has it:
 //
@@ -38,8 +45,8 @@
 // Not supported, refused by Parse with an error naming it: models other than
 // BPE; BPE dropout, byte_fallback, continuing_subword_prefix or
 // end_of_word_suffix; normalisers other than NFC; pre-tokenizers other than
-// the Sequence above (other Split patterns, behaviours or invert,
-// ByteLevel with add_prefix_space or use_regex); decoders other than
+// the two above (other Split patterns, behaviours or invert, ByteLevel
+// with add_prefix_space); decoders other than
 // ByteLevel; vocabulary entries that are not byte-level text; added tokens
 // with single_word, lstrip, rstrip or normalized set (Qwen2.5's have none).
 // Ignored: the post_processor (encode with add_special_tokens=False adds

@@ -35,6 +35,7 @@ type modelJSON struct {
 	EndOfWordSuffix         *string         `json:"end_of_word_suffix"`
 	ByteFallback            bool            `json:"byte_fallback"`
 	IgnoreMerges            bool            `json:"ignore_merges"`
+	UnkToken                *string         `json:"unk_token"`
 	Vocab                   map[string]int  `json:"vocab"`
 	Merges                  json.RawMessage `json:"merges"`
 }
@@ -141,14 +142,29 @@ func parseNormalizer(raw json.RawMessage) (nfc bool, err error) {
 
 func parsePreTokenizer(raw json.RawMessage) (splitter, error) {
 	if isNull(raw) {
-		return splitter{}, errors.New("pre_tokenizer none is not supported (want a Sequence of Split and ByteLevel)")
+		return splitter{}, errors.New("pre_tokenizer none is not supported (want ByteLevel, or a Sequence of Split and ByteLevel)")
 	}
 	var t typed
 	if err := json.Unmarshal(raw, &t); err != nil {
 		return splitter{}, fmt.Errorf("pre_tokenizer: %w", err)
 	}
+	if t.Type == "ByteLevel" {
+		// ByteLevel alone splits with GPT-2's regex when use_regex is true
+		// (its default in Hugging Face tokenizers).
+		var bl struct {
+			AddPrefixSpace bool  `json:"add_prefix_space"`
+			UseRegex       *bool `json:"use_regex"`
+		}
+		if err := json.Unmarshal(raw, &bl); err != nil {
+			return splitter{}, fmt.Errorf("pre_tokenizer ByteLevel: %w", err)
+		}
+		if bl.AddPrefixSpace || bl.UseRegex != nil && !*bl.UseRegex {
+			return splitter{}, fmt.Errorf("pre_tokenizer ByteLevel with add_prefix_space %v, use_regex %v is not supported (want false, true; or a Sequence of Split and ByteLevel)", bl.AddPrefixSpace, bl.UseRegex == nil || *bl.UseRegex)
+		}
+		return splitter{gpt2: true}, nil
+	}
 	if t.Type != "Sequence" {
-		return splitter{}, fmt.Errorf("pre_tokenizer %s is not supported (want a Sequence of Split and ByteLevel)", t.Type)
+		return splitter{}, fmt.Errorf("pre_tokenizer %s is not supported (want ByteLevel, or a Sequence of Split and ByteLevel)", t.Type)
 	}
 	var seq struct {
 		Pretokenizers []json.RawMessage `json:"pretokenizers"`
@@ -259,12 +275,20 @@ func (m *model) buildModel(mj *modelJSON) error {
 		m.pieces[id] = b
 		m.bytesToID[string(b)] = int32(id)
 	}
+	// A byte without a token of its own is dropped from the text, as
+	// Hugging Face's BPE drops a character it has no id for when the model
+	// has no unk_token (SmolLM2's vocabulary lacks six control bytes and the
+	// eleven bytes no UTF-8 text holds).
 	for c := 0; c < 256; c++ {
 		id, ok := m.bytesToID[string([]byte{byte(c)})]
 		if !ok {
-			return fmt.Errorf("vocab lacks the token of byte 0x%02x (%q)", c, bl.char[c])
+			id = -1
+			m.unknownBytes = true
 		}
 		m.byteID[c] = id
+	}
+	if m.unknownBytes && mj.UnkToken != nil {
+		return fmt.Errorf("BPE unk_token %q with bytes the vocab has no token for is not supported (want no unk_token: the bytes are dropped)", *mj.UnkToken)
 	}
 	merges, err := parseMerges(mj.Merges)
 	if err != nil {

@@ -12,6 +12,13 @@ const (
 	qwen2Pattern = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
 	// llama3Pattern is Llama 3's: the same with up to three digits a piece.
 	llama3Pattern = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+	// gpt2Pattern is GPT-2's, the regex a ByteLevel pre-tokenizer with
+	// use_regex true applies itself (Hugging Face tokenizers'
+	// pre_tokenizers/byte_level.rs; SmolLM2's tokenizer.json, GPT-2's):
+	// contractions in lower case only, one optional space before a run of
+	// letters, of numbers (any length) or of other characters, and no
+	// special case for \r and \n.
+	gpt2Pattern = `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`
 )
 
 // Character classes of the scanner: a character is exactly one of letter
@@ -65,14 +72,19 @@ func classAt(s string) (uint8, int) {
 // one.
 type splitter struct {
 	// maxDigits is how many \p{N} characters one piece takes (1 for Qwen2,
-	// 3 for Llama 3).
+	// 3 for Llama 3); unused by GPT-2's pattern.
 	maxDigits int
+	// gpt2 selects GPT-2's pattern (gpt2Pattern) instead of Qwen2's family.
+	gpt2 bool
 }
 
 // next returns the byte length of the piece at the start of s (non-empty):
 // the match of the pattern's first alternative that matches there, as a
 // backtracking regex engine finds it.
 func (sp splitter) next(s string) int {
+	if sp.gpt2 {
+		return nextGPT2(s)
+	}
 	c0, n0 := classAt(s)
 	// (?i:'s|'t|'re|'ve|'m|'ll|'d)
 	if s[0] == '\'' {
@@ -131,6 +143,44 @@ func (sp splitter) next(s string) int {
 		return end - lastLen
 	}
 	return end // \s+
+}
+
+// nextGPT2 is next for gpt2Pattern.
+func nextGPT2(s string) int {
+	// 's|'t|'re|'ve|'m|'ll|'d, case-sensitive
+	if s[0] == '\'' {
+		for _, c := range []string{"s", "t", "re", "ve", "m", "ll", "d"} {
+			if strings.HasPrefix(s[1:], c) {
+				return 1 + len(c)
+			}
+		}
+	}
+	c0, n0 := classAt(s)
+	//  ?\p{L}+,  ?\p{N}+,  ?[^\s\p{L}\p{N}]+: the run of c0's class, or a
+	// space and the run of the next character's.
+	switch c0 {
+	case clsLetter, clsNumber, clsOther:
+		return n0 + run(s[n0:], c0, -1)
+	}
+	if s[0] == ' ' && len(s) > 1 {
+		if c1, n1 := classAt(s[1:]); c1 != clsSpace && c1 != clsCRLF {
+			return 1 + n1 + run(s[1+n1:], c1, -1)
+		}
+	}
+	// \s+(?!\S)|\s+: the run of spaces (\r and \n among them), less the
+	// last when two or more precede a non-space.
+	end, lastLen, chars := 0, 0, 0
+	for end < len(s) {
+		c, n := classAt(s[end:])
+		if c != clsSpace && c != clsCRLF {
+			break
+		}
+		end, lastLen, chars = end+n, n, chars+1
+	}
+	if end < len(s) && chars >= 2 {
+		return end - lastLen
+	}
+	return end
 }
 
 // contraction returns the length of the contraction suffix at the start of

@@ -21,9 +21,11 @@ type model struct {
 	pieces [][]byte
 	// bytesToID maps a vocabulary entry's bytes to its id.
 	bytesToID map[string]int32
-	// byteID is the id of each single byte.
-	byteID [256]int32
-	merges map[uint64]merge
+	// byteID is the id of each single byte; -1 for a byte the vocabulary
+	// has no token for (unknownBytes is then true).
+	byteID       [256]int32
+	unknownBytes bool
+	merges       map[uint64]merge
 	// ignoreMerges: a piece that is a vocabulary entry encodes as it.
 	ignoreMerges bool
 
@@ -214,6 +216,12 @@ func (t *Tokenizer) encodeText(dst []int, text string) []int {
 
 // encodePiece appends the BPE ids of one pre-tokenized piece.
 func (t *Tokenizer) encodePiece(dst []int, piece string) []int {
+	if t.m.unknownBytes {
+		piece = t.m.dropUnknown(piece)
+		if piece == "" {
+			return dst
+		}
+	}
 	if len(piece) == 1 {
 		return append(dst, int(t.m.byteID[piece[0]]))
 	}
@@ -227,6 +235,24 @@ func (t *Tokenizer) encodePiece(dst []int, piece string) []int {
 	dst = t.m.bpe(dst, piece, &t.scratch)
 	t.cache.put(piece, dst[n:])
 	return dst
+}
+
+// dropUnknown returns piece without the bytes the vocabulary has no token
+// for: the characters Hugging Face's BPE skips before merging (so that the
+// bytes on either side may merge).
+func (m *model) dropUnknown(piece string) string {
+	for i := 0; i < len(piece); i++ {
+		if m.byteID[piece[i]] < 0 {
+			b := []byte(piece[:i])
+			for ; i < len(piece); i++ {
+				if m.byteID[piece[i]] >= 0 {
+					b = append(b, piece[i])
+				}
+			}
+			return string(b)
+		}
+	}
+	return piece
 }
 
 // TokenBytes returns the exact bytes of one id: a BPE token's bytes
