@@ -76,10 +76,12 @@ func (ev *evaluator) evaluate(ctx context.Context, step int, strategy, model str
 	var qrecs []results.QuestionRecord
 	for _, n := range names {
 		rec := results.EvalRecord{Step: step, Strategy: strategy, Dataset: n}
+		var ts []*rollout.Trajectory
 		for _, it := range items {
 			if it.ds != n {
 				continue
 			}
+			ts = append(ts, it.t)
 			rec.N++
 			rec.EM += it.t.Reward
 			rec.F1 += it.t.F1
@@ -89,6 +91,9 @@ func (ev *evaluator) evaluate(ctx context.Context, step int, strategy, model str
 		if rec.N > 0 {
 			rec.EM /= float64(rec.N)
 			rec.F1 /= float64(rec.N)
+		}
+		if strategy == format.StrategySearch {
+			rec.Health = stepHealth(ts)
 		}
 		recs = append(recs, rec)
 	}
@@ -101,6 +106,13 @@ func (ev *evaluator) evaluate(ctx context.Context, step int, strategy, model str
 	}
 	fmt.Fprintf(ev.out, "eval step %d (%s, %s, greedy): average EM %.1f%% over %d datasets, %d questions\n",
 		step, strategy, model, 100*avg, len(recs), len(items))
+	if strategy == format.StrategySearch {
+		all := make([]*rollout.Trajectory, len(items))
+		for i, it := range items {
+			all[i] = it.t
+		}
+		fmt.Fprintf(ev.out, "  eval %s\n", results.HealthLine(stepHealth(all)))
+	}
 	return recs, qrecs, nil
 }
 

@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -59,6 +60,62 @@ func TestEvaluateStrategies(t *testing.T) {
 	}
 	if _, err := Evaluate(context.Background(), r, deps, EvalOptions{Strategy: "search", Checkpoint: "no-such-model"}); err == nil || !strings.Contains(err.Error(), "no-such-model") {
 		t.Errorf("unknown checkpoint: %v", err)
+	}
+}
+
+// A search evaluation records the agent's health per dataset and prints it
+// over all questions; what the agent did after a cut <information> block
+// follows the simulated agent's behaviour there. direct and rag record none.
+func TestEvaluateSearchHealth(t *testing.T) {
+	for _, c := range []struct {
+		stopRate float64
+		kind     string
+	}{{0, results.AfterCutClosed}, {1, results.AfterCutStopped}} {
+		r := testRecipe(t, "")
+		r.Eval.Datasets = map[string]string{"nq": dataDir + "/qa/nq.jsonl", "hotpotqa": dataDir + "/qa/hotpotqa.jsonl"}
+		r.Eval.PerDataset = 8
+		r.Rollout.MaxObsTokens = 24 // every block cut
+		r.Sim.Agent.CutStopRate = c.stopRate
+		deps, emb, err := setup.Connect(context.Background(), r, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer emb.Close()
+		var out bytes.Buffer
+		recs, err := Evaluate(context.Background(), r, deps, EvalOptions{Strategy: "search", Step: -1, Out: &out})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cuts := 0
+		for _, rec := range recs {
+			h := rec.Health
+			if h == nil {
+				t.Fatalf("stop rate %v: %s has no health", c.stopRate, rec.Dataset)
+			}
+			if h.SearchesPerTrajectory == 0 || h.Truncated[results.TruncObservation] == 0 || h.AfterCut == nil {
+				t.Fatalf("stop rate %v: %s: no cut searches: %+v", c.stopRate, rec.Dataset, h)
+			}
+			a := h.AfterCut
+			got := map[string]float64{results.AfterCutClosed: a.Closed, results.AfterCutWroteOn: a.WroteOn, results.AfterCutStopped: a.Stopped, results.AfterCutOther: a.Other}
+			if got[c.kind] != 1 {
+				t.Errorf("stop rate %v: %s: after a cut %+v, want all %s", c.stopRate, rec.Dataset, a, c.kind)
+			}
+			cuts += a.Turns
+		}
+		if !strings.Contains(out.String(), "  eval health: searches ") || !strings.Contains(out.String(), fmt.Sprintf("after a cut (%d turns)", cuts)) {
+			t.Errorf("stop rate %v: no eval health line over the %d turns after a cut:\n%s", c.stopRate, cuts, out.String())
+		}
+		for _, s := range []string{"direct", "rag"} {
+			recs, err := Evaluate(context.Background(), r, deps, EvalOptions{Strategy: s, Step: -1, Out: &out})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, rec := range recs {
+				if rec.Health != nil {
+					t.Errorf("%s: %s records health %+v", s, rec.Dataset, rec.Health)
+				}
+			}
+		}
 	}
 }
 

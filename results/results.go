@@ -38,6 +38,12 @@ type EvalRecord struct {
 	EM float64 `json:"em"`
 	// F1 is the mean token F1.
 	F1 float64 `json:"f1"`
+	// Health is the search agent's health over the dataset's questions
+	// (Health says what each figure is; the collapse alarm, the filter and
+	// the turn penalty are training's and stay empty here): for the search
+	// strategy only, nil for direct and rag and in records written before
+	// it existed. At step 0 it is the base model's, before any training.
+	Health *Health `json:"health,omitempty"`
 }
 
 // StepRecord is one line of steps.jsonl: the statistics of one training step.
