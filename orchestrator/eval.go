@@ -33,7 +33,10 @@ type evaluator struct {
 	datasets    map[string][]dataset.Question
 	concurrency int
 	seed        int64
-	out         io.Writer
+	// keep is how many trajectories an evaluation keeps for
+	// orchestrate show --eval (output.trajectories; 0: none).
+	keep int
+	out  io.Writer
 	// progress shows the evaluation's progress (nil: none).
 	progress *progress.Reporter
 }
@@ -44,9 +47,19 @@ type evalItem struct {
 	t  *rollout.Trajectory
 }
 
+// evalOutput is what one evaluation records.
+type evalOutput struct {
+	recs      []results.EvalRecord
+	questions []results.QuestionRecord
+	// kept are the trajectories kept for orchestrate show --eval
+	// (evaluator.keep of them, pieces filled in).
+	kept []*rollout.Trajectory
+}
+
 // evaluate runs strategy (direct, rag or search) greedily on every dataset
-// and returns the per-dataset records and the per-question records.
-func (ev *evaluator) evaluate(ctx context.Context, step int, strategy, model string) ([]results.EvalRecord, []results.QuestionRecord, error) {
+// and returns the per-dataset records, the per-question records and the
+// trajectories it keeps.
+func (ev *evaluator) evaluate(ctx context.Context, step int, strategy, model string) (*evalOutput, error) {
 	names := make([]string, 0, len(ev.datasets))
 	for n := range ev.datasets {
 		names = append(names, n)
@@ -70,10 +83,14 @@ func (ev *evaluator) evaluate(ctx context.Context, step int, strategy, model str
 	err := p.Wait()
 	task.Done()
 	if err != nil {
-		return nil, nil, fmt.Errorf("evaluate %s at step %d: %w", strategy, step, err)
+		return nil, fmt.Errorf("evaluate %s at step %d: %w", strategy, step, err)
 	}
 	var recs []results.EvalRecord
 	var qrecs []results.QuestionRecord
+	all := make([]*rollout.Trajectory, len(items))
+	for i, it := range items {
+		all[i] = it.t
+	}
 	for _, n := range names {
 		rec := results.EvalRecord{Step: step, Strategy: strategy, Dataset: n}
 		var ts []*rollout.Trajectory
@@ -107,13 +124,58 @@ func (ev *evaluator) evaluate(ctx context.Context, step int, strategy, model str
 	fmt.Fprintf(ev.out, "eval step %d (%s, %s, greedy): average EM %.1f%% over %d datasets, %d questions\n",
 		step, strategy, model, 100*avg, len(recs), len(items))
 	if strategy == format.StrategySearch {
-		all := make([]*rollout.Trajectory, len(items))
-		for i, it := range items {
-			all[i] = it.t
-		}
 		fmt.Fprintf(ev.out, "  eval %s\n", results.HealthLine(stepHealth(all)))
 	}
-	return recs, qrecs, nil
+	return &evalOutput{recs: recs, questions: qrecs, kept: ev.pick(all)}, nil
+}
+
+// pick chooses the trajectories an evaluation keeps: those with something
+// the health line counts against (an invalid or cut turn, a cut
+// observation, a failed or repeated search, no answer) first, then the
+// wrong answers, then the rest, each in dataset and question order; at
+// most ev.keep, with their token pieces.
+func (ev *evaluator) pick(all []*rollout.Trajectory) []*rollout.Trajectory {
+	picked := pickForReading(all, ev.keep)
+	for _, t := range picked {
+		t.Pieces = rollout.TokenPieces(ev.rollouts.Tokenizer().Vocab, t)
+	}
+	return picked
+}
+
+// pickForReading is pick's choice, without the pieces.
+func pickForReading(all []*rollout.Trajectory, keep int) []*rollout.Trajectory {
+	if keep <= 0 {
+		return nil
+	}
+	rank := func(t *rollout.Trajectory) int {
+		switch {
+		case needsReading(t):
+			return 0
+		case t.Reward == 0:
+			return 1
+		}
+		return 2
+	}
+	picked := slices.Clone(all)
+	sort.SliceStable(picked, func(i, j int) bool { return rank(picked[i]) < rank(picked[j]) })
+	if len(picked) > keep {
+		picked = picked[:keep]
+	}
+	return picked
+}
+
+// needsReading says whether a trajectory holds a turn or an ending the
+// agent's health counts against it.
+func needsReading(t *rollout.Trajectory) bool {
+	if !t.Answered {
+		return true
+	}
+	for _, tr := range t.Turns {
+		if tr.Action == format.ActionNone || tr.Cut != "" || tr.ObsCut || tr.Repeated || tr.RetrievalError != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // one answers one question with a strategy, greedily, and scores it.
@@ -218,17 +280,19 @@ func Evaluate(ctx context.Context, r *recipes.Recipe, deps roles.Deps, opt EvalO
 		return nil, err
 	}
 	rl.Metrics = opt.Metrics
-	ev := &evaluator{rollouts: rl, datasets: sets, concurrency: r.Policy.Concurrency * len(deps.Policies), seed: r.Seed, out: opt.Out, progress: opt.Progress}
+	ev := &evaluator{rollouts: rl, datasets: sets, concurrency: r.Policy.Concurrency * len(deps.Policies), seed: r.Seed,
+		keep: r.Output.Trajectories, out: opt.Out, progress: opt.Progress}
 	if len(deps.Simulated) > 0 {
 		fmt.Fprintf(opt.Out, "SIMULATED: %s served by the embedded hindsearch simulator, not by language models.\n", strings.Join(deps.Simulated, ", "))
 	}
-	recs, qrecs, err := ev.evaluate(ctx, step, opt.Strategy, model)
+	out, err := ev.evaluate(ctx, step, opt.Strategy, model)
 	if err != nil {
 		return nil, err
 	}
-	if err := recordEval(dir, step, opt.Strategy, recs, qrecs); err != nil {
+	if err := recordEval(dir, step, opt.Strategy, out); err != nil {
 		return nil, err
 	}
+	recs := out.recs
 	caption := fmt.Sprintf("EM (%%) of %s, strategy %s, greedy, step %d. recipe %s. Questions: %s (%s)", model, opt.Strategy, step, r.Name, r.Eval.Describe(), results.SubsetFile)
 	if len(deps.Simulated) > 0 {
 		caption += ". SIMULATED (" + strings.Join(deps.Simulated, ", ") + " by the embedded simulator)"
@@ -243,20 +307,26 @@ func (ru *run) evaluate(ctx context.Context, step int, strategy string) ([]resul
 	if err := ru.ensure(ctx, ru.model()); err != nil {
 		return nil, fmt.Errorf("evaluate at step %d: %w", step, err)
 	}
-	recs, qrecs, err := ru.ev.evaluate(ctx, step, strategy, ru.model())
+	out, err := ru.ev.evaluate(ctx, step, strategy, ru.model())
 	if err != nil {
 		return nil, err
 	}
-	ru.Metrics.RecordEval(recs)
-	return recs, recordEval(ru.dir, step, strategy, recs, qrecs)
+	ru.Metrics.RecordEval(out.recs)
+	return out.recs, recordEval(ru.dir, step, strategy, out)
 }
 
-// recordEval appends an evaluation's records to the run directory.
-func recordEval(dir *results.RunDir, step int, strategy string, recs []results.EvalRecord, qrecs []results.QuestionRecord) error {
-	if err := dir.WriteQuestions(step, strategy, qrecs); err != nil {
+// recordEval appends an evaluation's records to the run directory and
+// writes the trajectories it kept.
+func recordEval(dir *results.RunDir, step int, strategy string, out *evalOutput) error {
+	if err := dir.WriteQuestions(step, strategy, out.questions); err != nil {
 		return fmt.Errorf("record evaluation: %w", err)
 	}
-	for _, rec := range recs {
+	if len(out.kept) > 0 {
+		if err := writeTrajectories(dir, results.EvalTrajectoriesFile(step, strategy), out.kept); err != nil {
+			return fmt.Errorf("record evaluation: %w", err)
+		}
+	}
+	for _, rec := range out.recs {
 		if err := dir.AppendJSONL("eval.jsonl", rec); err != nil {
 			return fmt.Errorf("record evaluation: %w", err)
 		}

@@ -3,12 +3,16 @@ package orchestrator
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/hindsearch/hindsearch/clients/policy/format"
+	"github.com/hindsearch/hindsearch/orchestrator/rollout"
 	"github.com/hindsearch/hindsearch/orchestrator/setup"
 	"github.com/hindsearch/hindsearch/results"
 )
@@ -119,6 +123,32 @@ func TestEvaluateSearchHealth(t *testing.T) {
 	}
 }
 
+// An evaluation keeps the trajectories the health counts against first,
+// then wrong answers, then the rest, each in their order.
+func TestPickForReading(t *testing.T) {
+	ok := func(id string, reward float64) *rollout.Trajectory {
+		return &rollout.Trajectory{ID: id, Answered: true, Reward: reward, Turns: []rollout.Turn{{Action: format.ActionAnswer}}}
+	}
+	right1, wrong, right2 := ok("right1", 1), ok("wrong", 0), ok("right2", 1)
+	cut := ok("cut", 1)
+	cut.Turns = append([]rollout.Turn{{Action: format.ActionSearch, ObsCut: true}}, cut.Turns...)
+	invalid := ok("invalid", 0)
+	invalid.Turns[0].Action = format.ActionNone
+	unanswered := ok("unanswered", 0)
+	unanswered.Answered = false
+	all := []*rollout.Trajectory{right1, wrong, cut, right2, invalid, unanswered}
+	var got []string
+	for _, tr := range pickForReading(all, 5) {
+		got = append(got, tr.ID)
+	}
+	if want := []string{"cut", "invalid", "unanswered", "wrong", "right1"}; !slices.Equal(got, want) {
+		t.Errorf("picked %v, want %v", got, want)
+	}
+	if got := pickForReading(all, 0); got != nil {
+		t.Errorf("keep 0 picked %d", len(got))
+	}
+}
+
 // A checkpoint given as a sampler archive is unpacked, loaded and evaluated,
 // with the step taken from its name.
 func TestEvaluateCheckpointArchive(t *testing.T) {
@@ -164,4 +194,26 @@ func TestEvaluateCheckpointArchive(t *testing.T) {
 	if got := emb3.Sim().Policies[0].WeightsPath(); got == "" || !strings.HasPrefix(got, r3.Sync.Dir) {
 		t.Errorf("replica loaded weights from %q, want a directory under %s", got, r3.Sync.Dir)
 	}
+}
+
+// evalsText renders evaluation records whole, health included, for tests
+// that compare two runs' evaluations (fmt would print the health's
+// pointer). The health's sampled_entropy is left out: it sums the sampled
+// tokens' logprobs, which the simulated vLLM, SGLang and Tinker routes give
+// equal to the last bit or two (0.18069546502468678 against ...672), not
+// bit for bit; every count and rate is compared.
+func evalsText(recs []results.EvalRecord) string {
+	recs = slices.Clone(recs)
+	for i := range recs {
+		if h := recs[i].Health; h != nil {
+			c := *h
+			c.SampledEntropy = 0
+			recs[i].Health = &c
+		}
+	}
+	b, err := json.Marshal(recs)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
 }

@@ -92,7 +92,7 @@ func TestLostTrainerAnswersDoNotChangeBatches(t *testing.T) {
 	if g, w := strings.Join(digests(got), "; "), strings.Join(digests(want), "; "); g != w {
 		t.Fatalf("batches with lost answers\n%s\nwithout faults\n%s", g, w)
 	}
-	if fmt.Sprint(got.Evals) != fmt.Sprint(want.Evals) {
+	if evalsText(got.Evals) != evalsText(want.Evals) {
 		t.Fatalf("evals: with lost answers %v\nwithout faults %v", got.Evals, want.Evals)
 	}
 }

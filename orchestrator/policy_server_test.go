@@ -1,7 +1,6 @@
 package orchestrator
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -57,7 +56,7 @@ func TestSGLangServerGivesTheSameBatchesAsVLLM(t *testing.T) {
 			if a, b := stepDigests(vllm), stepDigests(sg); !slices.Equal(a, b) {
 				t.Errorf("step digests: vllm %v\nsglang %v", a, b)
 			}
-			if a, b := fmt.Sprint(vllm.Evals), fmt.Sprint(sg.Evals); a != b {
+			if a, b := evalsText(vllm.Evals), evalsText(sg.Evals); a != b {
 				t.Errorf("evaluations: vllm %s\nsglang %s", a, b)
 			}
 		})
@@ -118,7 +117,7 @@ func TestTinkerServerGivesTheSameBatchesAsVLLM(t *testing.T) {
 			if a, b := stepDigests(want), stepDigests(got); !slices.Equal(a, b) {
 				t.Errorf("step digests: %s %v\ntinker %v", ref, a, b)
 			}
-			if a, b := fmt.Sprint(want.Evals), fmt.Sprint(got.Evals); a != b {
+			if a, b := evalsText(want.Evals), evalsText(got.Evals); a != b {
 				t.Errorf("evaluations: %s %s\ntinker %s", ref, a, b)
 			}
 		})

@@ -90,7 +90,7 @@ func (ru *run) load() error {
 	evr.Replicas = ru.rollouts.Replicas // one view of the replicas' health
 	evr.Metrics = ru.Metrics
 	ru.ev = &evaluator{rollouts: evr, datasets: ru.evalSet, concurrency: r.Policy.Concurrency * len(ru.Deps.Policies),
-		seed: r.Seed, out: ru.Out, progress: ru.Progress}
+		seed: r.Seed, keep: r.Output.Trajectories, out: ru.Out, progress: ru.Progress}
 	if ru.sync, err = fleet.NewSync(r, ru.rollouts.Replicas); err != nil {
 		return err
 	}

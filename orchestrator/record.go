@@ -115,19 +115,25 @@ func (ru *run) keepTrajectories(step int, all []*rollout.Trajectory) error {
 	for _, t := range picked {
 		t.Pieces = rollout.TokenPieces(ru.rollouts.Tokenizer().Vocab, t)
 	}
+	if err := writeTrajectories(ru.dir, results.TrajectoriesFile(step), picked); err != nil {
+		return fmt.Errorf("keep trajectories: %w", err)
+	}
+	return pruneTrajectories(filepath.Join(ru.dir.Path, "trajectories"), step, ru.r.Output.TrajectorySteps, ru.r.Eval.Every)
+}
+
+// writeTrajectories writes ts, one JSON line each, to name in the run
+// directory (atomically).
+func writeTrajectories(dir *results.RunDir, name string, ts []*rollout.Trajectory) error {
 	var b strings.Builder
-	for _, t := range picked {
+	for _, t := range ts {
 		line, err := json.Marshal(t)
 		if err != nil {
-			return fmt.Errorf("keep trajectories: %w", err)
+			return err
 		}
 		b.Write(line)
 		b.WriteByte('\n')
 	}
-	if err := ru.dir.WriteFileAtomic(filepath.Join("trajectories", fmt.Sprintf("step-%04d.jsonl", step)), []byte(b.String())); err != nil {
-		return err
-	}
-	return pruneTrajectories(filepath.Join(ru.dir.Path, "trajectories"), step, ru.r.Output.TrajectorySteps, ru.r.Eval.Every)
+	return dir.WriteFileAtomic(name, []byte(b.String()))
 }
 
 // pruneTrajectories removes the trajectory files of steps older than the

@@ -2,7 +2,6 @@ package orchestrator
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -56,7 +55,7 @@ func TestRetrieverStyleBM25SendsTheSameBatches(t *testing.T) {
 			t.Fatalf("%s: no evaluation", style)
 		}
 		o.digests = strings.Join(stepDigests(sum), ",")
-		o.evals = fmt.Sprint(sum.Evals)
+		o.evals = evalsText(sum.Evals)
 		o.trajectories, err = os.ReadFile(filepath.Join(r.Output.Dir, "trajectories", "step-0001.jsonl"))
 		if err != nil {
 			t.Fatal(err)

@@ -534,7 +534,7 @@ func TestResumeAfterInterruption(t *testing.T) {
 			if strings.Join(digests(got), ";") != strings.Join(digests(want), ";") {
 				t.Fatalf("resumed %v\nwhole %v", digests(got), digests(want))
 			}
-			if fmt.Sprint(got.Evals) != fmt.Sprint(want.Evals) {
+			if evalsText(got.Evals) != evalsText(want.Evals) {
 				t.Fatalf("evals: resumed %v\nwhole %v", got.Evals, want.Evals)
 			}
 			rd := &results.RunDir{Path: r.Output.Dir}

@@ -117,7 +117,7 @@ func TestSGLangDiskEndToEnd(t *testing.T) {
 	if got, want := stepDigests(sum), stepDigests(lora); !slices.Equal(got, want) {
 		t.Errorf("digests: sglang_disk %v, lora %v", got, want)
 	}
-	if fmt.Sprint(sum.Evals) != fmt.Sprint(lora.Evals) {
+	if evalsText(sum.Evals) != evalsText(lora.Evals) {
 		t.Errorf("evals: sglang_disk %v, lora %v", sum.Evals, lora.Evals)
 	}
 }
@@ -140,7 +140,7 @@ func TestSGLangDiskResume(t *testing.T) {
 	if strings.Join(digests(got), ";") != strings.Join(digests(want), ";") {
 		t.Fatalf("resumed %v\nwhole %v", digests(got), digests(want))
 	}
-	if fmt.Sprint(got.Evals) != fmt.Sprint(want.Evals) {
+	if evalsText(got.Evals) != evalsText(want.Evals) {
 		t.Fatalf("evals: resumed %v\nwhole %v", got.Evals, want.Evals)
 	}
 	// Step 3 sampled on the fresh replicas with step 2's weights.

@@ -27,6 +27,62 @@ func TrajectoriesFile(step int) string {
 	return filepath.Join(TrajectoriesDir, fmt.Sprintf("step-%04d.jsonl", step))
 }
 
+// EvalTrajectoriesFile returns the name, relative to the run directory, of
+// the trajectories an evaluation with strategy kept at step:
+// trajectories/eval-<strategy>-step-NNNN.jsonl.
+func EvalTrajectoriesFile(step int, strategy string) string {
+	return filepath.Join(TrajectoriesDir, fmt.Sprintf("eval-%s-step-%04d.jsonl", strategy, step))
+}
+
+// evalFileRE matches the name of an evaluation's trajectories file.
+var evalFileRE = regexp.MustCompile(`^eval-([a-z]+)-step-([0-9]+)\.jsonl$`)
+
+// EvalTrajectorySteps returns the steps at which an evaluation with
+// strategy kept trajectories, in increasing order.
+func (d *RunDir) EvalTrajectorySteps(strategy string) ([]int, error) {
+	entries, err := os.ReadDir(filepath.Join(d.Path, TrajectoriesDir))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("trajectories: %w", err)
+	}
+	var steps []int
+	for _, e := range entries {
+		m := evalFileRE.FindStringSubmatch(e.Name())
+		if m == nil || m[1] != strategy || e.IsDir() {
+			continue
+		}
+		if n, err := strconv.Atoi(m[2]); err == nil && !slices.Contains(steps, n) {
+			steps = append(steps, n)
+		}
+	}
+	slices.Sort(steps)
+	return steps, nil
+}
+
+// ReadEvalTrajectories reads the trajectories an evaluation with strategy
+// kept at step, in file order; errors as ReadTrajectories'.
+func (d *RunDir) ReadEvalTrajectories(step int, strategy string) ([]TrajectoryRecord, error) {
+	path := filepath.Join(d.Path, EvalTrajectoriesFile(step, strategy))
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		steps, serr := d.EvalTrajectorySteps(strategy)
+		if serr != nil {
+			return nil, serr
+		}
+		if len(steps) == 0 {
+			return nil, fmt.Errorf("%s: %w of a %s evaluation (none kept: output.trajectories 0, or no %s evaluation ran)", d.Path, ErrNoTrajectories, strategy, strategy)
+		}
+		return nil, fmt.Errorf("%s: %w of a %s evaluation at step %d (steps with them: %s)", d.Path, ErrNoTrajectories, strategy, step, StepRanges(steps))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("trajectories: %w", err)
+	}
+	defer f.Close()
+	return readTrajectories(f, path)
+}
+
 // TrajectoryQuestion is the question a trajectory answered.
 type TrajectoryQuestion struct {
 	// ID is the dataset's id of the question.

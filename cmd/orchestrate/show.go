@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hindsearch/hindsearch/clients/policy/format"
 	"github.com/hindsearch/hindsearch/results"
 )
 
@@ -18,6 +19,7 @@ type showFlags struct {
 	failed bool
 	id     string
 	color  string
+	eval   string
 }
 
 func newShowCmd(e *env) *cobra.Command {
@@ -34,7 +36,13 @@ retrieved, the reward, F1, advantage and finish reason, the judge's critique
 On a terminal the OPD terms are background colours scaled by value (green
 positive, red negative); otherwise runs of tokens sharing a non-zero term are
 written ⟦tokens⟧⟨+0.50⟩. The default step is the latest one with trajectories;
---id alone searches every step, latest first.`,
+--id alone searches every step, latest first.
+
+--eval STRATEGY shows the trajectories an evaluation kept instead
+(trajectories/eval-STRATEGY-step-NNNN.jsonl, output.trajectories of them: those
+with an invalid or cut turn, a cut observation, a failed or repeated search or
+no answer first, then wrong answers), with the evaluation's health per dataset;
+--step is then the evaluated step (0: the base model).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runShow(e, f, args[0], cmd.Flags().Changed("step"))
@@ -45,6 +53,7 @@ written ⟦tokens⟧⟨+0.50⟩. The default step is the latest one with traject
 	fs.BoolVar(&f.failed, "failed", false, "only failed trajectories (reward 0)")
 	fs.StringVar(&f.id, "id", "", "only the trajectory with this id")
 	fs.StringVar(&f.color, "color", "auto", "colour the output: auto (when writing to a terminal), always or never")
+	fs.StringVar(&f.eval, "eval", "", "show an evaluation's kept trajectories (direct, rag or search) instead of a training step's")
 	return cmd
 }
 
@@ -58,10 +67,23 @@ func runShow(e *env, f showFlags, path string, stepSet bool) error {
 	}
 	dir := &results.RunDir{Path: path}
 	steps, err := dir.TrajectorySteps()
+	read := dir.ReadTrajectories
+	kind := "trajectories"
+	if f.eval != "" {
+		if !slices.Contains(format.Strategies, f.eval) {
+			return fmt.Errorf("show: --eval %q: want one of %s", f.eval, strings.Join(format.Strategies, ", "))
+		}
+		steps, err = dir.EvalTrajectorySteps(f.eval)
+		read = func(step int) ([]results.TrajectoryRecord, error) { return dir.ReadEvalTrajectories(step, f.eval) }
+		kind = f.eval + " evaluation trajectories"
+	}
 	if err != nil {
 		return fmt.Errorf("show: %w", err)
 	}
 	if len(steps) == 0 {
+		if f.eval != "" {
+			return fmt.Errorf("show: %s has no %s (output.trajectories 0, or no %s evaluation has run)", path, kind, f.eval)
+		}
 		return fmt.Errorf("show: %s has no %s/ files (output.trajectories 0, or no step has finished)", path, results.TrajectoriesDir)
 	}
 
@@ -81,7 +103,7 @@ func runShow(e *env, f showFlags, path string, stepSet bool) error {
 		shown []results.TrajectoryRecord
 	)
 	for _, s := range search {
-		trajs, err := dir.ReadTrajectories(s)
+		trajs, err := read(s)
 		if err != nil {
 			return fmt.Errorf("show: %w", err)
 		}
@@ -118,9 +140,17 @@ func runShow(e *env, f showFlags, path string, stepSet bool) error {
 	if f.failed {
 		filter = ", failed only"
 	}
-	fmt.Fprintf(e.stdout, "%s step %d: %d of %d kept trajectories%s (steps with trajectories: %s)\n",
-		path, step, len(shown), len(all), filter, results.StepRanges(steps))
-	if recs, err := dir.ReadSteps(); err == nil {
+	fmt.Fprintf(e.stdout, "%s step %d: %d of %d kept %s%s (steps with %s: %s)\n",
+		path, step, len(shown), len(all), kind, filter, kind, results.StepRanges(steps))
+	if f.eval != "" {
+		if recs, err := dir.ReadEval(); err == nil {
+			for _, rec := range recs {
+				if rec.Step == step && rec.Strategy == f.eval && rec.Health != nil {
+					fmt.Fprintf(e.stdout, "%s %s\n", rec.Dataset, results.HealthLine(rec.Health))
+				}
+			}
+		}
+	} else if recs, err := dir.ReadSteps(); err == nil {
 		for _, rec := range recs {
 			if rec.Step == step && rec.Health != nil {
 				fmt.Fprintln(e.stdout, results.HealthLine(rec.Health))

@@ -193,3 +193,46 @@ func TestShowErrors(t *testing.T) {
 		}
 	}
 }
+
+// An evaluation keeps output.trajectories of its trajectories, those the
+// health counts against first, and show --eval prints them with the
+// evaluation's health per dataset; a strategy without kept trajectories,
+// or an unknown one, is a clear error.
+func TestShowEval(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	_, stderr, err := runCLI(t, nil, "eval", "../../recipes/sim.yaml", "--progress", "off",
+		"--set", "output.dir="+dir, "--set", "output.trajectories=3", "--set", "eval.per_dataset=2",
+		"--set", "rollout.max_obs_tokens=24")
+	if err != nil {
+		t.Fatalf("eval: %v (stderr %q)", err, stderr)
+	}
+	out, stderr, err := runCLI(t, nil, "show", dir, "--eval", "search", "--color", "never")
+	if err != nil {
+		t.Fatalf("show --eval: %v (stderr %q)", err, stderr)
+	}
+	for _, want := range []string{
+		"step 0: 3 of 3 kept search evaluation trajectories",
+		"\nhotpotqa health: searches ", "\nnq health: searches ", "after a cut (",
+		"observation cut at rollout.max_obs_tokens",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("show --eval lacks %q:\n%s", want, out)
+		}
+	}
+	if n := strings.Count(out, "\n=== eval-"); n != 3 {
+		t.Errorf("show --eval printed %d trajectories, want 3", n)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{dir, "--eval", "rag"}, "has no rag evaluation trajectories (output.trajectories 0, or no rag evaluation has run)"},
+		{[]string{dir, "--eval", "oracle"}, `--eval "oracle": want one of direct, rag, search`},
+		{[]string{dir, "--eval", "search", "--step", "3"}, "no trajectories of a search evaluation at step 3 (steps with them: 0)"},
+	} {
+		_, _, err := runCLI(t, nil, append([]string{"show"}, c.args...)...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("show %q: error %v, want %q", c.args, err, c.want)
+		}
+	}
+}
