@@ -3,7 +3,7 @@ GO ?= go
 BIN := bin/orchestrate
 RECIPE ?= recipes/sim.yaml
 
-.PHONY: all build demo bench bench-docs chaos golden real trackers real-serve real-stop test test-race test-short vet fmt fmt-check recipes-check ci clean
+.PHONY: all build demo bench bench-docs chaos golden real trackers real-serve real-stop real-aftercut test test-race test-short vet fmt fmt-check recipes-check ci clean
 
 all: build
 
@@ -52,6 +52,10 @@ trackers:
 
 real-stop:
 	bash sim/real/run.sh stop
+
+## real-aftercut: what a real instruct model (SmolLM2-135M-Instruct on vLLM) writes after a cut <information> block
+real-aftercut:
+	bash sim/real/run.sh aftercut
 
 ## golden: the behaviour record a refactoring must leave unchanged (.ci/golden; --update rewrites it)
 golden:

@@ -34,31 +34,10 @@ func EvalTrajectoriesFile(step int, strategy string) string {
 	return filepath.Join(TrajectoriesDir, fmt.Sprintf("eval-%s-step-%04d.jsonl", strategy, step))
 }
 
-// evalFileRE matches the name of an evaluation's trajectories file.
-var evalFileRE = regexp.MustCompile(`^eval-([a-z]+)-step-([0-9]+)\.jsonl$`)
-
 // EvalTrajectorySteps returns the steps at which an evaluation with
 // strategy kept trajectories, in increasing order.
 func (d *RunDir) EvalTrajectorySteps(strategy string) ([]int, error) {
-	entries, err := os.ReadDir(filepath.Join(d.Path, TrajectoriesDir))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("trajectories: %w", err)
-	}
-	var steps []int
-	for _, e := range entries {
-		m := evalFileRE.FindStringSubmatch(e.Name())
-		if m == nil || m[1] != strategy || e.IsDir() {
-			continue
-		}
-		if n, err := strconv.Atoi(m[2]); err == nil && !slices.Contains(steps, n) {
-			steps = append(steps, n)
-		}
-	}
-	slices.Sort(steps)
-	return steps, nil
+	return d.fileSteps(regexp.MustCompile(`^eval-` + regexp.QuoteMeta(strategy) + `-step-([0-9]+)\.jsonl$`))
 }
 
 // ReadEvalTrajectories reads the trajectories an evaluation with strategy
@@ -232,7 +211,11 @@ var stepFileRE = regexp.MustCompile(`^step-([0-9]+)\.jsonl$`)
 
 // TrajectorySteps returns the steps that have a trajectories file, in
 // increasing order (none when the directory has no trajectories/).
-func (d *RunDir) TrajectorySteps() ([]int, error) {
+func (d *RunDir) TrajectorySteps() ([]int, error) { return d.fileSteps(stepFileRE) }
+
+// fileSteps returns the steps (re's first group) of the files in
+// trajectories/ whose names re matches, in increasing order.
+func (d *RunDir) fileSteps(re *regexp.Regexp) ([]int, error) {
 	entries, err := os.ReadDir(filepath.Join(d.Path, TrajectoriesDir))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -242,7 +225,7 @@ func (d *RunDir) TrajectorySteps() ([]int, error) {
 	}
 	var steps []int
 	for _, e := range entries {
-		m := stepFileRE.FindStringSubmatch(e.Name())
+		m := re.FindStringSubmatch(e.Name())
 		if m == nil || e.IsDir() {
 			continue
 		}

