@@ -182,8 +182,12 @@ weights it last synced.`,
 			if err != nil {
 				return err
 			}
-			if fmt.Sprint(ge) != fmt.Sprint(we) {
-				return fmt.Errorf("chaos: evaluations differ:\n%v\n%v", ge, we)
+			// Whole records, the search health included (the same route and
+			// trajectories give it bit for bit).
+			gj, _ := json.Marshal(ge)
+			wj, _ := json.Marshal(we)
+			if string(gj) != string(wj) {
+				return fmt.Errorf("chaos: evaluations differ:\n%s\n%s", gj, wj)
 			}
 			fmt.Fprintf(e.stdout, "chaos: OK: %d steps and %d evaluation records equal the clean run's after %d kills and %d resumes under faults (%s)\n",
 				len(got), len(ge), killed, resumed, chaosFaults)
