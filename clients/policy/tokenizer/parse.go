@@ -149,17 +149,13 @@ func parsePreTokenizer(raw json.RawMessage) (splitter, error) {
 		return splitter{}, fmt.Errorf("pre_tokenizer: %w", err)
 	}
 	if t.Type == "ByteLevel" {
-		// ByteLevel alone splits with GPT-2's regex when use_regex is true
-		// (its default in Hugging Face tokenizers).
-		var bl struct {
-			AddPrefixSpace bool  `json:"add_prefix_space"`
-			UseRegex       *bool `json:"use_regex"`
+		// ByteLevel alone splits with GPT-2's regex when use_regex is true.
+		prefix, useRegex, err := byteLevelOptions(raw)
+		if err != nil {
+			return splitter{}, err
 		}
-		if err := json.Unmarshal(raw, &bl); err != nil {
-			return splitter{}, fmt.Errorf("pre_tokenizer ByteLevel: %w", err)
-		}
-		if bl.AddPrefixSpace || bl.UseRegex != nil && !*bl.UseRegex {
-			return splitter{}, fmt.Errorf("pre_tokenizer ByteLevel with add_prefix_space %v, use_regex %v is not supported (want false, true; or a Sequence of Split and ByteLevel)", bl.AddPrefixSpace, bl.UseRegex == nil || *bl.UseRegex)
+		if prefix || !useRegex {
+			return splitter{}, fmt.Errorf("pre_tokenizer ByteLevel with add_prefix_space %v, use_regex %v is not supported (want false, true; or a Sequence of Split and ByteLevel)", prefix, useRegex)
 		}
 		return splitter{gpt2: true}, nil
 	}
@@ -206,18 +202,27 @@ func parsePreTokenizer(raw json.RawMessage) (splitter, error) {
 	default:
 		return splitter{}, fmt.Errorf("pre_tokenizer Split regex %q is not supported (only Qwen2's and Llama 3's patterns)", *split.Pattern.Regex)
 	}
+	prefix, useRegex, err := byteLevelOptions(seq.Pretokenizers[1])
+	if err != nil {
+		return splitter{}, err
+	}
+	if prefix || useRegex {
+		return splitter{}, fmt.Errorf("pre_tokenizer ByteLevel with add_prefix_space %v, use_regex %v is not supported (want false, false)", prefix, useRegex)
+	}
+	return sp, nil
+}
+
+// byteLevelOptions reads a ByteLevel pre-tokenizer's add_prefix_space and
+// use_regex (which defaults to true in Hugging Face tokenizers).
+func byteLevelOptions(raw json.RawMessage) (addPrefixSpace, useRegex bool, err error) {
 	var bl struct {
 		AddPrefixSpace bool  `json:"add_prefix_space"`
 		UseRegex       *bool `json:"use_regex"`
 	}
-	if err := json.Unmarshal(seq.Pretokenizers[1], &bl); err != nil {
-		return splitter{}, fmt.Errorf("pre_tokenizer ByteLevel: %w", err)
+	if err := json.Unmarshal(raw, &bl); err != nil {
+		return false, false, fmt.Errorf("pre_tokenizer ByteLevel: %w", err)
 	}
-	// use_regex defaults to true in Hugging Face tokenizers.
-	if bl.AddPrefixSpace || bl.UseRegex == nil || *bl.UseRegex {
-		return splitter{}, fmt.Errorf("pre_tokenizer ByteLevel with add_prefix_space %v, use_regex %v is not supported (want false, false)", bl.AddPrefixSpace, bl.UseRegex == nil || *bl.UseRegex)
-	}
-	return sp, nil
+	return bl.AddPrefixSpace, bl.UseRegex == nil || *bl.UseRegex, nil
 }
 
 func parseDecoder(raw json.RawMessage) error {
