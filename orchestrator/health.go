@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/hindsearch/hindsearch/clients/policy/format"
@@ -12,14 +13,14 @@ import (
 // stepHealth measures the search agent's health over all of a step's
 // trajectories (results.Health says what each figure is).
 func stepHealth(all []*rollout.Trajectory) *results.Health {
-	h := &results.Health{Truncated: map[string]float64{}}
+	h := &results.Health{Truncated: map[string]float64{}, GoldRetrievedRate: new(float64)}
 	for _, c := range results.TruncationCauses {
 		h.Truncated[c] = 0
 	}
 	if len(all) == 0 {
 		return h
 	}
-	var turns, invalid, searches, repeated, failed, policyTokens, think int
+	var turns, invalid, searches, repeated, failed, policyTokens, think, goldRetrieved int
 	var surprisal float64
 	var afterCut []string
 	for _, t := range all {
@@ -27,6 +28,9 @@ func stepHealth(all []*rollout.Trajectory) *results.Health {
 			h.AnswerRate++
 		}
 		causes := map[string]bool{}
+		if slices.ContainsFunc(t.Turns, func(tr rollout.Turn) bool { return tr.GoldRetrieved }) {
+			goldRetrieved++
+		}
 		for j, tr := range t.Turns {
 			turns++
 			think += tr.ThinkTokens
@@ -78,6 +82,7 @@ func stepHealth(all []*rollout.Trajectory) *results.Health {
 	h.AfterCut = results.NewAfterCut(afterCut)
 	h.SearchesPerTrajectory = float64(searches) / n
 	h.AnswerRate /= n
+	*h.GoldRetrievedRate = float64(goldRetrieved) / n
 	h.TruncatedRate /= n
 	for c := range h.Truncated {
 		h.Truncated[c] /= n

@@ -344,3 +344,78 @@ func TestAfterCutHealth(t *testing.T) {
 		t.Errorf("invalid-action rate %v with stops, %v without", half.Steps[0].Health.InvalidActionRate, clean.Steps[0].Health.InvalidActionRate)
 	}
 }
+
+// gold_retrieved_rate is the share of a step's trajectories with a search
+// turn that showed a gold answer, each trajectory counted once however
+// many of its turns did; a trajectory that never searches counts as not
+// shown one.
+func TestGoldRetrievedRate(t *testing.T) {
+	search := func(gold bool) rollout.Turn {
+		return rollout.Turn{Action: format.ActionSearch, Content: "q", GoldRetrieved: gold}
+	}
+	answer := rollout.Turn{Action: format.ActionAnswer, Content: "x"}
+	traj := func(turns ...rollout.Turn) *rollout.Trajectory {
+		return &rollout.Trajectory{Turns: turns, Finish: "answer", Answered: true}
+	}
+	for _, c := range []struct {
+		name string
+		all  []*rollout.Trajectory
+		want float64
+	}{
+		{"no trajectories", nil, 0},
+		{"one search that showed it", []*rollout.Trajectory{traj(search(true), answer)}, 1},
+		{"no search", []*rollout.Trajectory{traj(answer)}, 0},
+		{"searches that did not", []*rollout.Trajectory{traj(search(false), search(false), answer)}, 0},
+		{"counted once per trajectory", []*rollout.Trajectory{traj(search(true), search(true), answer), traj(answer)}, 0.5},
+		{"the second search", []*rollout.Trajectory{traj(search(false), search(true), answer), traj(search(false), answer),
+			traj(answer), traj(search(true))}, 0.5},
+	} {
+		h := stepHealth(c.all)
+		got, ok := h.Value("gold_retrieved_rate")
+		if !ok || h.GoldRetrievedRate == nil || got != c.want {
+			t.Errorf("%s: gold_retrieved_rate %v (recorded %v), want %v", c.name, got, ok, c.want)
+		}
+		if line := results.HealthLine(h); !strings.Contains(line, fmt.Sprintf("gold retrieved %.0f%%", 100*c.want)) {
+			t.Errorf("%s: health line %s", c.name, line)
+		}
+	}
+}
+
+// In a simulated run the passages the agent reads often hold the answer:
+// the training steps and the search evaluation record a share above 0;
+// with rollout.max_obs_tokens cutting every block before its first passage
+// the policy is shown none, and the share is 0 though the same searches
+// retrieved them.
+func TestGoldRetrievedInARun(t *testing.T) {
+	sets := []string{"eval.datasets.nq=", "train.steps=1", "hindsight.enabled=false"}
+	whole, out := runRecipe(t, testRecipe(t, "", sets...), 1)
+	// "\n\n<information>Doc" is five tokens or so: no passage text is left.
+	cut, _ := runRecipe(t, testRecipe(t, "", append(sets, "rollout.max_obs_tokens=4")...), 1)
+	rate := func(h *results.Health) float64 {
+		v, ok := h.Value("gold_retrieved_rate")
+		if !ok {
+			t.Fatal("no gold_retrieved_rate recorded")
+		}
+		return v
+	}
+	if got := rate(whole.Steps[0].Health); !(got > 0 && got <= 1) {
+		t.Errorf("step 1: gold_retrieved_rate %v, want some", got)
+	}
+	if got := rate(cut.Steps[0].Health); got != 0 || cut.Steps[0].Health.Truncated[results.TruncObservation] == 0 {
+		t.Errorf("every block cut to 4 tokens: gold_retrieved_rate %v, want 0 (observation cuts %v)", got,
+			cut.Steps[0].Health.Truncated[results.TruncObservation])
+	}
+	evaluated := 0
+	for _, e := range whole.Evals {
+		if e.Strategy != format.StrategySearch {
+			continue
+		}
+		evaluated++
+		if e.Health == nil || rate(e.Health) < 0 || rate(e.Health) > 1 {
+			t.Errorf("eval step %d %s: health %+v", e.Step, e.Dataset, e.Health)
+		}
+	}
+	if evaluated == 0 || !strings.Contains(out, "  gold retrieved ") {
+		t.Errorf("%d search evaluations; the step line says gold retrieved: %v", evaluated, strings.Contains(out, "  gold retrieved "))
+	}
+}

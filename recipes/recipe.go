@@ -507,7 +507,7 @@ type Health struct {
 
 // HealthWatchable are the health metrics health.watch may name: those
 // whose fall is the collapse the alarm is for.
-var HealthWatchable = []string{"think_tokens", "answer_rate", "sampled_entropy", "searches_per_trajectory", "response_tokens"}
+var HealthWatchable = []string{"think_tokens", "answer_rate", "sampled_entropy", "searches_per_trajectory", "response_tokens", "gold_retrieved_rate"}
 
 // Hindsight configures the critique and the on-policy-distillation term.
 type Hindsight struct {

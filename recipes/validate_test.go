@@ -668,7 +668,7 @@ func TestValidateHealthKeys(t *testing.T) {
 		"\trollout.turn_penalty_causes[0]: must be one of invalid_action, truncation, repeated_query, no_answer, got \"retrieval_error\"\n",
 		"\thealth.window: must be at least 1, got 0\n",
 		"\thealth.drop: must be in [0, 1] (0: no alarm), got 1.5\n",
-		"\thealth.watch[0]: must be one of think_tokens, answer_rate, sampled_entropy, searches_per_trajectory, response_tokens, got \"reward\"\n",
+		"\thealth.watch[0]: must be one of think_tokens, answer_rate, sampled_entropy, searches_per_trajectory, response_tokens, gold_retrieved_rate, got \"reward\"\n",
 		"\tretriever.on_error: must be one of observe, fail, got \"ignore\"\n",
 		"\tretriever.max_error_rate: must be in [0, 1] (1: never fail a step), got 2\n",
 		"\tsim.agent: invalid_rate + repeat_rate + ramble_rate must be below 1",

@@ -25,6 +25,14 @@ type Health struct {
 	// RetrievalErrorRate is the share of searches the retriever failed
 	// after retries (retriever.on_error observe).
 	RetrievalErrorRate float64 `json:"retrieval_error_rate"`
+	// GoldRetrievedRate is the share of trajectories that were shown a
+	// gold answer in their retrieved passages: some search turn whose
+	// <information> block's text, as far as the policy was shown it (the
+	// tokens before a cut at rollout.max_obs_tokens), holds a gold answer
+	// as whole words after EM's normalisation (format.ContainsAnswer; the
+	// turn's gold_retrieved). A trajectory with no search, or only failed
+	// ones, was shown none. Nil in records written before it existed.
+	GoldRetrievedRate *float64 `json:"gold_retrieved_rate,omitempty"`
 	// TruncatedRate is the share of trajectories with any of Truncated's
 	// causes.
 	TruncatedRate float64 `json:"truncated_rate"`
@@ -144,9 +152,12 @@ func (a *AfterCut) cells() string {
 // filter's and penalty's counts and the alarms firing.
 func HealthLine(h *Health) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "health: searches %.2f  answered %.0f%%  invalid %.1f%%  repeated %.1f%%  retrieval errors %.1f%%  truncated %.1f%%  think %.1f/%.1f tokens  entropy %.3f",
-		h.SearchesPerTrajectory, 100*h.AnswerRate, 100*h.InvalidActionRate, 100*h.RepeatedQueryRate, 100*h.RetrievalErrorRate,
-		100*h.TruncatedRate, h.ThinkTokens, h.ResponseTokens, h.SampledEntropy)
+	fmt.Fprintf(&b, "health: searches %.2f  answered %.0f%%  invalid %.1f%%  repeated %.1f%%  retrieval errors %.1f%%",
+		h.SearchesPerTrajectory, 100*h.AnswerRate, 100*h.InvalidActionRate, 100*h.RepeatedQueryRate, 100*h.RetrievalErrorRate)
+	if h.GoldRetrievedRate != nil {
+		fmt.Fprintf(&b, "  gold retrieved %.0f%%", 100*(*h.GoldRetrievedRate))
+	}
+	fmt.Fprintf(&b, "  truncated %.1f%%  think %.1f/%.1f tokens  entropy %.3f", 100*h.TruncatedRate, h.ThinkTokens, h.ResponseTokens, h.SampledEntropy)
 	if h.Filtered > 0 {
 		fmt.Fprintf(&b, "  filtered %d", h.Filtered)
 	}
@@ -188,9 +199,15 @@ type HealthAlarm struct {
 }
 
 // Value returns the health metric named name (one of HealthMetrics); ok
-// is false for another name.
+// is false for another name, and for gold_retrieved_rate in a record
+// written before it existed (v is then 0).
 func (h *Health) Value(name string) (v float64, ok bool) {
 	switch name {
+	case "gold_retrieved_rate":
+		if h.GoldRetrievedRate == nil {
+			return 0, false
+		}
+		return *h.GoldRetrievedRate, true
 	case "searches_per_trajectory":
 		return h.SearchesPerTrajectory, true
 	case "answer_rate":
@@ -215,7 +232,7 @@ func (h *Health) Value(name string) (v float64, ok bool) {
 
 // HealthMetrics are Health's scalar metrics, in display order.
 var HealthMetrics = []string{"searches_per_trajectory", "answer_rate", "invalid_action_rate", "repeated_query_rate",
-	"retrieval_error_rate", "truncated_rate", "response_tokens", "think_tokens", "sampled_entropy"}
+	"retrieval_error_rate", "gold_retrieved_rate", "truncated_rate", "response_tokens", "think_tokens", "sampled_entropy"}
 
 // Alarms computes the collapse alarms at the last of points (a run's steps
 // with health, in order): each metric of watch whose mean over the last

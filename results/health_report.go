@@ -24,7 +24,9 @@ const HealthCurvesFile = "health-curves.png"
 
 // HealthTable prints one row per step record with health to w, in the
 // order given: searches per trajectory, answer, invalid-action,
-// repeated-query and retrieval-error rates, the truncated share with each
+// repeated-query and retrieval-error rates, the share of trajectories
+// shown a gold answer ("-" in records from before it), the truncated
+// share with each
 // cause's, response and think tokens, the sampled entropy, the filtered
 // trajectories and penalised turns and the collapse alarms; then, when the
 // trainer reported any, a second table of the trainer's own metrics per
@@ -49,8 +51,8 @@ func HealthTable(w io.Writer, recs []StepRecord) error {
 		return fmt.Errorf("health table: no step records with health (runs before the health object existed)")
 	}
 	slices.Sort(keys)
-	t := newTable(w, 14)
-	t.Header("step", "searches", "answer %", "invalid %", "repeat %", "retr err %", "trunc %",
+	t := newTable(w, 15)
+	t.Header("step", "searches", "answer %", "invalid %", "repeat %", "retr err %", "gold retr %", "trunc %",
 		"turn/ctx/limit/obs %", "after cut c/w/s/o %", "resp tok", "think tok", "entropy", "filtered", "penalised", "alarm")
 	for _, r := range with {
 		h := r.Health
@@ -62,8 +64,12 @@ func HealthTable(w io.Writer, recs []StepRecord) error {
 		for _, a := range h.Alarms {
 			alarms = append(alarms, fmt.Sprintf("%s -%.0f%% since %d", a.Metric, 100*a.Fall, a.PeakTo))
 		}
+		gold := "-"
+		if v, ok := h.Value("gold_retrieved_rate"); ok {
+			gold = pct(v)
+		}
 		if err := t.Append([]string{fmt.Sprint(r.Step), fmt.Sprintf("%.2f", h.SearchesPerTrajectory), pct(h.AnswerRate),
-			pct(h.InvalidActionRate), pct(h.RepeatedQueryRate), pct(h.RetrievalErrorRate), pct(h.TruncatedRate),
+			pct(h.InvalidActionRate), pct(h.RepeatedQueryRate), pct(h.RetrievalErrorRate), gold, pct(h.TruncatedRate),
 			strings.Join(causes, "/"), h.AfterCut.cells(), fmt.Sprintf("%.1f", h.ResponseTokens), fmt.Sprintf("%.1f", h.ThinkTokens),
 			fmt.Sprintf("%.3f", h.SampledEntropy), fmt.Sprint(h.Filtered), fmt.Sprint(h.PenalisedTurns), strings.Join(alarms, "; ")}); err != nil {
 			return fmt.Errorf("health table: %w", err)
@@ -107,11 +113,11 @@ const (
 
 // PlotHealthCurves writes the health curves of steps to path (a PNG,
 // atomically), titled after the run name: six panels over the step axis
-// (searches per trajectory; answer rate; invalid-action, repeated-query
-// and retrieval-error rates; truncation by cause; response and think
-// tokens; sampled entropy), a collapse alarm marked on its metric's
-// panel by a red cross at each step it fired. Steps without health are
-// left out; none at all draws "no data".
+// (searches per trajectory; answer rate and gold_retrieved_rate;
+// invalid-action, repeated-query and retrieval-error rates; truncation by
+// cause; response and think tokens; sampled entropy), a collapse alarm
+// marked on its metric's panel by a red cross at each step it fired.
+// Steps without health are left out; none at all draws "no data".
 func PlotHealthCurves(path, name string, steps []StepRecord) error {
 	img, err := renderHealthCurves(name, steps)
 	if err != nil {
@@ -154,7 +160,10 @@ func healthPanels(steps []StepRecord) []panel {
 		}
 		x := float64(s.Step)
 		for _, m := range HealthMetrics {
-			v, _ := h.Value(m)
+			v, ok := h.Value(m)
+			if !ok {
+				continue
+			}
 			if strings.HasSuffix(m, "_rate") {
 				v *= 100
 			}
@@ -192,7 +201,8 @@ func healthPanels(steps []StepRecord) []panel {
 		}
 		return p
 	}
-	answer := mk("Answer rate (%)", "answered (%)", false, line("answered", "answer_rate", 1, draw.CircleGlyph{}))
+	answer := mk("Answered; gold answer retrieved (%)", "trajectories (%)", true, line("answered", "answer_rate", 1, draw.CircleGlyph{}),
+		line("gold answer in the passages", "gold_retrieved_rate", 2, draw.BoxGlyph{}))
 	answer.yMax = 100
 	return []panel{
 		mk("Searches per trajectory", "searches", false, line("searches", "searches_per_trajectory", 0, draw.CircleGlyph{})),

@@ -1,6 +1,8 @@
 package results
 
 import (
+	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -46,5 +48,47 @@ func TestNewAfterCut(t *testing.T) {
 	var none *AfterCut
 	if none.cells() != "-" {
 		t.Errorf("nil cells %q", none.cells())
+	}
+}
+
+// gold_retrieved_rate is a health metric like the others where it was
+// recorded, and absent (not 0) in a record from before it existed: Value
+// says so, the health line leaves it out.
+func TestGoldRetrievedRateValue(t *testing.T) {
+	rate := 0.375
+	for _, c := range []struct {
+		name   string
+		record string
+		want   *float64
+		line   string
+	}{
+		{"recorded", `{"answer_rate":0.5,"gold_retrieved_rate":0.375}`, &rate, "retrieval errors 0.0%  gold retrieved 38%  truncated"},
+		{"recorded as 0", `{"answer_rate":0.5,"gold_retrieved_rate":0}`, new(float64), "gold retrieved 0%"},
+		{"from before it existed", `{"answer_rate":0.5}`, nil, "retrieval errors 0.0%  truncated"},
+	} {
+		var h Health
+		if err := json.Unmarshal([]byte(c.record), &h); err != nil {
+			t.Fatal(err)
+		}
+		v, ok := h.Value("gold_retrieved_rate")
+		if ok != (c.want != nil) || (c.want != nil && v != *c.want) || (c.want == nil && v != 0) {
+			t.Errorf("%s: Value = %v, %v; want %v", c.name, v, ok, c.want)
+		}
+		if line := HealthLine(&h); !strings.Contains(line, c.line) {
+			t.Errorf("%s: health line %q lacks %q", c.name, line, c.line)
+		}
+		b, err := json.Marshal(&h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if has := strings.Contains(string(b), `"gold_retrieved_rate"`); has != (c.want != nil) {
+			t.Errorf("%s: written again as %s", c.name, b)
+		}
+	}
+	if !slices.Contains(HealthMetrics, "gold_retrieved_rate") {
+		t.Error("HealthMetrics lacks gold_retrieved_rate")
+	}
+	if got := turnFlags(TurnRecord{Action: "search", GoldRetrieved: true}); got != " · gold answer in the passages" {
+		t.Errorf("turn flags %q", got)
 	}
 }

@@ -481,7 +481,7 @@ func (w *wrapper) end() {
 
 // turnFlags says what the step health counted of a turn: its think
 // tokens, a repeated query, a cut at its token cap or of the observation
-// after it.
+// after it, a gold answer in the passages it was shown.
 func turnFlags(turn TurnRecord) string {
 	var b strings.Builder
 	if turn.ThinkTokens > 0 {
@@ -495,6 +495,9 @@ func turnFlags(turn TurnRecord) string {
 	}
 	if turn.ObsCut {
 		b.WriteString(" · observation cut at rollout.max_obs_tokens")
+	}
+	if turn.GoldRetrieved {
+		b.WriteString(" · gold answer in the passages")
 	}
 	return b.String()
 }

@@ -103,6 +103,9 @@ type TurnRecord struct {
 	ObsCut bool `json:"obs_cut,omitempty"`
 	// RetrievalError is why the turn's search got no passages.
 	RetrievalError string `json:"retrieval_error,omitempty"`
+	// GoldRetrieved says the passages the turn's search showed the policy
+	// (before a cut) contain a gold answer (Health.GoldRetrievedRate).
+	GoldRetrieved bool `json:"gold_retrieved,omitempty"`
 }
 
 // TrajectoryRecord is one line of trajectories/step-NNNN.jsonl: one rollout

@@ -11,7 +11,8 @@ import (
 // TestResultsHealthGolden tables the health of the fixture run
 // testdata/healthrun (five steps of the simulator with the abnormal agent,
 // the filter, the turn penalty and a collapse alarm from step 3; step 1's
-// record is from before the health object and is left out) against
+// record is from before the health object and is left out, steps 2 and 3
+// from before gold_retrieved_rate, "-" in its column) against
 // testdata/results_health.golden, and draws its curves where --plot says.
 func TestResultsHealthGolden(t *testing.T) {
 	png1 := filepath.Join(t.TempDir(), "health.png")

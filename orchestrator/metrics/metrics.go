@@ -189,7 +189,10 @@ func (m *Metrics) RecordStep(rec *results.StepRecord) {
 			firing[a.Metric] = true
 		}
 		for _, name := range results.HealthMetrics {
-			v, _ := h.Value(name)
+			v, ok := h.Value(name)
+			if !ok {
+				continue // a record from before the metric existed
+			}
 			m.health.WithLabelValues(name).Set(v)
 			a := 0.0
 			if firing[name] {

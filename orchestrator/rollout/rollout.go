@@ -54,6 +54,12 @@ type Turn struct {
 	// retriever failed after retries, retriever.on_error observe); the
 	// trajectory was shown format.SearchFailedBlock instead.
 	RetrievalError string `json:"retrieval_error,omitempty"`
+	// GoldRetrieved says the passages retrieved for the turn's search, as
+	// far as the policy was shown them (format.InfoText of the
+	// <information> block, only its tokens before the cut when ObsCut),
+	// contain a gold answer of the question (format.ContainsAnswer). A
+	// failed search's block holds no passage and never counts.
+	GoldRetrieved bool `json:"gold_retrieved,omitempty"`
 }
 
 // Turn.Cut values.
@@ -422,9 +428,15 @@ func (r *Engine) envTurn(ctx context.Context, l *Live, hits []retriever.Hit) err
 	var err error
 	if block != "" {
 		env, err = r.tokenize(ctx, block)
+		shown := block
 		if len(env) > r.maxObs {
 			env = env[:r.maxObs]
 			l.tr.ObsCut = true
+			// What the policy saw of the block: its kept tokens' bytes.
+			shown = string(roles.TurnBytes(r.tok.Vocab, env, nil))
+		}
+		if l.kind == format.ActionSearch && l.tr.RetrievalError == "" {
+			l.tr.GoldRetrieved = format.ContainsAnswer(format.InfoText(shown), l.t.Question.Golds)
 		}
 		l.resp = append(l.resp, block...)
 	} else {

@@ -422,3 +422,79 @@ func TestRolloutHugeOutput(t *testing.T) {
 		t.Error("the turn lost its query text")
 	}
 }
+
+// queryRetriever answers each query with its own passages and fails the
+// queries it has none for.
+type queryRetriever map[string][]string
+
+func (q queryRetriever) Retrieve(_ context.Context, qs []string, _ int) ([][]retriever.Hit, error) {
+	out := make([][]retriever.Hit, len(qs))
+	for i, query := range qs {
+		ps, ok := q[query]
+		if !ok {
+			return nil, errors.New("POST /retrieve: status 500")
+		}
+		for j, p := range ps {
+			out[i] = append(out[i], retriever.Hit{ID: strconv.Itoa(j), Contents: p})
+		}
+	}
+	return out, nil
+}
+
+func (q queryRetriever) URL() string { return "http://retriever.invalid" }
+
+// A search turn records whether the passages the policy was shown contain
+// a gold answer: only the tokens before a cut count, a failed search's
+// block holds no passage, and a trajectory that never searches has no
+// such turn.
+func TestGoldRetrieved(t *testing.T) {
+	const gold = "\"France\"\nA country whose capital is Paris, on the Seine."
+	block := format.InfoBlock([]string{gold})
+	// With policy.tokenize local the test vocabulary gives one id per
+	// byte: max_obs_tokens cuts the block at that byte.
+	paris := strings.Index(block, "Paris")
+	rt := queryRetriever{"france": {gold}, "lyon": {"\"Lyon\"\nA city on the Rhone."}}
+	for _, c := range []struct {
+		name    string
+		queries []string // one search turn each, then an answer
+		golds   []string
+		maxObs  int
+		want    []bool // GoldRetrieved per turn
+		cut     bool   // the first block was cut
+	}{
+		{"the whole block", []string{"france"}, []string{"Paris"}, 4096, []bool{true, false}, false},
+		{"cut just after the gold", []string{"france"}, []string{"Paris"}, paris + len("Paris"), []bool{true, false}, true},
+		{"cut inside the gold", []string{"france"}, []string{"Paris"}, paris + len("Par"), []bool{false, false}, true},
+		{"cut before the closing tag", []string{"france"}, []string{"the Seine"}, len(block) - len("mation>\n\n"), []bool{true, false}, true},
+		{"not in the passages", []string{"france"}, []string{"Lyon"}, 4096, []bool{false, false}, false},
+		{"several golds, the second", []string{"france"}, []string{"Berlin", "paris"}, 4096, []bool{true, false}, false},
+		{"the second search", []string{"lyon", "france"}, []string{"Paris"}, 4096, []bool{false, true, false}, false},
+		{"no search", nil, []string{"Paris"}, 4096, []bool{false}, false},
+		// The failed search's block says "no passages": not a gold "no".
+		{"a failed search", []string{"nowhere"}, []string{"no", "passages"}, 4096, []bool{false, false}, false},
+	} {
+		v := newPieceVocab()
+		var script []*policy.Completion
+		for _, q := range c.queries {
+			script = append(script, v.completion("<search>", " "+q+" ", "</search>"))
+		}
+		script = append(script, v.completion("<answer>", " Paris ", "</answer>"))
+		p := &fakePolicy{url: "p", script: script}
+		r := &Engine{Replicas: fleet.New([]policy.Policy{p}), retriever: rt, topk: 3, maxTurns: 4, maxTurn: 500, maxObs: c.maxObs,
+			maxCtx: 1 << 20, baseModel: "base", tok: v.tokenizer(), local: true, observeErrors: true}
+		tr := &Trajectory{ID: "t", PromptIDs: []int{1, 2}, Question: dataset.Question{Question: "capital of france", Golds: c.golds}}
+		if err := r.Rollout(context.Background(), tr, "base", policy.Neutral(), 1); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		var got []bool
+		for _, tu := range tr.Turns {
+			got = append(got, tu.GoldRetrieved)
+		}
+		if !slices.Equal(got, c.want) || tr.Turns[0].ObsCut != c.cut {
+			t.Errorf("%s: gold retrieved %v, want %v; cut %v, want %v", c.name, got, c.want, tr.Turns[0].ObsCut, c.cut)
+		}
+		if c.name == "a failed search" && tr.Turns[0].RetrievalError == "" {
+			t.Errorf("%s: the search did not fail: the case tests nothing", c.name)
+		}
+	}
+}

@@ -171,6 +171,50 @@ func ExactMatch(pred string, golds []string) float64 {
 	return 0
 }
 
+// ContainsAnswer reports whether text contains a gold answer as whole
+// words, under the normalisation ExactMatch scores with: some gold's
+// Normalize form, when it is not empty, occurs in Normalize(text) starting
+// and ending at word boundaries (the single spaces Normalize leaves
+// between words, or the ends of the text). Normalize drops punctuation
+// rather than splitting at it, so "Paris-based" and "Paris's" are one
+// word each and contain no "Paris", and a gold that is only an article or
+// punctuation never matches. Search-R1's retrieval check
+// (is_retrieval_correct in qa_em_format.py) tests a plain substring
+// instead, which also finds "art" in "party" and "no" in "not".
+func ContainsAnswer(text string, golds []string) bool {
+	nt := " " + Normalize(text) + " "
+	for _, g := range golds {
+		if ng := Normalize(g); ng != "" && strings.Contains(nt, " "+ng+" ") {
+			return true
+		}
+	}
+	return false
+}
+
+// InfoText returns what an <information> block (InfoBlock's text, or the
+// part of it a policy was shown when the block was cut) holds between its
+// tags: the text after <information>, up to </information> or, in a block
+// cut before that tag, to its end, less a start of the closing tag the cut
+// left ("</inf"); "" when the opening tag is not all there.
+func InfoText(block string) string {
+	_, after, ok := strings.Cut(block, "<information>")
+	if !ok {
+		return ""
+	}
+	text, _, closed := strings.Cut(after, infoClose)
+	if !closed {
+		for k := len(infoClose) - 1; k > 0; k-- {
+			if strings.HasSuffix(text, infoClose[:k]) {
+				return text[:len(text)-k]
+			}
+		}
+	}
+	return text
+}
+
+// infoClose closes an <information> block.
+const infoClose = "</information>"
+
 // F1 is the best token-level F1 of the prediction against any gold answer.
 func F1(pred string, golds []string) float64 {
 	best := 0.0

@@ -270,6 +270,63 @@ func TestExactMatch(t *testing.T) {
 	}
 }
 
+// A gold answer is in a passage text when its normalised words occur
+// there as whole words; several golds, any one will do.
+func TestContainsAnswer(t *testing.T) {
+	for _, c := range []struct {
+		text  string
+		golds []string
+		want  bool
+	}{
+		{"Paris is the capital of France.", []string{"Paris"}, true},
+		{"the capital is PARIS.", []string{"paris"}, true},                          // case and end punctuation
+		{"It lies on the Seine, in Paris, France", []string{"Paris, France"}, true}, // several words, punctuation dropped in both
+		{"Barack Obama was born in Hawaii", []string{"The Barack Obama"}, true},     // the gold's article
+		{"Doc 1(Title: \"Paris\") The city", []string{"Paris"}, true},               // a title in quotes
+		{"a Paris-based company", []string{"Paris"}, false},                         // one word after Normalize
+		{"Obama's father", []string{"Obama"}, false},                                // likewise
+		{"a party at the art museum", []string{"art"}, true},                        // whole word: "party" does not count...
+		{"a party at the museum", []string{"art"}, false},                           // ...on its own
+		{"this is not the answer", []string{"no"}, false},                           // a yes/no gold inside "not"
+		{"the answer is no.", []string{"yes", "no"}, true},                          // several golds: the second
+		{"nothing here", []string{"Lyon", "Marseille"}, false},                      // several golds: none
+		{"the the the", []string{"The"}, false},                                     // a gold normalised to nothing
+		{"Paris", nil, false},                                                       // no golds
+		{"", []string{"Paris"}, false},                                              // no text
+		{"in New York City", []string{"new york"}, true},                            // a prefix of a longer name, whole words
+		{"in NewYork", []string{"new york"}, false},                                 // not the same words
+		{"Zürich, Switzerland", []string{"zürich"}, true},
+		{"a 1984 novel", []string{"1984"}, true},
+		{"Doc 1(Title: X) text", []string{"1"}, false}, // InfoBlock's numbering is glued to "Title"
+	} {
+		if got := format.ContainsAnswer(c.text, c.golds); got != c.want {
+			t.Errorf("ContainsAnswer(%q, %q) = %v, want %v", c.text, c.golds, got, c.want)
+		}
+	}
+}
+
+// The text between an <information> block's tags, of a whole block and of
+// one cut short.
+func TestInfoText(t *testing.T) {
+	block := format.InfoBlock([]string{"\"Paris\"\nParis is the capital of France."})
+	for _, c := range []struct{ shown, want string }{
+		{block, "Doc 1(Title: \"Paris\") Paris is the capital of France."},
+		{block[:len(block)-len("</information>\n\n")], "Doc 1(Title: \"Paris\") Paris is the capital of France."},
+		{block[:len(block)-len("ormation>\n\n")], "Doc 1(Title: \"Paris\") Paris is the capital of France."}, // cut inside the closing tag
+		{block[:len(block)-len("capital of France.</information>\n\n")], "Doc 1(Title: \"Paris\") Paris is the "},
+		{"\n\n<information>", ""},
+		{"\n\n<inform", ""}, // cut inside the opening tag: nothing shown
+		{"", ""},
+	} {
+		if got := format.InfoText(c.shown); got != c.want {
+			t.Errorf("InfoText(%q) = %q, want %q", c.shown, got, c.want)
+		}
+	}
+	if format.InfoText(format.SearchFailedBlock) != "The search failed: no passages were returned." {
+		t.Errorf("failed block: %q", format.InfoText(format.SearchFailedBlock))
+	}
+}
+
 func TestF1(t *testing.T) {
 	cases := []struct {
 		pred  string
