@@ -15,6 +15,14 @@
 #                              Instruct, on vLLM) writes after a cut
 #                              <information> block (make real-aftercut;
 #                              not in CI)
+#   sim/real/run.sh learn      a real model learns through the program
+#                              (make real-learn): the units task and
+#                              Qwen3-tiny-units made here, SkyRL and one
+#                              vLLM started, a GRPO and a hindsight arm run
+#                              (sim/real/learn.yaml), checked, stopped
+#   sim/real/run.sh learn-serve   the same up to the servers, which stay up
+#   sim/real/run.sh learn-study   grpo, hindsight and no-gold at 5 seeds
+#                              (orchestrate study; make real-learn-study)
 #
 # Extra arguments after `--` go to `go test` (e.g. -- -run TestRunReal -v).
 # Everything is cached outside the repository, under $HINDSEARCH_REAL_CACHE
@@ -30,12 +38,15 @@ CACHE=${HINDSEARCH_REAL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hindsearch/real}
 # under runs/, where recipes/real-cpu.yaml reads the checkpoints.
 STATE=${HINDSEARCH_REAL_STATE:-$REPO/runs/real-servers}
 UV_VERSION=0.13.9
-MODEL_NAME=Qwen3-tiny-taught
-MODEL=$CACHE/models/$MODEL_NAME
 mode=${1:-test}
 [ $# -gt 0 ] && shift
 [ "${1:-}" = "--" ] && shift
 
+case $mode in
+learn*) MODEL_NAME=Qwen3-tiny-units ;;
+*) MODEL_NAME=Qwen3-tiny-taught ;;
+esac
+MODEL=$CACHE/models/$MODEL_NAME
 t0=$(date +%s)
 say() { printf '[real %4ds] %s\n' "$(( $(date +%s) - t0 ))" "$*"; }
 die() { say "FAILED: $*"; exit 1; }
@@ -203,23 +214,65 @@ if [ "$mode" = aftercut ]; then
 	exit 0
 fi
 
-# --- The tiny model ---------------------------------------------------------
-# Random weights from a fixed seed, then a short lesson in the Search-R1
-# format (sim/real/teach writes it with the program's own prompt, format and
-# tokenizer); remade when any of its inputs changes.
-stamp=$(cat "$HERE/make_model.py" "$HERE/teach/main.go" "$REPO/clients/policy/tokenizer/qwen2.5/tokenizer.json.gz" \
-	"$REPO/clients/policy/format/format.go" "$REPO/orchestrator/hindsight.go" "$HERE/skyrl/uv.lock" | sha256sum | cut -c1-16)
-if [ "$(cat "$MODEL/.made-by" 2>/dev/null)" != "$stamp" ]; then
-	t=$(date +%s)
-	rm -rf "$MODEL" "$MODEL.lesson.jsonl"
-	say "making the tiny model (random weights, then a 200-step lesson: about 5 minutes on 2 cores)"
-	(cd "$REPO" && go run ./sim/real/teach -repo . -n 3264 > "$MODEL.lesson.jsonl") || die "writing the lesson failed"
-	(cd "$HERE/skyrl" && HF_HUB_OFFLINE=1 "$SKYRL_PY" "$HERE/make_model.py" "$REPO" "$MODEL" "$MODEL.lesson.jsonl") |
-		grep -E '^(lesson|tiny model)' || die "making the tiny model failed"
-	echo "$stamp" > "$MODEL/.made-by"
-	say "tiny model made in $(( $(date +%s) - t ))s"
+# --- The models ---------------------------------------------------------------
+# Each is made here and never downloaded, then checked for what its use
+# needs (make_model.py's and learn_model.py's checks): a model made on
+# another processor has other weights, so the checks decide, not a hash. A
+# model that falls short (exit 3) is made again from the next seed.
+make_checked() { # what, then the command; the seed is appended
+	local what=$1 seed rc; shift
+	for seed in 20261207 20261208 20261209; do
+		rc=0
+		"$@" "$seed" || rc=$?
+		[ "$rc" = 0 ] && return 0
+		[ "$rc" = 3 ] || die "making $what failed (exit $rc)"
+		say "$what from seed $seed fell short of its checks (above); trying the next seed"
+	done
+	die "$what fell short of its checks at three seeds: the lesson needs changing (sim/real/README.md)"
+}
+
+if [ "$MODEL_NAME" = Qwen3-tiny-taught ]; then
+	# Random weights from a fixed seed, then a short lesson in the Search-R1
+	# format (sim/real/teach writes it with the program's own prompt, format
+	# and tokenizer); remade when any of its inputs changes.
+	stamp=$(cat "$HERE/make_model.py" "$HERE/teach/main.go" "$REPO/clients/policy/tokenizer/qwen2.5/tokenizer.json.gz" \
+		"$REPO/clients/policy/format/format.go" "$REPO/orchestrator/hindsight.go" "$HERE/skyrl/uv.lock" | sha256sum | cut -c1-16)
+	if [ "$(cat "$MODEL/.made-by" 2>/dev/null)" != "$stamp" ]; then
+		t=$(date +%s)
+		rm -rf "$MODEL" "$MODEL.lesson.jsonl"
+		say "making the tiny model (random weights, then a 200-step lesson: about 5 minutes on 2 cores)"
+		(cd "$REPO" && go run ./sim/real/teach -repo . -n 3264 > "$MODEL.lesson.jsonl") || die "writing the lesson failed"
+		tiny() { (cd "$HERE/skyrl" && HF_HUB_OFFLINE=1 "$SKYRL_PY" "$HERE/make_model.py" "$REPO" "$MODEL" "$MODEL.lesson.jsonl" "$1") |
+			grep -E '^(lesson|tiny model)'; return "${PIPESTATUS[0]}"; }
+		make_checked "the tiny model" tiny
+		echo "$stamp" > "$MODEL/.made-by"
+		say "tiny model made in $(( $(date +%s) - t ))s"
+	else
+		say "tiny model: $MODEL (cached)"
+	fi
 else
-	say "tiny model: $MODEL (cached)"
+	# The units task (go run ./sim/real/learn: deterministic, a few seconds)
+	# into runs/real-learn/task, where sim/real/learn.yaml reads it, then
+	# Qwen3-tiny-units taught on its lesson; remade when the task or the
+	# maker changes.
+	TASK=$REPO/runs/real-learn/task
+	rm -rf "$TASK"
+	(cd "$REPO" && go run ./sim/real/learn -out "$TASK") || die "writing the units task failed"
+	stamp=$(cat "$HERE/learn_model.py" "$HERE/make_model.py" "$HERE/skyrl/uv.lock" "$TASK/texts.txt" "$TASK/lesson.jsonl" \
+		"$TASK/checks.jsonl" | sha256sum | cut -c1-16)
+	if [ "$(cat "$MODEL/.made-by" 2>/dev/null)" != "$stamp" ]; then
+		t=$(date +%s)
+		rm -rf "$MODEL"
+		say "making $MODEL_NAME (a 2,048-entry BPE and a 1M-parameter Qwen3, then a 400-step lesson: about 5 minutes on 2 cores)"
+		units() { (cd "$HERE" && HF_HUB_OFFLINE=1 "$SKYRL_PY" "$HERE/learn_model.py" "$TASK" "$MODEL" "$1") |
+			grep -E '^(tokenizer|lesson|units model)'; return "${PIPESTATUS[0]}"; }
+		make_checked "$MODEL_NAME" units
+		echo "$stamp" > "$MODEL/.made-by"
+		say "$MODEL_NAME made in $(( $(date +%s) - t ))s"
+	else
+		say "$MODEL_NAME: $MODEL (cached)"
+	fi
+	cp "$MODEL/tokenizer.json" "$TASK/tokenizer.json"
 fi
 say "installed in $(( $(date +%s) - t_install ))s"
 [ "$mode" = install ] && exit 0
@@ -238,7 +291,11 @@ for p in $SKYRL_PORT $VLLM_PORT $JUDGE_PORT; do
 	fi
 done
 
-if [ "$mode" = test ]; then trap 'stop_servers' EXIT; fi
+case $mode in test | learn | learn-study) trap 'stop_servers' EXIT ;; esac
+# make real-learn's judge is the embedded simulator's (sim/real/learn.yaml):
+# no judge vLLM.
+with_judge=1
+case $mode in learn*) with_judge= ;; esac
 
 # SkyRL: the API process checks that its parent is `uv run ... -m
 # skyrl.tinker.api` and starts its engine with the same uv flags. It runs in
@@ -264,11 +321,11 @@ vllm_args=(-m vllm.entrypoints.openai.api_server --model "$MODEL" --served-model
 # sequence at a time never meets it.
 start vllm "${vllm_env[@]}" VLLM_ALLOW_RUNTIME_LORA_UPDATING=True "$VLLM_PY" "${vllm_args[@]}" --port "$VLLM_PORT" \
 	--enable-lora --max-lora-rank 8 --max-loras 4 --max-num-seqs 1 ${HINDSEARCH_REAL_VLLM_FLAGS:-}
-start judge "${vllm_env[@]}" "$VLLM_PY" "${vllm_args[@]}" --port "$JUDGE_PORT"
+[ -n "$with_judge" ] && start judge "${vllm_env[@]}" "$VLLM_PY" "${vllm_args[@]}" --port "$JUDGE_PORT"
 
 wait_ready skyrl "http://127.0.0.1:$SKYRL_PORT/api/v1/healthz" 300
 wait_ready vllm "http://127.0.0.1:$VLLM_PORT/health" 600
-wait_ready judge "http://127.0.0.1:$JUDGE_PORT/health" 600
+[ -z "$with_judge" ] || wait_ready judge "http://127.0.0.1:$JUDGE_PORT/health" 600
 
 cat > "$STATE/env" <<EOF
 export HINDSEARCH_REAL=1
@@ -282,8 +339,44 @@ export HINDSEARCH_REAL_PYTHON=$SKYRL_PY
 export HINDSEARCH_REAL_VLLM_PYTHON=$VLLM_PY
 export HINDSEARCH_REAL_STATE=$STATE
 EOF
-if [ "$mode" = serve ]; then
+if [ "$mode" = serve ] || [ "$mode" = learn-serve ]; then
 	say "servers up; source $STATE/env, then go test ./sim/real/ ...; sim/real/run.sh stop ends them"
+	exit 0
+fi
+
+# --- make real-learn ------------------------------------------------------------
+# A GRPO and a hindsight arm of sim/real/learn.yaml at seed 1, one after
+# the other on the same servers, then the learning check (go run
+# ./sim/real/learn check): each arm's held-out EM and sampled reward must
+# rise by the margins below, or the target fails. HINDSEARCH_LEARN_SETS
+# adds --set overrides to both arms (e.g. "train.steps=20").
+if [ "$mode" = learn ] || [ "$mode" = learn-study ]; then
+	cd "$REPO"
+	go build -o "$STATE/orchestrate" ./cmd/orchestrate
+	sets=()
+	for kv in ${HINDSEARCH_LEARN_SETS:-}; do sets+=(--set "$kv"); done
+	if [ "$mode" = learn-study ]; then
+		# grpo, hindsight and no-gold at study.seeds (5), one after the
+		# other; the primary metric fixed before any hindsight run was
+		# seen: reward AUC, paired by seed (sim/real/README.md).
+		"$STATE/orchestrate" study sim/real/learn.yaml --progress lines --overwrite --metric reward_auc \
+			--set output.dir=../../runs/real-learn/study "${sets[@]}" "$@" || die "the study failed (server logs: $STATE/*.log)"
+		"$STATE/orchestrate" study sim/real/learn.yaml --analyse --metric em --set output.dir=../../runs/real-learn/study "${sets[@]}" ||
+			die "the study's EM table failed"
+		say "study: runs/real-learn/study (study.json, study-curves.png)"
+		exit 0
+	fi
+	for arm in grpo hindsight; do
+		t=$(date +%s)
+		armsets=(--set "output.dir=../../runs/real-learn/$arm")
+		[ "$arm" = grpo ] && armsets+=(--set hindsight.enabled=false)
+		"$STATE/orchestrate" run sim/real/learn.yaml --progress lines --overwrite "${armsets[@]}" "${sets[@]}" "$@" ||
+			die "the $arm arm failed (server logs: $STATE/*.log)"
+		say "$arm arm: runs/real-learn/$arm in $(( $(date +%s) - t ))s"
+	done
+	go run ./sim/real/learn check -min-em "${HINDSEARCH_LEARN_MIN_EM:-20}" -min-reward "${HINDSEARCH_LEARN_MIN_REWARD:-0.2}" \
+		runs/real-learn/grpo runs/real-learn/hindsight || die "an arm did not learn (the table above)"
+	say "both arms learned"
 	exit 0
 fi
 

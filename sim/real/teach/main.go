@@ -20,7 +20,7 @@
 // Each line is {"kind": "agent"|"judge", "ids": [...], "train": [...]}:
 // train is 1 on the tokens the model learns to write (the turns, the
 // critique), 0 on the prompts and on the <information> blocks. Every
-// fourth example is the judge's. The output depends only on -seed, -n and the
+// third example is the judge's; every agent example searches. The output depends only on -seed, -n and the
 // shipped data.
 package main
 
@@ -110,7 +110,7 @@ func run(w *os.File, repo string, n int, seed uint64) error {
 				}
 			}
 		}
-		if i%4 == 3 {
+		if i%3 == 2 {
 			// A critique: the judge's request about a failed trajectory.
 			ex.Kind = "judge"
 			failed := "<think> " + thoughts[rng.IntN(len(thoughts))] + " </think>\n<search> " + query(q.Question, rng) +
@@ -125,7 +125,7 @@ func run(w *os.File, repo string, n int, seed uint64) error {
 				return err
 			}
 			add(roles.Qwen3Chat([]policy.Message{{Role: "system", Content: orchestrator.JudgeSystem}, {Role: "user", Content: p}}, true), false)
-			add(critiques[rng.IntN(len(critiques))](query(q.Question, rng))+"<|im_end|>", true)
+			add(Critique+"<|im_end|>", true)
 			if err := enc.Encode(ex); err != nil {
 				return err
 			}
@@ -133,11 +133,10 @@ func run(w *os.File, repo string, n int, seed uint64) error {
 		}
 		prompt := roles.Qwen3Chat([]policy.Message{{Role: "user", Content: format.UserPrompt(q.Question, "")}}, true)
 		add(prompt, false)
+		// Every example searches (once, or twice one time in five): a run's
+		// failed trajectories then carry search tokens for the OPD term.
 		searches := 1
-		switch r := rng.IntN(10); {
-		case r < 2:
-			searches = 0
-		case r < 4:
+		if rng.IntN(5) == 0 {
 			searches = 2
 		}
 		for range searches {
@@ -160,13 +159,13 @@ func run(w *os.File, repo string, n int, seed uint64) error {
 	return nil
 }
 
-// critiques are the judge's answers the lesson writes: directive, a
-// quoted query, no tags, no answer.
-var critiques = []func(q string) string{
-	func(q string) string { return `Search for "` + q + `" first, then answer from the passages.` },
-	func(q string) string { return `The search was too vague. Search for "` + q + `" and read the results.` },
-	func(q string) string { return `Do not answer before searching. Search for "` + q + `".` },
-}
+// Critique is the one critique the lesson's judge writes, whatever the
+// trajectory: directive, no tags, no answer. A fixed text is what a
+// 2-layer model learns to write greedily on any request, on any processor
+// (make_model.py checks it), so every failed trajectory of a run gets a
+// critique the program accepts and the teacher scores; what the critique
+// says is not under test here (make real-learn is where hints matter).
+const Critique = "Search for the passage that names the answer, then answer from that passage."
 
 // title is a passage's first line.
 func title(p string) string {

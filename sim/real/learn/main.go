@@ -1,0 +1,404 @@
+// Command learn writes the task `make real-learn` trains a real model on:
+// made-up storage units, a passage about each, questions that list several
+// units and ask one attribute of one of them, and the lesson that teaches
+// a new model the agent's skills but not the task's rules. Nothing is
+// fetched; the output depends only on -seed and -units.
+//
+// Usage: go run ./sim/real/learn -out DIR [-seed 1] [-units 4000]
+//
+//	go run ./sim/real/learn check [-min-em 20] [-min-reward 0.2] RUN_DIR...
+//
+// The second form is make real-learn's verdict: for each finished run of
+// sim/real/learn.yaml, the held-out greedy EM at step 0 and at the last
+// evaluation, the mean sampled reward of the first and last five steps,
+// the share of kept trajectories whose first search retrieved the gold
+// passage, the critiques and OPD tokens; it exits 1 unless every arm's EM
+// rose by -min-em points (on -min-questions questions or more) and its
+// reward by -min-reward.
+//
+// DIR receives (sim/real/README.md, "A real model learns"):
+//
+//   - units-corpus.jsonl: one wiki-18 passage a unit, its title line
+//     "Unit NNNN" (a 4-digit id) and three 5-digit attributes, each from its
+//     own range: "Unit 4827 is a storage unit. Its code is 31562. Its pin is
+//     58027. Its lock is 70914." Every id and value is unique, so a search
+//     for "Unit NNNN" retrieves that unit first and no title holds an
+//     answer.
+//   - units-train.jsonl: the RL questions (FlashRAG JSONL), one per
+//     attribute of each RL unit, shuffled: "Units 6620, 4827, 1193 and 3051
+//     share a floor. What is the pin of unit 4827?", gold ["58027"]. The
+//     listed units are RL units, the asked one at a random place.
+//   - units-eval.jsonl: the held-out questions, on units no lesson or RL
+//     question names, one attribute drawn per unit.
+//   - lesson.jsonl: the lesson's examples as text segments, each trained or
+//     not ({"kind", "segments": [[text, train], ...]}), in Qwen3's chat
+//     template (roles.Qwen3Chat) with the program's prompt and
+//     <information> block (format.UserPrompt, format.InfoBlock). A plain
+//     example searches one of the listed units uniformly (or, one time in
+//     five, a span that names no unit) and answers one of the retrieved
+//     passage's three values uniformly: the format and the copying, not
+//     which unit or which value. A hinted example (three in ten) carries
+//     the teacher context's hint (hindsight.hint_template's default, "Hint:
+//     " then a critique written by the embedded simulated judge's own code,
+//     sim/lm) quoting a unit drawn uniformly from the listed ones, not the
+//     asked one, and searches the quoted unit: the student learns to follow
+//     a hint, and nothing of the rule from it.
+//   - checks.jsonl: held-out questions (eval units) with what make_model's
+//     acceptance checks need: the prompt with and without a hint, the asked
+//     and quoted units, the right search turn, the right passage's block,
+//     the gold.
+//   - texts.txt: the texts the model's tokenizer is trained on (every
+//     passage, question and lesson segment).
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/hindsearch/hindsearch/clients/policy"
+	"github.com/hindsearch/hindsearch/clients/policy/format"
+	"github.com/hindsearch/hindsearch/orchestrator"
+	"github.com/hindsearch/hindsearch/orchestrator/roles"
+	"github.com/hindsearch/hindsearch/recipes"
+	"github.com/hindsearch/hindsearch/sim/lm"
+)
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "check" {
+		if err := runCheck(os.Stdout, os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "learn:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	out := flag.String("out", "", "the directory to write into (created)")
+	seed := flag.Uint64("seed", 1, "the task's seed")
+	units := flag.Int("units", 4000, "units in the corpus: half for the lesson, two fifths for RL, a tenth held out")
+	lessonN := flag.Int("lesson", 12800, "lesson examples to write")
+	checksN := flag.Int("checks", 200, "held-out acceptance-check questions to write")
+	flag.Parse()
+	if *out == "" {
+		fmt.Fprintln(os.Stderr, "learn: -out is required")
+		os.Exit(2)
+	}
+	if err := run(*out, *seed, *units, *lessonN, *checksN); err != nil {
+		fmt.Fprintln(os.Stderr, "learn:", err)
+		os.Exit(1)
+	}
+}
+
+// attrs are the units' attributes, in passage order; values of attribute
+// i are drawn from [10000+30000i, 40000+30000i).
+var attrs = []string{"code", "pin", "lock"}
+
+// listed is how many units a question lists.
+const listed = 4
+
+// lessonTexts is how many lesson examples texts.txt holds: enough for the
+// tokenizer to learn the prompt's and the turns' frequencies.
+const lessonTexts = 2000
+
+// unit is one made-up storage unit.
+type unit struct {
+	id     int
+	values [3]int
+}
+
+func (u unit) title() string { return "Unit " + strconv.Itoa(u.id) }
+
+// contents is the unit's wiki-18 passage: a quoted title line, then text.
+func (u unit) contents() string {
+	s := fmt.Sprintf("\"%s\"\n%s is a storage unit.", u.title(), u.title())
+	for i, a := range attrs {
+		s += fmt.Sprintf(" Its %s is %d.", a, u.values[i])
+	}
+	return s
+}
+
+// question lists the asked unit among listed-1 others of pool, the asked
+// one at a random place, and asks attribute a of it.
+type question struct {
+	ID     string   `json:"id"`
+	Text   string   `json:"question"`
+	Golds  []string `json:"golden_answers"`
+	Set    string   `json:"dataset"`
+	asked  unit
+	units  []unit
+	attr   int
+	askedI int
+}
+
+func makeQuestion(rng *rand.Rand, id, set string, asked unit, attr int, pool []unit) question {
+	us := []unit{asked}
+	for len(us) < listed {
+		o := pool[rng.IntN(len(pool))]
+		dup := false
+		for _, u := range us {
+			dup = dup || u.id == o.id
+		}
+		if !dup {
+			us = append(us, o)
+		}
+	}
+	rng.Shuffle(len(us), func(i, j int) { us[i], us[j] = us[j], us[i] })
+	ids := make([]string, len(us))
+	at := 0
+	for i, u := range us {
+		ids[i] = strconv.Itoa(u.id)
+		if u.id == asked.id {
+			at = i
+		}
+	}
+	text := fmt.Sprintf("Units %s and %s share a floor. What is the %s of unit %d?",
+		strings.Join(ids[:len(ids)-1], ", "), ids[len(ids)-1], attrs[attr], asked.id)
+	return question{ID: id, Text: text, Golds: []string{strconv.Itoa(asked.values[attr])}, Set: set,
+		asked: asked, units: us, attr: attr, askedI: at}
+}
+
+// Turn texts: short and fixed, so that the choices are all the model
+// learns in them.
+const (
+	searchThought = "<think> I will search one of the units. </think>\n"
+	answerThought = "<think> The passage gives the value. </think>\n"
+)
+
+func searchTurn(query string) string { return searchThought + "<search> " + query + " </search>" }
+func answerTurn(value string) string { return answerThought + "<answer> " + value + " </answer>" }
+
+// offTopic are the searches of a plain example that name no unit: a
+// retriever answers them with an arbitrary unit.
+var offTopic = []string{"storage unit", "the floor", "units on a floor", "which unit"}
+
+type example struct {
+	Kind     string   `json:"kind"`
+	Segments [][2]any `json:"segments"`
+}
+
+type check struct {
+	Prompt       string   `json:"prompt"`
+	HintedPrompt string   `json:"hinted_prompt"`
+	Listed       []string `json:"listed"`
+	Asked        string   `json:"asked"`
+	Quoted       string   `json:"quoted"`
+	RightTurn    string   `json:"right_turn"`
+	RightInfo    string   `json:"right_info"`
+	Gold         string   `json:"gold"`
+	Values       []string `json:"values"`
+}
+
+func run(out string, seed uint64, nUnits, lessonN, checksN int) error {
+	if nUnits < 100 || nUnits > 9000 {
+		return fmt.Errorf("-units %d: want 100 to 9000 (ids are 4-digit)", nUnits)
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	rng := rand.New(rand.NewPCG(seed, 0x0417))
+	ids := rng.Perm(9000)[:nUnits]
+	vals := [3][]int{}
+	for a := range attrs {
+		vals[a] = rng.Perm(30000)[:nUnits]
+	}
+	us := make([]unit, nUnits)
+	for i := range us {
+		us[i].id = 1000 + ids[i]
+		for a := range attrs {
+			us[i].values[a] = 10000 + 30000*a + vals[a][i]
+		}
+	}
+	nLesson, nRL := nUnits/2, nUnits*2/5
+	lessonU, rlU, evalU := us[:nLesson], us[nLesson:nLesson+nRL], us[nLesson+nRL:]
+
+	var texts []string
+	corpus := make([]string, len(us))
+	var rows []any
+	for i, u := range us {
+		corpus[i] = u.contents()
+		texts = append(texts, corpus[i])
+		rows = append(rows, map[string]string{"id": strconv.Itoa(i), "contents": corpus[i]})
+	}
+	if err := writeJSONL(filepath.Join(out, "units-corpus.jsonl"), rows); err != nil {
+		return err
+	}
+
+	// RL questions: every attribute of every RL unit, shuffled.
+	var train []any
+	for _, u := range rlU {
+		for a := range attrs {
+			train = append(train, makeQuestion(rng, "", "units", u, a, rlU))
+		}
+	}
+	rng.Shuffle(len(train), func(i, j int) { train[i], train[j] = train[j], train[i] })
+	for i := range train {
+		q := train[i].(question)
+		q.ID = fmt.Sprintf("train_%d", i)
+		train[i] = q
+		texts = append(texts, q.Text)
+	}
+	if err := writeJSONL(filepath.Join(out, "units-train.jsonl"), train); err != nil {
+		return err
+	}
+	// Held-out questions: one attribute of each held-out unit.
+	var evalQ []any
+	var evalQs []question
+	for i, u := range evalU {
+		q := makeQuestion(rng, fmt.Sprintf("eval_%d", i), "units", u, rng.IntN(len(attrs)), evalU)
+		evalQ = append(evalQ, q)
+		evalQs = append(evalQs, q)
+		texts = append(texts, q.Text)
+	}
+	if err := writeJSONL(filepath.Join(out, "units-eval.jsonl"), evalQ); err != nil {
+		return err
+	}
+
+	judge := lm.NewJudge(corpus)
+	tmpl, err := orchestrator.ParseJudgePrompt("")
+	if err != nil {
+		return err
+	}
+	hintTemplate := recipes.Defaults().Hindsight.HintTemplate
+	hint := func(q question, student string, quoted unit, info string) (string, error) {
+		// The judge is asked about a made-up failure of the student, with
+		// the quoted unit's value as the gold answer: it quotes that unit,
+		// in the sentence its rules pick for the student's searches.
+		resp := student + info + answerTurn("0")
+		p, err := orchestrator.JudgePrompt(tmpl, q.Text, []string{strconv.Itoa(quoted.values[q.attr])}, resp)
+		if err != nil {
+			return "", err
+		}
+		c := judge.Critique(p)
+		if !strings.Contains(c, `"`+quoted.title()+`"`) {
+			return "", fmt.Errorf("the simulated judge's critique %q does not quote %s", c, quoted.title())
+		}
+		return strings.ReplaceAll(hintTemplate, recipes.CritiquePlaceholder, c), nil
+	}
+	chat := func(user string) string {
+		return roles.Qwen3Chat([]policy.Message{{Role: "user", Content: user}}, true)
+	}
+
+	var lesson []any
+	for range lessonN {
+		asked := lessonU[rng.IntN(len(lessonU))]
+		q := makeQuestion(rng, "", "lesson", asked, rng.IntN(len(attrs)), lessonU)
+		ex := example{Kind: "plain"}
+		h := ""
+		var searched unit
+		query := ""
+		if rng.IntN(10) < 3 {
+			ex.Kind = "hinted"
+			quoted := q.units[rng.IntN(listed)]
+			// What the student did before the critique: a listed unit or
+			// an off-topic span.
+			before := q.units[rng.IntN(listed)]
+			bq := before.title()
+			if rng.IntN(5) == 0 {
+				bq = offTopic[rng.IntN(len(offTopic))]
+				before = lessonU[rng.IntN(len(lessonU))]
+			}
+			if h, err = hint(q, searchTurn(bq), quoted, format.InfoBlock([]string{before.contents()})); err != nil {
+				return err
+			}
+			searched, query = quoted, quoted.title()
+			if rng.IntN(20) == 0 { // p 0.95 of following the hint
+				searched = q.units[rng.IntN(listed)]
+				query = searched.title()
+			}
+		} else {
+			searched = q.units[rng.IntN(listed)]
+			query = searched.title()
+			if rng.IntN(5) == 0 {
+				query = offTopic[rng.IntN(len(offTopic))]
+				searched = lessonU[rng.IntN(len(lessonU))]
+			}
+		}
+		info := format.InfoBlock([]string{searched.contents()})
+		ex.Segments = [][2]any{
+			{chat(format.UserPrompt(q.Text, h)), 0},
+			{searchTurn(query), 1},
+			{info, 0},
+			{answerTurn(strconv.Itoa(searched.values[rng.IntN(len(attrs))])), 1},
+		}
+		if len(lesson) < lessonTexts {
+			for _, s := range ex.Segments {
+				texts = append(texts, s[0].(string))
+			}
+		}
+		lesson = append(lesson, ex)
+	}
+	if err := writeJSONL(filepath.Join(out, "lesson.jsonl"), lesson); err != nil {
+		return err
+	}
+
+	var checks []any
+	for i := 0; i < checksN && i < len(evalQs); i++ {
+		q := evalQs[i]
+		quoted := q.units[rng.IntN(listed)]
+		other := q.units[(q.askedI+1+rng.IntN(listed-1))%listed]
+		h, err := hint(q, searchTurn(other.title()), quoted, format.InfoBlock([]string{other.contents()}))
+		if err != nil {
+			return err
+		}
+		c := check{Prompt: chat(format.UserPrompt(q.Text, "")), HintedPrompt: chat(format.UserPrompt(q.Text, h)),
+			Asked: q.asked.title(), Quoted: quoted.title(), RightTurn: searchTurn(q.asked.title()),
+			RightInfo: format.InfoBlock([]string{q.asked.contents()}), Gold: q.Golds[0]}
+		for _, u := range q.units {
+			c.Listed = append(c.Listed, u.title())
+		}
+		for _, v := range q.asked.values {
+			c.Values = append(c.Values, strconv.Itoa(v))
+		}
+		checks = append(checks, c)
+	}
+	if err := writeJSONL(filepath.Join(out, "checks.jsonl"), checks); err != nil {
+		return err
+	}
+	f, err := os.Create(filepath.Join(out, "texts.txt"))
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(f)
+	for _, t := range texts {
+		b, _ := json.Marshal(t) // one text a line, newlines escaped
+		w.Write(b)
+		w.WriteByte('\n')
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "learn: %d units (%d lesson, %d RL, %d held out), %d RL and %d held-out questions, %d lesson examples, %d checks in %s\n",
+		nUnits, len(lessonU), len(rlU), len(evalU), len(train), len(evalQ), len(lesson), len(checks), out)
+	return nil
+}
+
+// writeJSONL writes rows as JSON lines to path.
+func writeJSONL(path string, rows []any) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(f)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	for _, r := range rows {
+		if err := enc.Encode(r); err != nil {
+			f.Close()
+			return fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return f.Close()
+}
