@@ -203,7 +203,7 @@ func healthPanels(steps []StepRecord) []panel {
 	}
 	answer := mk("Answered; gold answer retrieved (%)", "trajectories (%)", true, line("answered", "answer_rate", 1, draw.CircleGlyph{}),
 		line("gold answer in the passages", "gold_retrieved_rate", 2, draw.BoxGlyph{}))
-	answer.yMax = 100
+	answer.yMax = 125 // rates up to 100%, room above for the legend
 	return []panel{
 		mk("Searches per trajectory", "searches", false, line("searches", "searches_per_trajectory", 0, draw.CircleGlyph{})),
 		answer,
