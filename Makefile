@@ -3,7 +3,7 @@ GO ?= go
 BIN := bin/orchestrate
 RECIPE ?= recipes/sim.yaml
 
-.PHONY: all build demo bench bench-docs chaos golden real trackers real-serve real-stop real-aftercut test test-race test-short vet fmt fmt-check recipes-check ci clean
+.PHONY: all build demo bench bench-docs chaos golden real trackers real-serve real-stop real-aftercut real-learn real-learn-serve real-learn-study test test-race test-short vet fmt fmt-check recipes-check ci clean
 
 all: build
 
@@ -56,6 +56,20 @@ real-stop:
 ## real-aftercut: what a real instruct model (SmolLM2-135M-Instruct on vLLM) writes after a cut <information> block
 real-aftercut:
 	bash sim/real/run.sh aftercut
+
+## real-learn: a real model learns through the program on this CPU (sim/real/README.md, "A real
+## model learns"): the units task and Qwen3-tiny-units made here, SkyRL and vLLM started, a GRPO
+## and a hindsight arm of sim/real/learn.yaml run, and the target fails unless both learned
+real-learn:
+	bash sim/real/run.sh learn
+
+## real-learn-serve: the same model and servers, left running (make real-stop ends them)
+real-learn-serve:
+	bash sim/real/run.sh learn-serve
+
+## real-learn-study: grpo, hindsight and no-gold at five seeds (orchestrate study; hours, not in CI)
+real-learn-study:
+	bash sim/real/run.sh learn-study
 
 ## golden: the behaviour record a refactoring must leave unchanged (.ci/golden; --update rewrites it)
 golden:

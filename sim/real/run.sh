@@ -263,7 +263,7 @@ else
 	if [ "$(cat "$MODEL/.made-by" 2>/dev/null)" != "$stamp" ]; then
 		t=$(date +%s)
 		rm -rf "$MODEL"
-		say "making $MODEL_NAME (a 2,048-entry BPE and a 1M-parameter Qwen3, then a 400-step lesson: about 5 minutes on 2 cores)"
+		say "making $MODEL_NAME (a 600-entry BPE and a 1M-parameter Qwen3, then a 300-step lesson: about 6 minutes on 2 cores)"
 		units() { (cd "$HERE" && HF_HUB_OFFLINE=1 "$SKYRL_PY" "$HERE/learn_model.py" "$TASK" "$MODEL" "$1") |
 			grep -E '^(tokenizer|lesson|units model)'; return "${PIPESTATUS[0]}"; }
 		make_checked "$MODEL_NAME" units
@@ -272,6 +272,12 @@ else
 	else
 		say "$MODEL_NAME: $MODEL (cached)"
 	fi
+	# The program reads the model's tokenizer.json with its own Go
+	# tokenizer: it must give Hugging Face's ids.
+	(cd "$REPO" && go run ./cmd/orchestrate tokenize --tokenizer "$MODEL/tokenizer.json" < "$MODEL/tokenizer-check.texts.jsonl" |
+		cmp -s - "$MODEL/tokenizer-check.ids.jsonl") ||
+		die "the program's tokenizer and Hugging Face's disagree on $MODEL/tokenizer.json (tokenizer-check.*.jsonl)"
+	say "$MODEL_NAME's tokenizer: the program's ids equal Hugging Face's on $(wc -l < "$MODEL/tokenizer-check.ids.jsonl") texts"
 	cp "$MODEL/tokenizer.json" "$TASK/tokenizer.json"
 fi
 say "installed in $(( $(date +%s) - t_install ))s"

@@ -95,8 +95,35 @@ func checkRealRun(t *testing.T, dir, out string, nSteps int) []results.StepRecor
 		opd += s.OPDTokens
 		searches += s.MeanSearches
 	}
-	if critiques == 0 || opd == 0 || searches == 0 {
-		t.Errorf("over %d steps: %d critiques, %d tokens with an OPD term, %.2f searches a trajectory: a hindsight path did not run\n%s", nSteps, critiques, opd, searches, out)
+	// The model was checked when it was made (make_model.py) to search in
+	// its first turn and to write a critique the program accepts, so every
+	// run has critiqued trajectories that searched: the path below runs
+	// on any processor. Whether the teacher is more confident than the
+	// student on some search token (a non-zero clamped term) is the
+	// model's to say, so it is logged, not required; where the term is
+	// and how big it may be is required.
+	t.Logf("over %d steps: %d critiques, %d tokens with a non-zero OPD term, %.2f searches a trajectory", nSteps, critiques, opd, searches)
+	scored := 0
+	for _, s := range ss {
+		for _, tr := range trajectories(t, dir, s.Step) {
+			if tr.Critique == "" || tr.CritiqueError != "" || !slices.Contains(tr.Search, true) {
+				continue
+			}
+			if len(tr.OPD) != len(tr.Tokens) {
+				t.Errorf("step %d trajectory %s: a critique and searches but %d OPD terms for %d tokens: the teacher did not score it", s.Step, tr.ID, len(tr.OPD), len(tr.Tokens))
+				continue
+			}
+			scored++
+			for i, d := range tr.OPD {
+				if d < 0 || d > 1 || (d != 0 && !tr.Search[i]) {
+					t.Errorf("step %d trajectory %s token %d: OPD term %g (search token %v): want 0..clamp on search tokens, 0 elsewhere", s.Step, tr.ID, i, d, tr.Search[i])
+					break
+				}
+			}
+		}
+	}
+	if critiques == 0 || scored == 0 {
+		t.Errorf("over %d steps: %d critiques, %d critiqued trajectories that searched scored by the teacher: the hindsight path did not run\n%s", nSteps, critiques, scored, out)
 	}
 	evals, err := (&results.RunDir{Path: dir}).ReadEval()
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hindsearch/hindsearch/clients/policy/format"
 	"github.com/hindsearch/hindsearch/orchestrator/dataset"
+	"github.com/hindsearch/hindsearch/recipes"
 	"github.com/hindsearch/hindsearch/results"
 )
 
@@ -223,5 +224,34 @@ func TestTask(t *testing.T) {
 	}
 	if p := float64(plainAsked) / float64(plain); p < 0.15 || p > 0.25 {
 		t.Errorf("%.2f of plain examples search the asked unit; want about 0.2", p)
+	}
+}
+
+// TestRecipeLoads holds sim/real/learn.yaml valid on a task written here
+// (run.sh writes it into runs/real-learn/task, the recipe's paths), and
+// its study arms to differ only in the hindsight keys.
+func TestRecipeLoads(t *testing.T) {
+	dir := t.TempDir()
+	if err := run(dir, 1, 200, 10, 5); err != nil {
+		t.Fatal(err)
+	}
+	sets := []string{"policy.tokenizer=qwen3", "retriever.corpus=" + filepath.Join(dir, "units-corpus.jsonl"),
+		"train.data=" + filepath.Join(dir, "units-train.jsonl"), "eval.datasets.units=" + filepath.Join(dir, "units-eval.jsonl")}
+	r, err := recipes.Load("../learn.yaml", sets, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Judge.URL != recipes.Embedded || r.Policy.Server != "vllm" || r.Trainer.URL == recipes.Embedded {
+		t.Errorf("judge %s, policy %s, trainer %s: want the embedded judge beside a real policy and trainer", r.Judge.URL, r.Policy.Server, r.Trainer.URL)
+	}
+	if r.Rollout.MaxTurns != 1 || !r.Rollout.FinalAnswerRound || r.Retriever.TopK != 1 {
+		t.Errorf("rollout %+v, topk %d: want one search, then the answer, one passage", r.Rollout, r.Retriever.TopK)
+	}
+	for name, sw := range r.Variants {
+		for _, kv := range sw {
+			if !strings.HasPrefix(kv, "hindsight.") {
+				t.Errorf("variant %s sets %s: the arms must differ only in hindsight keys", name, kv)
+			}
+		}
 	}
 }
