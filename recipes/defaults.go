@@ -299,6 +299,7 @@ func Defaults() Recipe {
 			Seeds:    []int64{1, 2, 3, 4, 5},
 			Base:     StudyBase,
 			Datasets: []string{"hotpotqa", "2wikimultihopqa", "musique"},
+			Metric:   StudyMetricEM,
 		},
 		HTTP: HTTP{
 			TimeoutSeconds: 60,

@@ -865,7 +865,8 @@ type FaultSpec struct {
 }
 
 // Study configures orchestrate study: every variant (and the base) run at
-// every seed, compared on the held-out EM.
+// every seed, compared on the held-out EM or on the training reward
+// (Metric).
 type Study struct {
 	// Seeds are the values of the recipe's seed key each variant is run
 	// with, one run per seed (default 1..5).
@@ -877,7 +878,27 @@ type Study struct {
 	// questions, is the study's held-out EM (default hotpotqa,
 	// 2wikimultihopqa, musique).
 	Datasets []string `mapstructure:"datasets" yaml:"datasets"`
+	// Metric is the study's primary metric (StudyMetrics): StudyMetricEM
+	// (the default) or StudyMetricRewardAUC; orchestrate study --metric
+	// overrides it.
+	Metric string `mapstructure:"metric" yaml:"metric"`
 }
 
 // StudyBase is study.base's name for the unmodified recipe.
 const StudyBase = "base"
+
+// study.metric values.
+const (
+	// StudyMetricEM compares the held-out EM (study.datasets, pooled over
+	// questions) at each run's last evaluation, with a paired bootstrap
+	// over seeds and questions.
+	StudyMetricEM = "em"
+	// StudyMetricRewardAUC compares each run's mean training reward over
+	// all its steps (steps.jsonl's reward_mean: the area under the
+	// training-reward curve over the number of steps), with a Student t
+	// interval and a bootstrap over seeds of the paired differences.
+	StudyMetricRewardAUC = "reward_auc"
+)
+
+// StudyMetrics lists the study.metric values.
+var StudyMetrics = []string{StudyMetricEM, StudyMetricRewardAUC}

@@ -586,6 +586,7 @@ func (r *Recipe) Validate() error {
 			bad(fmt.Sprintf("study.datasets[%d]", i), "must not be empty")
 		}
 	}
+	oneOf("study.metric", r.Study.Metric, StudyMetrics...)
 
 	for _, name := range slices.Sorted(maps.Keys(r.Variants)) {
 		key := "variants." + name

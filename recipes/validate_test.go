@@ -400,15 +400,16 @@ func TestValidatePolicyServer(t *testing.T) {
 func TestValidateStudy(t *testing.T) {
 	f := newFixture(t)
 	r := mustLoad(t, f.write(t, minimal), nil, nil)
-	if !slices.Equal(r.Study.Seeds, []int64{1, 2, 3, 4, 5}) || r.Study.Base != StudyBase || len(r.Study.Datasets) != 3 {
+	if !slices.Equal(r.Study.Seeds, []int64{1, 2, 3, 4, 5}) || r.Study.Base != StudyBase || len(r.Study.Datasets) != 3 || r.Study.Metric != StudyMetricEM {
 		t.Errorf("study defaults %+v", r.Study)
 	}
-	r = mustLoad(t, f.write(t, minimal+"variants:\n  grpo: [hindsight.enabled=false]\nstudy:\n  seeds: [7, 8]\n  base: grpo\n"), []string{"study.datasets=nq"}, nil)
-	if !slices.Equal(r.Study.Seeds, []int64{7, 8}) || r.Study.Base != "grpo" || !slices.Equal(r.Study.Datasets, []string{"nq"}) {
+	r = mustLoad(t, f.write(t, minimal+"variants:\n  grpo: [hindsight.enabled=false]\nstudy:\n  seeds: [7, 8]\n  base: grpo\n  metric: reward_auc\n"), []string{"study.datasets=nq"}, nil)
+	if !slices.Equal(r.Study.Seeds, []int64{7, 8}) || r.Study.Base != "grpo" || !slices.Equal(r.Study.Datasets, []string{"nq"}) || r.Study.Metric != StudyMetricRewardAUC {
 		t.Errorf("study %+v", r.Study)
 	}
-	_, err := Load(f.write(t, minimal+"study:\n  seeds: [1, 1]\n  base: nope\n  datasets: []\n"), nil, nil)
-	wantErr(t, err, "study.seeds[1]: seed 1 is listed twice", `study.base: "nope" is neither "base" nor a variant`, "study.datasets: needs at least one dataset")
+	_, err := Load(f.write(t, minimal+"study:\n  seeds: [1, 1]\n  base: nope\n  datasets: []\n  metric: f1\n"), nil, nil)
+	wantErr(t, err, "study.seeds[1]: seed 1 is listed twice", `study.base: "nope" is neither "base" nor a variant`, "study.datasets: needs at least one dataset",
+		`study.metric: must be one of em, reward_auc, got "f1"`)
 	_, err = Load(f.write(t, minimal+"study:\n  seedz: [1]\n"), nil, nil)
 	wantErr(t, err, "study.seedz")
 }

@@ -4,11 +4,14 @@ import (
 	"encoding/csv"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/hindsearch/hindsearch/recipes"
 )
 
 // StudyBootstrapIters is the number of resamples of a study's paired
@@ -153,31 +156,91 @@ func PooledEM(evals []EvalRecord, strategy string, datasets []string) (steps []i
 	return kept, em
 }
 
-// StudyRow is one row of a study's table. EM values are fractions in [0,1].
+// RewardAUC returns a run's mean training reward over its steps: the mean
+// of reward_mean over steps 1..n of steps (steps.jsonl's records), n the
+// last step recorded, which is the area under the training-reward curve
+// (a unit of width per step) divided by the number of steps. A step
+// recorded more than once counts its last record. No steps, or a step of
+// 1..n missing, is an error.
+func RewardAUC(steps []StepRecord) (auc float64, n int, err error) {
+	at, reward := RewardCurve(steps)
+	if len(at) == 0 {
+		return 0, 0, fmt.Errorf("reward auc: no training steps recorded")
+	}
+	n = at[len(at)-1]
+	for i, st := range at {
+		if st != i+1 {
+			return 0, 0, fmt.Errorf("reward auc: step %d of 1..%d is not recorded", i+1, n)
+		}
+		auc += reward[i]
+	}
+	return auc / float64(n), n, nil
+}
+
+// RewardCurve returns the training reward curve of steps (steps.jsonl's
+// records): the steps recorded, in increasing order, and each one's
+// reward_mean (a step recorded more than once: its last record).
+func RewardCurve(steps []StepRecord) (at []int, reward []float64) {
+	last := map[int]float64{}
+	for _, r := range steps {
+		last[r.Step] = r.RewardMean
+	}
+	at = slices.Sorted(maps.Keys(last))
+	for _, st := range at {
+		reward = append(reward, last[st])
+	}
+	return at, reward
+}
+
+// StudyRow is one row of a study's table. EM and reward values are
+// fractions in [0,1].
 type StudyRow struct {
 	// Variant names the variant ("base" for the unmodified recipe).
 	Variant string `json:"variant"`
 	// Switches are its recipe overrides, for the caption.
 	Switches string `json:"switches"`
 	// Seeds are the seeds run, and EM the held-out EM of each at its last
-	// evaluation, in the same order.
+	// evaluation, in the same order (metric em; null for reward_auc).
 	Seeds []int64   `json:"seeds"`
 	EM    []float64 `json:"em"`
-	// Step is the last evaluation step the EM was read at.
+	// RewardAUC is, per seed in the same order, the run's mean training
+	// reward over its steps (RewardAUC; metric reward_auc only).
+	RewardAUC []float64 `json:"reward_auc,omitempty"`
+	// Step is the last evaluation step the EM was read at (em), or the
+	// last training step, the steps 1..Step the reward was averaged over
+	// (reward_auc).
 	Step int `json:"step"`
-	// Questions is the number of held-out questions per seed.
+	// Questions is the number of held-out questions per seed (0 for
+	// reward_auc, which reads none).
 	Questions int `json:"questions"`
-	// Mean and SD are the mean and sample standard deviation of EM over
-	// seeds.
+	// Mean and SD are the mean and sample standard deviation over seeds
+	// of the study's metric (EM or RewardAUC).
 	Mean float64 `json:"mean"`
 	SD   float64 `json:"sd"`
-	// Diff is the paired difference to the base (PairedBootstrapDiff) and
-	// CI its 95% interval; zero for the base itself.
+	// Diff is the paired difference to the base and CI its 95% interval
+	// (Study.Interval says which); zero for the base itself.
 	Diff float64    `json:"diff"`
 	CI   [2]float64 `json:"ci"`
+	// TCI is the 95% Student t interval of Diff over seeds (Study.TInterval;
+	// reward_auc only, absent for the base).
+	TCI *[2]float64 `json:"t_ci,omitempty"`
 	// IsBase marks the base row.
 	IsBase bool `json:"is_base"`
 }
+
+// Study.Interval and Study.TInterval values: what a row's ci and t_ci are.
+const (
+	// IntervalSeedsQuestions: a 95% percentile bootstrap of the paired
+	// difference over seeds and, within each, questions
+	// (PairedBootstrapDiff; metric em).
+	IntervalSeedsQuestions = "95% paired bootstrap over seeds and questions"
+	// IntervalSeeds: a 95% percentile bootstrap of the mean of the seeds'
+	// paired differences (BootstrapCI; metric reward_auc).
+	IntervalSeeds = "95% paired bootstrap over seeds"
+	// IntervalT: a 95% Student t interval of the mean of the seeds' paired
+	// differences, n-1 degrees of freedom (TInterval; metric reward_auc).
+	IntervalT = "95% Student t over seeds (n-1 df), paired by seed"
+)
 
 // Study is what study.json holds: the table and how it was computed.
 type Study struct {
@@ -187,6 +250,15 @@ type Study struct {
 	Datasets []string `json:"datasets"`
 	// Strategy is the evaluation strategy read.
 	Strategy string `json:"strategy"`
+	// Metric is the metric the rows compare: "em" (the held-out EM) or
+	// "reward_auc" (the mean training reward over the steps); a study.json
+	// written before it existed has none, and is em.
+	Metric string `json:"metric"`
+	// Interval says what each row's ci is (IntervalSeedsQuestions for em,
+	// IntervalSeeds for reward_auc), TInterval what its t_ci is
+	// (IntervalT; reward_auc only).
+	Interval  string `json:"interval"`
+	TInterval string `json:"t_interval,omitempty"`
 	// Resamples and BootstrapSeed parameterise the paired bootstrap.
 	Resamples     int    `json:"resamples"`
 	BootstrapSeed uint64 `json:"bootstrap_seed"`
@@ -197,24 +269,51 @@ type Study struct {
 }
 
 // StudyTable writes the study's table to w in format (one of Formats():
-// table, markdown or csv): one row per variant with the mean held-out EM
-// (%) over seeds, its standard deviation, and the paired difference to the
-// base with its 95% interval (percentage points). table and markdown end
-// with a caption saying what the numbers are; csv has none.
+// table, markdown or csv): one row per variant with the mean of the
+// study's metric (%) over seeds, its standard deviation, and the paired
+// difference to the base with its 95% interval (percentage points): for
+// em (or no Metric) the held-out EM and the bootstrap over seeds and
+// questions; for reward_auc the mean training reward over the steps, the t
+// interval and the bootstrap over seeds. table and markdown end with a
+// caption saying what the numbers are; csv has none.
 func StudyTable(w io.Writer, s Study, format string) error {
+	auc := s.Metric == recipes.StudyMetricRewardAUC
 	header := []string{"variant", "seeds", "step", "EM", "sd", "diff vs " + s.Base, "95% CI"}
+	csvHeader := []string{"variant", "seeds", "step", "em", "sd", "diff", "ci_lo", "ci_hi"}
+	if auc {
+		header = []string{"variant", "seeds", "steps", "reward AUC", "sd", "diff vs " + s.Base, "95% t CI", "95% bootstrap CI"}
+		csvHeader = []string{"variant", "seeds", "steps", "reward_auc", "sd", "diff", "t_lo", "t_hi", "ci_lo", "ci_hi"}
+	}
 	pct := func(x float64) string { return strconv.FormatFloat(100*x, 'f', 1, 64) }
-	var rows [][]string
+	var rows, csvRows [][]string
 	for _, r := range s.Rows {
 		diff, ci := pct(r.Diff), fmt.Sprintf("[%s, %s]", pct(r.CI[0]), pct(r.CI[1]))
-		if r.IsBase {
-			diff, ci = "-", "-"
+		tci, tlo, thi := "-", "", ""
+		if r.TCI != nil {
+			tlo, thi = pct(r.TCI[0]), pct(r.TCI[1])
+			tci = fmt.Sprintf("[%s, %s]", tlo, thi)
 		}
-		rows = append(rows, []string{r.Variant, strconv.Itoa(len(r.Seeds)), strconv.Itoa(r.Step), pct(r.Mean), pct(r.SD), diff, ci})
+		if r.IsBase {
+			diff, ci, tci = "-", "-", "-"
+		}
+		row := []string{r.Variant, strconv.Itoa(len(r.Seeds)), strconv.Itoa(r.Step), pct(r.Mean), pct(r.SD), diff, ci}
+		csvRow := []string{r.Variant, strconv.Itoa(len(r.Seeds)), strconv.Itoa(r.Step), pct(r.Mean), pct(r.SD), pct(r.Diff), pct(r.CI[0]), pct(r.CI[1])}
+		if auc {
+			row = append(row[:6], tci, ci)
+			csvRow = append(csvRow[:6], tlo, thi, pct(r.CI[0]), pct(r.CI[1]))
+		}
+		rows, csvRows = append(rows, row), append(csvRows, csvRow)
 	}
 	caption := fmt.Sprintf("Held-out EM (%%) at the last evaluation (%s, strategy %s, pooled over questions), mean and sd over seeds;\n"+
 		"diff: paired difference to %s in points, 95%% paired bootstrap CI (%d resamples of seeds and, within each, of questions; seed %d).",
 		strings.Join(s.Datasets, ", "), s.Strategy, s.Base, s.Resamples, s.BootstrapSeed)
+	if auc {
+		caption = fmt.Sprintf("Training reward AUC (%%): each run's mean of reward_mean (the mean EM reward of a step's sampled trajectories) over its\n"+
+			"training steps 1..steps, the area under its training-reward curve over the number of steps; mean and sd over seeds.\n"+
+			"diff: paired difference to %s in points (same seed), with its 95%% Student t interval over seeds (n-1 df) and\n"+
+			"its 95%% percentile bootstrap over seeds (%d resamples of the seeds' differences; seed %d).",
+			s.Base, s.Resamples, s.BootstrapSeed)
+	}
 	if s.Optimisation != "" {
 		caption += "\nTraining: " + s.Optimisation + "."
 	}
@@ -248,9 +347,9 @@ func StudyTable(w io.Writer, s Study, format string) error {
 		_, err = io.WriteString(w, b.String())
 	case "csv":
 		cw := csv.NewWriter(w)
-		cw.Write([]string{"variant", "seeds", "step", "em", "sd", "diff", "ci_lo", "ci_hi"})
-		for _, r := range s.Rows {
-			cw.Write([]string{r.Variant, strconv.Itoa(len(r.Seeds)), strconv.Itoa(r.Step), pct(r.Mean), pct(r.SD), pct(r.Diff), pct(r.CI[0]), pct(r.CI[1])})
+		cw.Write(csvHeader)
+		for _, r := range csvRows {
+			cw.Write(r)
 		}
 		cw.Flush()
 		err = cw.Error()

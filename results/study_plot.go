@@ -11,20 +11,22 @@ import (
 )
 
 // StudyCurve is one variant's learning curve over seeds: at each Steps[i]
-// the Mean, Min and Max over seeds of the held-out EM (fractions).
+// the Mean, Min and Max over seeds of the held-out EM or of the training
+// reward (fractions).
 type StudyCurve struct {
 	Label          string
 	Steps          []int
 	Mean, Min, Max []float64
 }
 
-// PlotStudyCurves writes a PNG (768 x 480 pixels) to path of held-out EM
-// (%) against training step: one line with points per curve, in the order
+// PlotStudyCurves writes a PNG (768 x 480 pixels) to path of the curves'
+// values (%, yLabel on the axis: held-out EM, or the training reward)
+// against training step: one line with points per curve, in the order
 // given, with a translucent band from Min to Max over seeds. Curves with no
 // steps are skipped; with none at all it is an error. The file is written
 // atomically.
-func PlotStudyCurves(path, title string, curves []StudyCurve) error {
-	p := newStepPlot(title, "held-out EM (%)")
+func PlotStudyCurves(path, title, yLabel string, curves []StudyCurve) error {
+	p := newStepPlot(title, yLabel)
 	p.Legend.Top = true
 	p.Legend.Left = true
 	p.Legend.XOffs = vg.Points(6)

@@ -1,8 +1,9 @@
 // Package study runs a recipe's variants against each other: an ablation
 // (Ablate: the base recipe and every variant once, one results row each)
-// and a study (Run: every arm at several seeds, then Analyse: paired
-// differences to the base with bootstrap intervals over seeds and
-// questions).
+// and a study (Run: every arm at several seeds, then Report and Analyse:
+// paired differences to the base on study.metric, the held-out EM with
+// bootstrap intervals over seeds and questions, or the mean training
+// reward with t and bootstrap intervals over seeds).
 package study
 
 import (
