@@ -21,6 +21,7 @@
 #                              vLLM started, a GRPO and a hindsight arm run
 #                              (sim/real/learn.yaml), checked, stopped
 #   sim/real/run.sh learn-serve   the same up to the servers, which stay up
+#   sim/real/run.sh learn-install only the environments, the task and the model
 #   sim/real/run.sh learn-study   grpo, hindsight and no-gold at 5 seeds
 #                              (orchestrate study; make real-learn-study)
 #
@@ -281,7 +282,7 @@ else
 	cp "$MODEL/tokenizer.json" "$TASK/tokenizer.json"
 fi
 say "installed in $(( $(date +%s) - t_install ))s"
-[ "$mode" = install ] && exit 0
+case $mode in install | learn-install) exit 0 ;; esac
 
 # --- The servers -------------------------------------------------------------
 stop_servers
@@ -366,15 +367,15 @@ if [ "$mode" = learn ] || [ "$mode" = learn-study ]; then
 		# other; the primary metric fixed before any hindsight run was
 		# seen: reward AUC, paired by seed (sim/real/README.md).
 		"$STATE/orchestrate" study sim/real/learn.yaml --progress lines --overwrite --metric reward_auc \
-			--set output.dir=../../runs/real-learn/study "${sets[@]}" "$@" || die "the study failed (server logs: $STATE/*.log)"
-		"$STATE/orchestrate" study sim/real/learn.yaml --analyse --metric em --set output.dir=../../runs/real-learn/study "${sets[@]}" ||
+			--set output.dir=runs/real-learn/study "${sets[@]}" "$@" || die "the study failed (server logs: $STATE/*.log)"
+		"$STATE/orchestrate" study sim/real/learn.yaml --analyse --metric em --set output.dir=runs/real-learn/study "${sets[@]}" ||
 			die "the study's EM table failed"
 		say "study: runs/real-learn/study (study.json, study-curves.png)"
 		exit 0
 	fi
 	for arm in grpo hindsight; do
 		t=$(date +%s)
-		armsets=(--set "output.dir=../../runs/real-learn/$arm")
+		armsets=(--set "output.dir=runs/real-learn/$arm")
 		[ "$arm" = grpo ] && armsets+=(--set hindsight.enabled=false)
 		"$STATE/orchestrate" run sim/real/learn.yaml --progress lines --overwrite "${armsets[@]}" "${sets[@]}" "$@" ||
 			die "the $arm arm failed (server logs: $STATE/*.log)"

@@ -154,9 +154,16 @@ func TestTask(t *testing.T) {
 				t.Fatalf("question %q", q.Question)
 			}
 			listed := false
-			for _, id := range m[1:5] {
+			for i, id := range m[1:5] {
 				us[id] = true
 				listed = listed || id == m[6]
+				for _, other := range m[1+i+1 : 5] {
+					for k := range id {
+						if id[k] == other[k] {
+							t.Fatalf("question %q: listed units %s and %s share digit %d", q.Question, id, other, k+1)
+						}
+					}
+				}
 			}
 			if !listed || unitOf[q.Golds[0]] != "Unit "+m[6] {
 				t.Fatalf("question %q, gold %v: the asked unit is not listed or the gold is not its value", q.Question, q.Golds)

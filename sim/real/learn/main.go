@@ -23,7 +23,8 @@
 //     own range: "Unit 4827 is a storage unit. Its code is 31562. Its pin is
 //     58027. Its lock is 70914." Every id and value is unique, so a search
 //     for "Unit NNNN" retrieves that unit first and no title holds an
-//     answer.
+//     answer. A passage's three values differ at every digit, as do the
+//     ids a question lists.
 //   - units-train.jsonl: the RL questions (FlashRAG JSONL), one per
 //     attribute of each RL unit, shuffled: "Units 6620, 4827, 1193 and 3051
 //     share a floor. What is the pin of unit 4827?", gold ["58027"]. The
@@ -43,6 +44,9 @@
 //     sim/lm) quoting a unit drawn uniformly from the listed ones, not the
 //     asked one, and searches the quoted unit: the student learns to follow
 //     a hint, and nothing of the rule from it.
+//   - drill.jsonl: the copy drill, in lesson.jsonl's form: the list of a
+//     question then " Unit NNNN </search>" copying one of them, or a
+//     passage then one of its values in an answer, the copy trained.
 //   - checks.jsonl: held-out questions (eval units) with what make_model's
 //     acceptance checks need: the prompt with and without a hint, the asked
 //     and quoted units, the right search turn, the right passage's block,
@@ -98,6 +102,19 @@ func main() {
 // i are drawn from [10000+30000i, 40000+30000i).
 var attrs = []string{"code", "pin", "lock"}
 
+// distinctDigits says a and b, of one length, differ at every digit. The
+// units a question lists, and the three values of a passage, differ so at
+// every place: a digit already copied then names its source, which is what
+// a 1M-parameter model learns to copy on (sim/real/README.md, "Copying").
+func distinctDigits(a, b int) bool {
+	for ; a > 0 || b > 0; a, b = a/10, b/10 {
+		if a%10 == b%10 {
+			return false
+		}
+	}
+	return true
+}
+
 // listed is how many units a question lists.
 const listed = 4
 
@@ -139,11 +156,11 @@ func makeQuestion(rng *rand.Rand, id, set string, asked unit, attr int, pool []u
 	us := []unit{asked}
 	for len(us) < listed {
 		o := pool[rng.IntN(len(pool))]
-		dup := false
+		ok := true
 		for _, u := range us {
-			dup = dup || u.id == o.id
+			ok = ok && distinctDigits(u.id, o.id)
 		}
-		if !dup {
+		if ok {
 			us = append(us, o)
 		}
 	}
@@ -193,6 +210,9 @@ type check struct {
 	Values       []string `json:"values"`
 }
 
+// drillN is how many copy-drill examples drill.jsonl holds.
+const drillN = 40000
+
 func run(out string, seed uint64, nUnits, lessonN, checksN int) error {
 	if nUnits < 100 || nUnits > 9000 {
 		return fmt.Errorf("-units %d: want 100 to 9000 (ids are 4-digit)", nUnits)
@@ -202,15 +222,23 @@ func run(out string, seed uint64, nUnits, lessonN, checksN int) error {
 	}
 	rng := rand.New(rand.NewPCG(seed, 0x0417))
 	ids := rng.Perm(9000)[:nUnits]
-	vals := [3][]int{}
-	for a := range attrs {
-		vals[a] = rng.Perm(30000)[:nUnits]
-	}
+	used := map[int]bool{}
 	us := make([]unit, nUnits)
 	for i := range us {
 		us[i].id = 1000 + ids[i]
 		for a := range attrs {
-			us[i].values[a] = 10000 + 30000*a + vals[a][i]
+			for {
+				v := 10000 + 30000*a + rng.IntN(30000)
+				ok := !used[v]
+				for b := range a {
+					ok = ok && distinctDigits(v, us[i].values[b])
+				}
+				if ok {
+					used[v] = true
+					us[i].values[a] = v
+					break
+				}
+			}
 		}
 	}
 	nLesson, nRL := nUnits/2, nUnits*2/5
@@ -333,6 +361,28 @@ func run(out string, seed uint64, nUnits, lessonN, checksN int) error {
 		lesson = append(lesson, ex)
 	}
 	if err := writeJSONL(filepath.Join(out, "lesson.jsonl"), lesson); err != nil {
+		return err
+	}
+
+	// The copy drill: short texts in the task's own words, a listed unit
+	// or a passage's value copied after it, the copy trained. A model this
+	// small copies a digit string only after some 1,500 such steps
+	// (learn_model.py runs them before the lesson).
+	var drill []any
+	for range drillN {
+		asked := lessonU[rng.IntN(len(lessonU))]
+		q := makeQuestion(rng, "", "lesson", asked, rng.IntN(len(attrs)), lessonU)
+		pick := q.units[rng.IntN(listed)]
+		if rng.IntN(2) == 0 {
+			drill = append(drill, example{Kind: "drill", Segments: [][2]any{
+				{strings.SplitAfter(q.Text, "floor.")[0] + "\n<search>", 0}, {" " + pick.title() + " </search>", 1}}})
+			continue
+		}
+		drill = append(drill, example{Kind: "drill", Segments: [][2]any{
+			{format.InfoBlock([]string{pick.contents()}) + "<answer>", 0},
+			{" " + strconv.Itoa(pick.values[rng.IntN(len(attrs))]) + " </answer>", 1}}})
+	}
+	if err := writeJSONL(filepath.Join(out, "drill.jsonl"), drill); err != nil {
 		return err
 	}
 
