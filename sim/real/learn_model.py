@@ -44,7 +44,7 @@ import torch
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 from transformers import AutoModelForCausalLM, Qwen3Config
 
-from make_model import CHAT_TEMPLATE
+from make_model import tokenizer_config
 
 VOCAB = 2048  # the BPE's cap; the task's texts need fewer (about 600)
 DRILL_STEPS = 2000
@@ -100,26 +100,8 @@ def make_tokenizer(task, out):
             if i % 20 == 0:
                 ft.write(json.dumps(text) + "\n")
                 fi.write(json.dumps(tok.encode(text, add_special_tokens=False).ids, separators=(",", ":")) + "\n")
-    added = {str(i): {"content": s, "lstrip": False, "normalized": False, "rstrip": False,
-                      "single_word": False, "special": True} for i, s in enumerate(SPECIAL)}
-    cfg = {
-        "added_tokens_decoder": added,
-        "bos_token": None,
-        "eos_token": "<|im_end|>",
-        "pad_token": "<|endoftext|>",
-        "unk_token": None,
-        "clean_up_tokenization_spaces": False,
-        "errors": "replace",
-        "model_max_length": 4096,
-        "split_special_tokens": False,
-        "add_prefix_space": False,
-        "tokenizer_class": "Qwen2Tokenizer",
-        "chat_template": CHAT_TEMPLATE,
-    }
-    with open(os.path.join(out, "tokenizer_config.json"), "w") as f:
-        json.dump(cfg, f, indent=2, sort_keys=True)
-    with open(os.path.join(out, "special_tokens_map.json"), "w") as f:
-        json.dump({"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"}, f, indent=2, sort_keys=True)
+    tokenizer_config(out, {str(i): {"content": s, "lstrip": False, "normalized": False, "rstrip": False,
+                                    "single_word": False, "special": True} for i, s in enumerate(SPECIAL)})
     return Tokenizer.from_file(os.path.join(out, "tokenizer.json"))
 
 

@@ -76,6 +76,14 @@ def tokenizer_files(repo, out):
         json.dump(tok, f, ensure_ascii=False, separators=(",", ":"))
     added = {str(t["id"]): {k: t[k] for k in ("content", "lstrip", "normalized", "rstrip", "single_word", "special")}
              for t in tok["added_tokens"]}
+    tokenizer_config(out, added)
+
+
+def tokenizer_config(out, added):
+    """Writes tokenizer_config.json and special_tokens_map.json beside a
+    tokenizer.json whose added tokens are added (id -> their fields): a
+    Qwen2 tokenizer with <|im_end|> as its end and <|endoftext|> as its
+    pad, and the chat template roles.Qwen3Chat renders."""
     cfg = {
         "added_tokens_decoder": added,
         "bos_token": None,

@@ -409,21 +409,11 @@ func run(out string, seed uint64, nUnits, lessonN, checksN int) error {
 	if err := writeJSONL(filepath.Join(out, "checks.jsonl"), checks); err != nil {
 		return err
 	}
-	f, err := os.Create(filepath.Join(out, "texts.txt"))
-	if err != nil {
-		return err
-	}
-	w := bufio.NewWriter(f)
+	rows = rows[:0]
 	for _, t := range texts {
-		b, _ := json.Marshal(t) // one text a line, newlines escaped
-		w.Write(b)
-		w.WriteByte('\n')
+		rows = append(rows, t) // one JSON string a line
 	}
-	if err := w.Flush(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
+	if err := writeJSONL(filepath.Join(out, "texts.txt"), rows); err != nil {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "learn: %d units (%d lesson, %d RL, %d held out), %d RL and %d held-out questions, %d lesson examples, %d checks in %s\n",
