@@ -264,7 +264,7 @@ else
 	if [ "$(cat "$MODEL/.made-by" 2>/dev/null)" != "$stamp" ]; then
 		t=$(date +%s)
 		rm -rf "$MODEL"
-		say "making $MODEL_NAME (a 600-entry BPE and a 1M-parameter Qwen3, a 2,000-step copy drill and a 300-step lesson: about 27 minutes on a busy 2-core machine)"
+		say "making $MODEL_NAME (a 600-entry BPE and a 1M-parameter Qwen3, copy drills and a 300-step lesson: about 25 minutes on 2 cores)"
 		units() { (cd "$HERE" && HF_HUB_OFFLINE=1 "$SKYRL_PY" "$HERE/learn_model.py" "$TASK" "$MODEL" "$1") |
 			grep -E '^(tokenizer|drill|lesson|units model)'; return "${PIPESTATUS[0]}"; }
 		make_checked "$MODEL_NAME" units
