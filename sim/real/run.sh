@@ -266,7 +266,7 @@ else
 		rm -rf "$MODEL"
 		say "making $MODEL_NAME (a 600-entry BPE and a 1M-parameter Qwen3, copy drills and a 300-step lesson: about 25 minutes on 2 cores)"
 		units() { (cd "$HERE" && HF_HUB_OFFLINE=1 "$SKYRL_PY" "$HERE/learn_model.py" "$TASK" "$MODEL" "$1") |
-			grep -E '^(tokenizer|drill|lesson|units model)'; return "${PIPESTATUS[0]}"; }
+			grep -E '^(tokenizer|synthetic drill|drill|lesson|units model)'; return "${PIPESTATUS[0]}"; }
 		make_checked "$MODEL_NAME" units
 		echo "$stamp" > "$MODEL/.made-by"
 		say "$MODEL_NAME made in $(( $(date +%s) - t ))s"
