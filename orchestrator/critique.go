@@ -69,6 +69,11 @@ func (ru *run) hindsightOne(ctx context.Context, t *rollout.Trajectory) bool {
 	}
 	tp, err := ru.rollouts.PromptIDs(ctx, t.Question.Question, ru.hinter.hintText(c))
 	student := t.Logprobs
+	if err == nil && ru.scoreSem != nil {
+		if err = ru.scoreSem.acquire(ctx); err == nil {
+			defer ru.scoreSem.release()
+		}
+	}
 	if err == nil && ru.r.Hindsight.StudentLogprobs == recipes.StudentLogprobsRescored {
 		// The student's tokens scored by the teacher's prefill route, in
 		// the context that sampled them, by the model that sampled them.

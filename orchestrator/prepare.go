@@ -169,6 +169,9 @@ func (rn *Runner) prepare(ctx context.Context) (ru *run, unlock func(), err erro
 	ru = &run{Runner: rn, r: r, dir: dir, sim: len(rn.Deps.Simulated) > 0, adapters: map[int]string{}, samplers: map[string]string{}, resumed: resumed,
 		trainer:  boundedTrainer{rn.Deps.Trainer, time.Duration(r.Trainer.CallTimeoutSeconds * float64(time.Second))},
 		judgeSem: make(semaphore, max(r.Judge.Concurrency, 1))}
+	if r.Hindsight.ScoreConcurrency > 0 {
+		ru.scoreSem = make(semaphore, r.Hindsight.ScoreConcurrency)
+	}
 	rn.last = ru
 	if ru.ret, err = loadRetention(dir, r.Checkpoint.Keep, r.Trainer.CheckpointsDir); err != nil {
 		return nil, nil, err

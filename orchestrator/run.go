@@ -94,6 +94,9 @@ type run struct {
 	adapters map[int]string // step -> adapter name carrying its weights
 	// judgeSem bounds the judge requests in flight (judge.concurrency).
 	judgeSem semaphore
+	// scoreSem bounds the teacher and rescore requests in flight
+	// (hindsight.score_concurrency); nil: unbounded.
+	scoreSem semaphore
 	// syncMu serialises weight syncs and replica re-admissions.
 	syncMu sync.Mutex
 	// trainer is Deps.Trainer with trainer.call_timeout_seconds on every

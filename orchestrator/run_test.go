@@ -9,10 +9,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/hindsearch/hindsearch/clients/judge"
+	"github.com/hindsearch/hindsearch/clients/policy"
 	"github.com/hindsearch/hindsearch/clients/trainer"
 	"github.com/hindsearch/hindsearch/clients/transport"
 	"github.com/hindsearch/hindsearch/orchestrator/doctor"
@@ -667,5 +669,62 @@ func TestPreflightNamesTheProblem(t *testing.T) {
 		if _, statErr := os.Stat(filepath.Join(r.Output.Dir, "steps.jsonl")); statErr == nil {
 			t.Errorf("%v: a step ran", tc.sets)
 		}
+	}
+}
+
+// scoreCounter is a policy that counts the Score calls in flight.
+type scoreCounter struct {
+	policy.Policy
+	mu        sync.Mutex
+	now, most int
+	calls     int
+}
+
+func (s *scoreCounter) Score(ctx context.Context, model string, seq []int) ([]float64, error) {
+	s.mu.Lock()
+	s.now++
+	s.calls++
+	s.most = max(s.most, s.now)
+	s.mu.Unlock()
+	time.Sleep(2 * time.Millisecond) // long enough for others to pile up
+	defer func() {
+		s.mu.Lock()
+		s.now--
+		s.mu.Unlock()
+	}()
+	return s.Policy.Score(ctx, model, seq)
+}
+
+// hindsight.score_concurrency bounds the teacher and rescore requests in
+// flight, while rollouts keep policy.concurrency.
+func TestScoreConcurrency(t *testing.T) {
+	for _, c := range []struct {
+		set  string
+		most func(int) bool
+	}{
+		{"hindsight.score_concurrency=1", func(n int) bool { return n == 1 }},
+		{"hindsight.score_concurrency=0", func(n int) bool { return n > 1 }},
+	} {
+		t.Run(c.set, func(t *testing.T) {
+			r := testRecipe(t, "", c.set, "policy.concurrency=8", "hindsight.student_logprobs=rescored",
+				"train.steps=1", "eval.datasets.nq=", "eval.datasets.hotpotqa=")
+			var counters []*scoreCounter
+			sum, _ := runRecipeWith(t, r, 1, func(deps *roles.Deps, _ *setup.Embedded) {
+				for i, p := range deps.Policies {
+					sc := &scoreCounter{Policy: p}
+					counters = append(counters, sc)
+					deps.Policies[i] = sc
+				}
+			})
+			most, calls := 0, 0
+			for _, sc := range counters {
+				most = max(most, sc.most)
+				calls += sc.calls
+			}
+			if sum.Steps[0].Critiques == 0 || calls == 0 || !c.most(most) {
+				t.Fatalf("%d critiques, %d score calls, at most %d in flight", sum.Steps[0].Critiques, calls, most)
+			}
+			t.Logf("%d score calls, at most %d in flight", calls, most)
+		})
 	}
 }

