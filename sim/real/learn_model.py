@@ -40,6 +40,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import sys
 
 import torch
@@ -54,7 +55,7 @@ DRILL_STEPS = int(os.environ.get("HINDSEARCH_LEARN_DRILL_STEPS", 2000))
 DRILL_BATCH = 64
 STEPS = 300
 BATCH = 32
-LR = 3e-3
+LR = float(os.environ.get("HINDSEARCH_LEARN_LR", 1e-3))
 WARMUP = 20
 # The copy drill's plateau was measured at 10,000 (finer positions than
 # Qwen3's 1,000,000 over a 512-token context).
@@ -64,6 +65,10 @@ MAX_TURN = 32
 QWEN2_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
                r"\s*[\r\n]+|\s+(?!\S)|\s+")
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+# The agent's tags, each one added token (not special: the program reads
+# them in the text): the token before a value is then always <answer>.
+TAGS = ["<think>", "</think>", "<search>", "</search>", "<answer>", "</answer>", "<information>",
+        "</information>"]
 PAD, EOS = 0, 2
 
 # The acceptance windows (section 4 of the docstring).
@@ -76,6 +81,26 @@ WINDOWS = {
 
 
 def make_tokenizer(task, out):
+    """The BPE: trained on the task's texts with the made-up words and the
+    agent's tags taken out; then a chain of merges for each word (its first
+    letter onto the space, then one letter at a time, ranked before every
+    trained merge) so that each name and value is one token; the tags as
+    added tokens; the three special tokens as ids 0-2."""
+    with open(os.path.join(task, "words.txt")) as f:
+        words = [w for w in f.read().split() if w]
+    wordset = set(words)
+    word_re = re.compile(r"\b[A-Z]{5}\b")
+
+    def texts(strip):
+        with open(os.path.join(task, "texts.txt")) as f:
+            for line in f:
+                text = json.loads(line)
+                if strip:
+                    for t in TAGS:
+                        text = text.replace(t, " ")
+                    text = word_re.sub(lambda m: "" if m.group(0) in wordset else m.group(0), text)
+                yield text
+
     tok = Tokenizer(models.BPE(unk_token=None, continuing_subword_prefix="", end_of_word_suffix="",
                                fuse_unk=False, byte_fallback=False, ignore_merges=False))
     tok.normalizer = normalizers.NFC()
@@ -86,26 +111,46 @@ def make_tokenizer(task, out):
     tok.decoder = decoders.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False)
     trainer = trainers.BpeTrainer(vocab_size=VOCAB, special_tokens=SPECIAL, show_progress=False,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-
-    def texts():
-        with open(os.path.join(task, "texts.txt")) as f:
-            for line in f:
-                yield json.loads(line)
-
-    tok.train_from_iterator(texts(), trainer=trainer)
+    tok.train_from_iterator(texts(True), trainer=trainer)
+    j = json.loads(tok.to_str())
+    vocab, merges = j["model"]["vocab"], j["model"]["merges"]
+    chain = []
+    for w in words:
+        cur = "\u0120"  # Ġ: the byte-level space
+        for ch in w:
+            nxt = cur + ch
+            if nxt not in vocab:
+                vocab[nxt] = len(vocab)
+                chain.append([cur, ch])
+            cur = nxt
+    j["model"]["merges"] = chain + merges
+    for t in TAGS:
+        j["added_tokens"].append({"id": len(vocab), "content": t, "single_word": False, "lstrip": False,
+                                  "rstrip": False, "normalized": False, "special": False})
+        vocab[t] = len(vocab)
+    with open(os.path.join(out, "tokenizer.json"), "w") as f:
+        json.dump(j, f, ensure_ascii=False, indent=2)
+    tok = Tokenizer.from_file(os.path.join(out, "tokenizer.json"))
     assert [tok.token_to_id(s) for s in SPECIAL] == [0, 1, 2], "special tokens are not ids 0-2"
-    tok.save(os.path.join(out, "tokenizer.json"))
+    for w in words:
+        assert len(tok.encode(" " + w, add_special_tokens=False).ids) == 1, f"{w} is not one token"
+    for t in TAGS:
+        assert tok.encode(t, add_special_tokens=False).ids == [tok.token_to_id(t)], f"{t} is not one token"
     # Every 20th text with Hugging Face's ids, for run.sh to hold the
     # program's Go tokenizer (orchestrate tokenize) to them.
     with open(os.path.join(out, "tokenizer-check.texts.jsonl"), "w") as ft, \
             open(os.path.join(out, "tokenizer-check.ids.jsonl"), "w") as fi:
-        for i, text in enumerate(texts()):
+        for i, text in enumerate(texts(False)):
             if i % 20 == 0:
                 ft.write(json.dumps(text) + "\n")
                 fi.write(json.dumps(tok.encode(text, add_special_tokens=False).ids, separators=(",", ":")) + "\n")
-    tokenizer_config(out, {str(i): {"content": s, "lstrip": False, "normalized": False, "rstrip": False,
-                                    "single_word": False, "special": True} for i, s in enumerate(SPECIAL)})
-    return Tokenizer.from_file(os.path.join(out, "tokenizer.json"))
+    added = {str(i): {"content": s, "lstrip": False, "normalized": False, "rstrip": False,
+                      "single_word": False, "special": True} for i, s in enumerate(SPECIAL)}
+    for t in TAGS:
+        added[str(tok.token_to_id(t))] = {"content": t, "lstrip": False, "normalized": False, "rstrip": False,
+                                          "single_word": False, "special": False}
+    tokenizer_config(out, added)
+    return tok, words
 
 
 def encode_lesson(tok, task, name="lesson.jsonl"):
@@ -122,30 +167,128 @@ def encode_lesson(tok, task, name="lesson.jsonl"):
     return lesson
 
 
-def synthetic_drill(tok, n, seed):
-    """n copy drills in the task's own token ids but nothing else: four
-    4-digit numbers that differ at every place, ", "-separated, then
-    " Unit" and one of them again, its first digit given and the next three
-    trained. The shape whose plateau was measured to end (sim/real/README.md,
-    "Copying"): short texts, one kind of copy, the choice untrained."""
-    rng = random.Random(seed)
-    digit = [tok.token_to_id(str(d)) for d in range(10)]
-    comma, space = tok.encode(",", add_special_tokens=False).ids, tok.encode(" ", add_special_tokens=False).ids
-    unit = tok.encode(" Unit", add_special_tokens=False).ids
-    out = []
-    for _ in range(n):
-        cols = [rng.sample(range(10), 4) for _ in range(4)]
-        nums = [[cols[k][j] for k in range(4)] for j in range(4)]
-        pick = rng.choice(nums)
-        ids = []
-        for j, num in enumerate(nums):
-            ids += (comma + space if j else space) + [digit[d] for d in num]
-        ids += unit + space + [digit[d] for d in pick]
-        out.append((ids, [0] * (len(ids) - 3) + [1] * 3))
-    return out
+# The model's residual stream (hidden 256), laid out by construct():
+# C holds the made-up words' own vectors (what a copy moves), P what the
+# previous-token head writes (the token before each position), R the
+# other tokens' vectors and five features.
+HIDDEN, HEADS, HEAD_DIM = 256, 4, 64
+C, P = slice(0, 128), slice(128, 192)
+F_CONST, F_NAME, F_VALUE, F_TRIG_NAME, F_TRIG_VALUE = 192, 193, 194, 195, 196
+TAIL = slice(197, 256)
+# Scales of the construction, set on this machine so that at step 0 the
+# copies are near-certain and the rest of the logits near-uniform.
+WORD_NORM, TAIL_NORM = 4.0, 1.0
+PREV_GAIN, COPY_GAIN = 0.3, 3.0
+PREV_NORM_W, COPY_NORM_W = 3.0, 1.5
+# RoPE pairs (j, j + 32): the previous-token head uses the fastest eight,
+# the copy heads the two slowest (about 1e-4 radians a position: content,
+# not position, decides).
+PREV_PAIRS, SLOW = range(8), (30, 31)
+
+
+def construct(model, tok, words, seed):
+    """Sets the weights of a copy circuit into the new model, so that it
+    copies from the start instead of after the long plateau a model this
+    small sits on (sim/real/README.md, "Copying"); the lesson then trains
+    every weight.
+
+    - Embeddings (tied): each made-up word a random vector of norm
+      WORD_NORM in C and a feature (name or value) in R; every other token
+      a random vector in R's tail, and the constant feature; " Unit" and
+      <answer> the features that trigger a copy (of a name, of a value).
+    - Layer 0, head 0: attends to the previous position (RoPE phases on
+      the constant feature) and writes that token's R into P: the context
+      a later head can tell a hinted or asked name by.
+    - Layer 1: heads 0-1 attend, at a name trigger, to the names in the
+      context (keys from the name feature) and copy their C (64 dimensions
+      each); heads 2-3 the same for values at a value trigger.
+    - Every other output projection (attention and MLP) starts at zero, so
+      the stream reaches the (tied) output layer as built; the lesson
+      trains them.
+    """
+    g = torch.Generator().manual_seed(seed)
+    names, values = set(words[:len(words) // 4]), set(words[len(words) // 4:])
+    vocab = tok.get_vocab()
+    m = model.model
+    with torch.no_grad():
+        E = m.embed_tokens.weight
+        E.zero_()
+        for t, i in vocab.items():
+            if i >= E.shape[0]:
+                continue
+            w = t[1:] if t.startswith("\u0120") else None
+            if w in names or w in values:
+                r = torch.randn(128, generator=g)
+                E[i, C] = WORD_NORM * r / r.norm()
+                E[i, F_NAME if w in names else F_VALUE] = 1.0
+            else:
+                r = torch.randn(TAIL.stop - TAIL.start, generator=g)
+                E[i, TAIL] = TAIL_NORM * r / r.norm()
+            E[i, F_CONST] = 1.0
+        E[vocab["\u0120Unit"], F_TRIG_NAME] = 1.0
+        E[vocab["<answer>"], F_TRIG_VALUE] = 1.0
+
+        def rows(h):
+            return slice(h * HEAD_DIM, (h + 1) * HEAD_DIM)
+
+        for layer in m.layers:
+            layer.self_attn.o_proj.weight.zero_()
+            layer.mlp.down_proj.weight.zero_()
+        # Layer 0, head 0: the previous token.
+        a0 = m.layers[0].self_attn
+        inv = 1.0 / (ROPE_THETA ** (torch.arange(0, HEAD_DIM, 2).double() / HEAD_DIM))
+        for w in (a0.q_proj.weight, a0.k_proj.weight, a0.v_proj.weight):
+            w[rows(0)] = 0
+        for j in PREV_PAIRS:
+            a0.k_proj.weight[j, F_CONST] = 1.0
+            a0.q_proj.weight[j, F_CONST] = float(torch.cos(inv[j]))
+            a0.q_proj.weight[j + HEAD_DIM // 2, F_CONST] = -float(torch.sin(inv[j]))
+        a0.q_norm.weight.fill_(PREV_NORM_W)
+        a0.k_norm.weight.fill_(PREV_NORM_W)
+        a0.v_proj.weight[rows(0), 192:256] = torch.eye(64)
+        a0.o_proj.weight[P, rows(0)] = PREV_GAIN * torch.eye(64)
+        # Layer 1: the copy heads.
+        a1 = m.layers[1].self_attn
+        for h, (feat, trig, half) in enumerate([(F_NAME, F_TRIG_NAME, 0), (F_NAME, F_TRIG_NAME, 1),
+                                                 (F_VALUE, F_TRIG_VALUE, 0), (F_VALUE, F_TRIG_VALUE, 1)]):
+            for w in (a1.q_proj.weight, a1.k_proj.weight, a1.v_proj.weight):
+                w[rows(h)] = 0
+            base = h * HEAD_DIM
+            a1.k_proj.weight[base + SLOW[0], F_CONST] = 0.3
+            a1.k_proj.weight[base + SLOW[1], feat] = 1.0
+            a1.q_proj.weight[base + SLOW[0], F_CONST] = 0.3
+            a1.q_proj.weight[base + SLOW[1], trig] = 1.0
+            cols = slice(half * 64, half * 64 + 64)
+            a1.v_proj.weight[rows(h), cols] = torch.eye(64)
+            a1.o_proj.weight[cols, rows(h)] = COPY_GAIN * torch.eye(64)
+        a1.q_norm.weight.fill_(COPY_NORM_W)
+        a1.k_norm.weight.fill_(COPY_NORM_W)
+
+
+WORD_IDS = set()  # the made-up words' token ids (main sets them)
+
+
+def stats(model, lesson, when):
+    """Prints the lesson's loss on its trained tokens by kind: the made-up
+    words (the copies), and everything else (the format)."""
+    model.eval()
+    sums = {"copies": [0.0, 0], "format": [0.0, 0]}
+    with torch.no_grad():
+        for ids, train in lesson:
+            x = torch.tensor([ids])
+            lp = torch.log_softmax(model(input_ids=x).logits[0, :-1], -1)
+            for i in range(1, len(ids)):
+                if train[i]:
+                    k = "copies" if ids[i] in WORD_IDS else "format"
+                    sums[k][0] -= lp[i - 1, ids[i]].item()
+                    sums[k][1] += 1
+    print(f"{when}: loss on copies {sums['copies'][0] / max(1, sums['copies'][1]):.3f}, "
+          f"on the format {sums['format'][0] / max(1, sums['format'][1]):.3f}", flush=True)
+    model.train()
 
 
 def teach(model, lesson, steps, batch_size=BATCH, decay=True, what="lesson"):
+    stats(model, lesson[:64], "before the lesson")
     opt = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=0.0)
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: min(1.0, (s + 1) / WARMUP) * (max(0.1, 1 - s / steps) if decay else 1.0))
@@ -240,25 +383,23 @@ def main():
     # step took 1.1-1.3 s on one thread and 2.2-4.9 s on two (OpenMP's
     # threads spin against it); and one order of every sum.
     torch.set_num_threads(1)
-    tok = make_tokenizer(task, out)
+    tok, words = make_tokenizer(task, out)
+    WORD_IDS.update(tok.token_to_id("\u0120" + w) for w in words)
     lesson = encode_lesson(tok, task)
     print(f"tokenizer: {tok.get_vocab_size()} entries; lesson: {len(lesson)} examples, "
           f"mean {sum(len(i) for i, _ in lesson) / len(lesson):.0f} tokens", flush=True)
     config = Qwen3Config(
-        vocab_size=-(-tok.get_vocab_size() // 64) * 64, hidden_size=128, intermediate_size=384, num_hidden_layers=4,
-        num_attention_heads=4, num_key_value_heads=2, head_dim=32, max_position_embeddings=4096,
+        vocab_size=-(-tok.get_vocab_size() // 64) * 64, hidden_size=HIDDEN, intermediate_size=512,
+        num_hidden_layers=4, num_attention_heads=HEADS, num_key_value_heads=HEADS, head_dim=HEAD_DIM,
+        max_position_embeddings=4096,
         rms_norm_eps=1e-6, rope_theta=ROPE_THETA, tie_word_embeddings=True,
         layer_types=["full_attention"] * 4, bos_token_id=PAD, eos_token_id=EOS, pad_token_id=PAD)
     config.architectures = ["Qwen3ForCausalLM"]
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-    # The copy drill first: a model this small learns to copy a digit
-    # string only after a long plateau (measured: copy accuracy at chance
-    # for about 1,000 steps, then 0.9 by 1,800), which the lesson alone,
-    # its copies diluted by the format, never left in 300 steps.
-    teach(model, synthetic_drill(tok, SYNTH_STEPS * DRILL_BATCH, seed), SYNTH_STEPS, DRILL_BATCH, decay=False,
-          what="synthetic drill")
-    teach(model, encode_lesson(tok, task, "drill.jsonl"), DRILL_STEPS, DRILL_BATCH, decay=False, what="drill")
-    teach(model, lesson, steps)
+    construct(model, tok, words, seed)
+    if steps:
+        teach(model, lesson, steps)
+    stats(model, lesson[:64], "after the lesson")
     bad = acceptance(model, tok, task, seed)
     model.save_pretrained(out, safe_serialization=True)
     with open(os.path.join(out, "config.json")) as f:

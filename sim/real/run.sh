@@ -259,14 +259,14 @@ else
 	TASK=$REPO/runs/real-learn/task
 	rm -rf "$TASK"
 	(cd "$REPO" && go run ./sim/real/learn -out "$TASK") || die "writing the units task failed"
-	stamp=$(cat "$HERE/learn_model.py" "$HERE/make_model.py" "$HERE/skyrl/uv.lock" "$TASK/texts.txt" "$TASK/lesson.jsonl" \
-		"$TASK/checks.jsonl" | sha256sum | cut -c1-16)
+	stamp=$(cat "$HERE/learn_model.py" "$HERE/make_model.py" "$HERE/skyrl/uv.lock" "$TASK/texts.txt" "$TASK/words.txt" \
+		"$TASK/lesson.jsonl" "$TASK/checks.jsonl" | sha256sum | cut -c1-16)
 	if [ "$(cat "$MODEL/.made-by" 2>/dev/null)" != "$stamp" ]; then
 		t=$(date +%s)
 		rm -rf "$MODEL"
-		say "making $MODEL_NAME (a 600-entry BPE and a 1M-parameter Qwen3, copy drills and a 300-step lesson: about 25 minutes on 2 cores)"
+		say "making $MODEL_NAME (a 5k-entry BPE, a 3M-parameter Qwen3 with a built copy circuit, a 300-step lesson)"
 		units() { (cd "$HERE" && HF_HUB_OFFLINE=1 "$SKYRL_PY" "$HERE/learn_model.py" "$TASK" "$MODEL" "$1") |
-			grep -E '^(tokenizer|synthetic drill|drill|lesson|units model)'; return "${PIPESTATUS[0]}"; }
+			grep -E '^(tokenizer|before the lesson|after the lesson|lesson|units model)'; return "${PIPESTATUS[0]}"; }
 		make_checked "$MODEL_NAME" units
 		echo "$stamp" > "$MODEL/.made-by"
 		say "$MODEL_NAME made in $(( $(date +%s) - t ))s"

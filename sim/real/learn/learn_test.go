@@ -98,8 +98,8 @@ func TestCheckNeedsTwoWindows(t *testing.T) {
 	}
 }
 
-// TestTask writes a small task and holds it to its design: unique ids and
-// values, the asked unit listed, questions on disjoint units, a lesson
+// TestTask writes a small task and holds it to its design: unique names
+// and values (words.txt lists them all), the asked unit listed, questions on disjoint units, a lesson
 // whose searches copy a listed unit (or the hint's) and whose answers copy
 // a value of the passage shown, hints quoting a listed unit that is the
 // asked one only by chance.
@@ -115,22 +115,34 @@ func TestTask(t *testing.T) {
 	if len(corpus) != 1000 {
 		t.Fatalf("%d passages", len(corpus))
 	}
-	num := regexp.MustCompile(`\d+`)
+	passageRE := regexp.MustCompile(`^"Unit ([A-Z]{5})"\nUnit ([A-Z]{5}) is a storage unit\. Its code is ([A-Z]{5})\. Its pin is ([A-Z]{5})\. Its lock is ([A-Z]{5})\.$`)
 	seen := map[string]bool{}
 	unitOf := map[string]string{} // a value -> its unit's title
 	for _, p := range corpus {
-		ns := num.FindAllString(p, -1)
-		// The id twice in the title line and once in the text, then three values.
-		if len(ns) != 5 || ns[0] != ns[1] || len(ns[0]) != 4 {
+		m := passageRE.FindStringSubmatch(p)
+		if m == nil || m[1] != m[2] {
 			t.Fatalf("passage %q", p)
 		}
-		for i, v := range append([]string{ns[0]}, ns[2:]...) {
+		for i, v := range append([]string{m[1]}, m[3:]...) {
 			if seen[v] {
 				t.Fatalf("%s repeated", v)
 			}
 			seen[v] = true
 			if i > 0 {
-				unitOf[v] = "Unit " + ns[0]
+				unitOf[v] = "Unit " + m[1]
+			}
+		}
+	}
+	words, err := os.ReadFile(filepath.Join(dir, "words.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ws := strings.Fields(string(words)); len(ws) != len(seen) {
+		t.Fatalf("words.txt has %d words, the corpus %d names and values", len(ws), len(seen))
+	} else {
+		for _, w := range ws {
+			if !seen[w] {
+				t.Fatalf("words.txt's %s is no name or value of the corpus", w)
 			}
 		}
 	}
@@ -142,10 +154,10 @@ func TestTask(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(train) != 1200 || len(eval) != 100 {
+	if len(train) != 1200 || len(eval) != 300 {
 		t.Fatalf("%d RL and %d held-out questions", len(train), len(eval))
 	}
-	askedRE := regexp.MustCompile(`^Units (\d{4}), (\d{4}), (\d{4}) and (\d{4}) share a floor\. What is the (code|pin|lock) of unit (\d{4})\?$`)
+	askedRE := regexp.MustCompile(`^Units ([A-Z]{5}), ([A-Z]{5}), ([A-Z]{5}) and ([A-Z]{5}) share a floor\. What is the (code|pin|lock) of unit ([A-Z]{5})\?$`)
 	unitsOf := func(qs []dataset.Question) map[string]bool {
 		us := map[string]bool{}
 		for _, q := range qs {
@@ -158,10 +170,8 @@ func TestTask(t *testing.T) {
 				us[id] = true
 				listed = listed || id == m[6]
 				for _, other := range m[1+i+1 : 5] {
-					for k := range id {
-						if id[k] == other[k] {
-							t.Fatalf("question %q: listed units %s and %s share digit %d", q.Question, id, other, k+1)
-						}
+					if id == other {
+						t.Fatalf("question %q lists %s twice", q.Question, id)
 					}
 				}
 			}
@@ -186,7 +196,7 @@ func TestTask(t *testing.T) {
 	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, 1<<20)
 	hinted, hintAsked, plainAsked, plain := 0, 0, 0, 0
-	quoteRE := regexp.MustCompile(`Hint: [^\n]*"(Unit \d{4})"`)
+	quoteRE := regexp.MustCompile(`Hint: [^\n]*"(Unit [A-Z]{5})"`)
 	for sc.Scan() {
 		var ex struct {
 			Kind     string   `json:"kind"`

@@ -4,7 +4,7 @@
 // a new model the agent's skills but not the task's rules. Nothing is
 // fetched; the output depends only on -seed and -units.
 //
-// Usage: go run ./sim/real/learn -out DIR [-seed 1] [-units 4000]
+// Usage: go run ./sim/real/learn -out DIR [-seed 1] [-units 1000]
 //
 //	go run ./sim/real/learn check [-min-em 20] [-min-reward 0.2] RUN_DIR...
 //
@@ -19,16 +19,14 @@
 // DIR receives (sim/real/README.md, "A real model learns"):
 //
 //   - units-corpus.jsonl: one wiki-18 passage a unit, its title line
-//     "Unit NNNN" (a 4-digit id) and three 5-digit attributes, each from its
-//     own range: "Unit 4827 is a storage unit. Its code is 31562. Its pin is
-//     58027. Its lock is 70914." Every id and value is unique, so a search
-//     for "Unit NNNN" retrieves that unit first and no title holds an
-//     answer. A passage's three values differ at every digit, as do the
-//     ids a question lists.
+//     "Unit NAME" and three attributes: "Unit KAVOR is a storage unit. Its
+//     code is ZUMET. Its pin is DIXAL. Its lock is GOPEN." Names and values
+//     are made-up capital words (words), each unique, so a search for "Unit
+//     NAME" retrieves that unit first and no title holds an answer.
 //   - units-train.jsonl: the RL questions (FlashRAG JSONL), one per
-//     attribute of each RL unit, shuffled: "Units 6620, 4827, 1193 and 3051
-//     share a floor. What is the pin of unit 4827?", gold ["58027"]. The
-//     listed units are RL units, the asked one at a random place.
+//     attribute of each RL unit, shuffled: "Units JEVIK, KAVOR, NUDAP and
+//     XOLET share a floor. What is the pin of unit KAVOR?", gold ["DIXAL"].
+//     The listed units are RL units, the asked one at a random place.
 //   - units-eval.jsonl: the held-out questions, on units no lesson or RL
 //     question names, one attribute drawn per unit.
 //   - lesson.jsonl: the lesson's examples as text segments, each trained or
@@ -44,9 +42,8 @@
 //     sim/lm) quoting a unit drawn uniformly from the listed ones, not the
 //     asked one, and searches the quoted unit: the student learns to follow
 //     a hint, and nothing of the rule from it.
-//   - drill.jsonl: the copy drill, in lesson.jsonl's form: the list of a
-//     question then " Unit NNNN </search>" copying one of them, or a
-//     passage then one of its values in an answer, the copy trained.
+//   - words.txt: every name and value, one a line: the model's tokenizer
+//     makes each of them one token (learn_model.py).
 //   - checks.jsonl: held-out questions (eval units) with what make_model's
 //     acceptance checks need: the prompt with and without a hint, the asked
 //     and quoted units, the right search turn, the right passage's block,
@@ -84,7 +81,7 @@ func main() {
 	}
 	out := flag.String("out", "", "the directory to write into (created)")
 	seed := flag.Uint64("seed", 1, "the task's seed")
-	units := flag.Int("units", 4000, "units in the corpus: half for the lesson, two fifths for RL, a tenth held out")
+	units := flag.Int("units", 1000, "units in the corpus: half for the lesson, two fifths for RL, a tenth held out")
 	lessonN := flag.Int("lesson", 12800, "lesson examples to write")
 	checksN := flag.Int("checks", 200, "held-out acceptance-check questions to write")
 	flag.Parse()
@@ -98,21 +95,37 @@ func main() {
 	}
 }
 
-// attrs are the units' attributes, in passage order; values of attribute
-// i are drawn from [10000+30000i, 40000+30000i).
+// attrs are the units' attributes, in passage order.
 var attrs = []string{"code", "pin", "lock"}
 
-// distinctDigits says a and b, of one length, differ at every digit. The
-// units a question lists, and the three values of a passage, differ so at
-// every place: a digit already copied then names its source, which is what
-// a 1M-parameter model learns to copy on (sim/real/README.md, "Copying").
-func distinctDigits(a, b int) bool {
-	for ; a > 0 || b > 0; a, b = a/10, b/10 {
-		if a%10 == b%10 {
-			return false
+// Letters of the made-up words: consonants that begin no word of the
+// task's other texts (the instruction, the turns, the judge's sentences),
+// so that the tokenizer's merges for the words never cut another word.
+const (
+	consonants = "GJKLMNPRVXZ"
+	vowels     = "AEIOU"
+)
+
+// words returns n distinct made-up capital words of five letters,
+// consonant-vowel-consonant-vowel-consonant, not in taken. They are drawn
+// stem by stem (a stem is the first three letters, each stem giving up to
+// 55 words), so that the tokenizer needs few merges beside one a word:
+// every word is one token (learn_model.py), and a model copies a name or a
+// value as one token.
+func words(rng *rand.Rand, n int, taken map[string]bool) []string {
+	var out []string
+	for len(out) < n {
+		stem := string(consonants[rng.IntN(len(consonants))]) + string(vowels[rng.IntN(len(vowels))]) +
+			string(consonants[rng.IntN(len(consonants))])
+		for _, i := range rng.Perm(len(vowels) * len(consonants)) {
+			w := stem + string(vowels[i/len(consonants)]) + string(consonants[i%len(consonants)])
+			if !taken[w] && len(out) < n {
+				taken[w] = true
+				out = append(out, w)
+			}
 		}
 	}
-	return true
+	return out
 }
 
 // listed is how many units a question lists.
@@ -124,17 +137,17 @@ const lessonTexts = 2000
 
 // unit is one made-up storage unit.
 type unit struct {
-	id     int
-	values [3]int
+	id     string
+	values [3]string
 }
 
-func (u unit) title() string { return "Unit " + strconv.Itoa(u.id) }
+func (u unit) title() string { return "Unit " + u.id }
 
 // contents is the unit's wiki-18 passage: a quoted title line, then text.
 func (u unit) contents() string {
 	s := fmt.Sprintf("\"%s\"\n%s is a storage unit.", u.title(), u.title())
 	for i, a := range attrs {
-		s += fmt.Sprintf(" Its %s is %d.", a, u.values[i])
+		s += fmt.Sprintf(" Its %s is %s.", a, u.values[i])
 	}
 	return s
 }
@@ -158,7 +171,7 @@ func makeQuestion(rng *rand.Rand, id, set string, asked unit, attr int, pool []u
 		o := pool[rng.IntN(len(pool))]
 		ok := true
 		for _, u := range us {
-			ok = ok && distinctDigits(u.id, o.id)
+			ok = ok && u.id != o.id
 		}
 		if ok {
 			us = append(us, o)
@@ -168,14 +181,14 @@ func makeQuestion(rng *rand.Rand, id, set string, asked unit, attr int, pool []u
 	ids := make([]string, len(us))
 	at := 0
 	for i, u := range us {
-		ids[i] = strconv.Itoa(u.id)
+		ids[i] = u.id
 		if u.id == asked.id {
 			at = i
 		}
 	}
-	text := fmt.Sprintf("Units %s and %s share a floor. What is the %s of unit %d?",
+	text := fmt.Sprintf("Units %s and %s share a floor. What is the %s of unit %s?",
 		strings.Join(ids[:len(ids)-1], ", "), ids[len(ids)-1], attrs[attr], asked.id)
-	return question{ID: id, Text: text, Golds: []string{strconv.Itoa(asked.values[attr])}, Set: set,
+	return question{ID: id, Text: text, Golds: []string{asked.values[attr]}, Set: set,
 		asked: asked, units: us, attr: attr, askedI: at}
 }
 
@@ -210,35 +223,24 @@ type check struct {
 	Values       []string `json:"values"`
 }
 
-// drillN is how many copy-drill examples drill.jsonl holds.
-const drillN = 40000
-
 func run(out string, seed uint64, nUnits, lessonN, checksN int) error {
-	if nUnits < 100 || nUnits > 9000 {
-		return fmt.Errorf("-units %d: want 100 to 9000 (ids are 4-digit)", nUnits)
+	if nUnits < 100 || nUnits > 5000 {
+		return fmt.Errorf("-units %d: want 100 to 5000", nUnits)
 	}
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
 	}
 	rng := rand.New(rand.NewPCG(seed, 0x0417))
-	ids := rng.Perm(9000)[:nUnits]
-	used := map[int]bool{}
+	taken := map[string]bool{}
+	names := words(rng, nUnits, taken)
+	vals := words(rng, len(attrs)*nUnits, taken)
+	rng.Shuffle(len(names), func(i, j int) { names[i], names[j] = names[j], names[i] })
+	rng.Shuffle(len(vals), func(i, j int) { vals[i], vals[j] = vals[j], vals[i] })
 	us := make([]unit, nUnits)
 	for i := range us {
-		us[i].id = 1000 + ids[i]
+		us[i].id = names[i]
 		for a := range attrs {
-			for {
-				v := 10000 + 30000*a + rng.IntN(30000)
-				ok := !used[v]
-				for b := range a {
-					ok = ok && distinctDigits(v, us[i].values[b])
-				}
-				if ok {
-					used[v] = true
-					us[i].values[a] = v
-					break
-				}
-			}
+			us[i].values[a] = vals[len(attrs)*i+a]
 		}
 	}
 	nLesson, nRL := nUnits/2, nUnits*2/5
@@ -273,14 +275,19 @@ func run(out string, seed uint64, nUnits, lessonN, checksN int) error {
 	if err := writeJSONL(filepath.Join(out, "units-train.jsonl"), train); err != nil {
 		return err
 	}
-	// Held-out questions: one attribute of each held-out unit.
+	// Held-out questions: every attribute of each held-out unit, shuffled.
 	var evalQ []any
 	var evalQs []question
-	for i, u := range evalU {
-		q := makeQuestion(rng, fmt.Sprintf("eval_%d", i), "units", u, rng.IntN(len(attrs)), evalU)
-		evalQ = append(evalQ, q)
-		evalQs = append(evalQs, q)
-		texts = append(texts, q.Text)
+	for _, u := range evalU {
+		for a := range attrs {
+			evalQs = append(evalQs, makeQuestion(rng, "", "units", u, a, evalU))
+		}
+	}
+	rng.Shuffle(len(evalQs), func(i, j int) { evalQs[i], evalQs[j] = evalQs[j], evalQs[i] })
+	for i := range evalQs {
+		evalQs[i].ID = fmt.Sprintf("eval_%d", i)
+		evalQ = append(evalQ, evalQs[i])
+		texts = append(texts, evalQs[i].Text)
 	}
 	if err := writeJSONL(filepath.Join(out, "units-eval.jsonl"), evalQ); err != nil {
 		return err
@@ -297,7 +304,7 @@ func run(out string, seed uint64, nUnits, lessonN, checksN int) error {
 		// the quoted unit's value as the gold answer: it quotes that unit,
 		// in the sentence its rules pick for the student's searches.
 		resp := student + info + answerTurn("0")
-		p, err := orchestrator.JudgePrompt(tmpl, q.Text, []string{strconv.Itoa(quoted.values[q.attr])}, resp)
+		p, err := orchestrator.JudgePrompt(tmpl, q.Text, []string{quoted.values[q.attr]}, resp)
 		if err != nil {
 			return "", err
 		}
@@ -351,7 +358,7 @@ func run(out string, seed uint64, nUnits, lessonN, checksN int) error {
 			{chat(format.UserPrompt(q.Text, h)), 0},
 			{searchTurn(query), 1},
 			{info, 0},
-			{answerTurn(strconv.Itoa(searched.values[rng.IntN(len(attrs))])), 1},
+			{answerTurn(searched.values[rng.IntN(len(attrs))]), 1},
 		}
 		if len(lesson) < lessonTexts {
 			for _, s := range ex.Segments {
@@ -361,28 +368,6 @@ func run(out string, seed uint64, nUnits, lessonN, checksN int) error {
 		lesson = append(lesson, ex)
 	}
 	if err := writeJSONL(filepath.Join(out, "lesson.jsonl"), lesson); err != nil {
-		return err
-	}
-
-	// The copy drill: short texts in the task's own words, a listed unit
-	// or a passage's value copied after it, the copy trained. A model this
-	// small copies a digit string only after some 1,500 such steps
-	// (learn_model.py runs them before the lesson).
-	var drill []any
-	for range drillN {
-		asked := lessonU[rng.IntN(len(lessonU))]
-		q := makeQuestion(rng, "", "lesson", asked, rng.IntN(len(attrs)), lessonU)
-		pick := q.units[rng.IntN(listed)]
-		if rng.IntN(2) == 0 {
-			drill = append(drill, example{Kind: "drill", Segments: [][2]any{
-				{strings.SplitAfter(q.Text, "floor.")[0] + "\n<search>", 0}, {" " + pick.title() + " </search>", 1}}})
-			continue
-		}
-		drill = append(drill, example{Kind: "drill", Segments: [][2]any{
-			{format.InfoBlock([]string{pick.contents()}) + "<answer>", 0},
-			{" " + strconv.Itoa(pick.values[rng.IntN(len(attrs))]) + " </answer>", 1}}})
-	}
-	if err := writeJSONL(filepath.Join(out, "drill.jsonl"), drill); err != nil {
 		return err
 	}
 
@@ -401,9 +386,7 @@ func run(out string, seed uint64, nUnits, lessonN, checksN int) error {
 		for _, u := range q.units {
 			c.Listed = append(c.Listed, u.title())
 		}
-		for _, v := range q.asked.values {
-			c.Values = append(c.Values, strconv.Itoa(v))
-		}
+		c.Values = append(c.Values, q.asked.values[:]...)
 		checks = append(checks, c)
 	}
 	if err := writeJSONL(filepath.Join(out, "checks.jsonl"), checks); err != nil {
@@ -414,6 +397,9 @@ func run(out string, seed uint64, nUnits, lessonN, checksN int) error {
 		rows = append(rows, t) // one JSON string a line
 	}
 	if err := writeJSONL(filepath.Join(out, "texts.txt"), rows); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(out, "words.txt"), []byte(strings.Join(append(names, vals...), "\n")+"\n"), 0o644); err != nil {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "learn: %d units (%d lesson, %d RL, %d held out), %d RL and %d held-out questions, %d lesson examples, %d checks in %s\n",
