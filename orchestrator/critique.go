@@ -74,6 +74,11 @@ func (ru *run) hindsightOne(ctx context.Context, t *rollout.Trajectory) bool {
 			defer ru.scoreSem.release()
 		}
 	}
+	if err == nil && ru.scoreGate != nil {
+		// Waits for the policy turns in flight; new ones wait for this.
+		ru.scoreGate.Lock()
+		defer ru.scoreGate.Unlock()
+	}
 	if err == nil && ru.r.Hindsight.StudentLogprobs == recipes.StudentLogprobsRescored {
 		// The student's tokens scored by the teacher's prefill route, in
 		// the context that sampled them, by the model that sampled them.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"text/template"
 	"time"
 
@@ -89,6 +90,7 @@ func (ru *run) load() error {
 	evr, _ := rollout.NewEngine(r, ru.Deps, nil)
 	evr.Replicas = ru.rollouts.Replicas // one view of the replicas' health
 	evr.Metrics = ru.Metrics
+	ru.rollouts.Exclusive, evr.Exclusive = ru.scoreGate, ru.scoreGate
 	ru.ev = &evaluator{rollouts: evr, datasets: ru.evalSet, concurrency: r.Policy.Concurrency * len(ru.Deps.Policies),
 		seed: r.Seed, keep: r.Output.Trajectories, out: ru.Out, progress: ru.Progress}
 	if ru.sync, err = fleet.NewSync(r, ru.rollouts.Replicas); err != nil {
@@ -171,6 +173,9 @@ func (rn *Runner) prepare(ctx context.Context) (ru *run, unlock func(), err erro
 		judgeSem: make(semaphore, max(r.Judge.Concurrency, 1))}
 	if r.Hindsight.ScoreConcurrency > 0 {
 		ru.scoreSem = make(semaphore, r.Hindsight.ScoreConcurrency)
+	}
+	if r.Hindsight.ScoreAlone {
+		ru.scoreGate = &sync.RWMutex{}
 	}
 	rn.last = ru
 	if ru.ret, err = loadRetention(dir, r.Checkpoint.Keep, r.Trainer.CheckpointsDir); err != nil {

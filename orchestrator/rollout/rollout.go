@@ -161,6 +161,10 @@ type Engine struct {
 	// Phases, when set, times the engine's phases (rollout_policy: policy
 	// turns; rollout_retrieve: retriever calls).
 	Phases *metrics.Phases
+	// Exclusive, when set, is read-held by every policy turn while its
+	// request is in flight: whoever write-holds it has the replicas to
+	// itself (hindsight.score_alone).
+	Exclusive *sync.RWMutex
 	// observeErrors makes a search the retriever failed (after retries)
 	// an observation of the trajectory instead of an error of the
 	// rollout (retriever.on_error observe).
@@ -342,6 +346,10 @@ func (r *Engine) policyTurn(ctx context.Context, l *Live) error {
 	req.Seed = &s
 	var c *policy.Completion
 	err := r.Replicas.CallFor(ctx, l.model, func(p policy.Policy) error {
+		if r.Exclusive != nil {
+			r.Exclusive.RLock()
+			defer r.Exclusive.RUnlock()
+		}
 		done := r.Phases.Start("rollout_policy")
 		var err error
 		c, err = p.Complete(ctx, req)

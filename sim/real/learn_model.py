@@ -4,25 +4,27 @@ Made here, never downloaded, from the task `go run ./sim/real/learn` writes
 (TASK_DIR): made-up storage units, questions listing four of them, and a
 lesson in the Search-R1 format (sim/real/README.md, "A real model learns").
 
-1. Its tokenizer: a byte-level BPE of at most VOCAB entries (about 600: every
-   word of the task's texts whole) trained (Hugging Face
-   tokenizers) on TASK_DIR/texts.txt with Qwen2's pre-tokenizer (NFC, then
-   Qwen2's Split pattern, which makes every digit its own token, then
-   ByteLevel), and <|endoftext|>, <|im_start|>, <|im_end|> as added special
-   tokens (ids 0-2). The program's Go tokenizer reads the same
-   tokenizer.json (doctor's local-tokenizer row checks vLLM agrees). With
-   Qwen's 152k vocabulary the output layer would be 99% of a step's work.
-2. Its weights: Qwen3ForCausalLM, float32, hidden 128, 4 layers, 4 heads
-   of 32 (vLLM's smallest CPU head), 2 KV heads, intermediate 384, tied
-   embeddings (about 1.05M parameters), random from SEED.
-3. Copy drills: SYNTH_STEPS steps of DRILL_BATCH synthetic copies in the
-   task's token ids (synthetic_drill), then DRILL_STEPS of the task's own
-   texts (TASK_DIR/drill.jsonl: a listed unit copied into a search, a
-   value of a passage into an answer). Then its lesson: STEPS AdamW steps of BATCH examples on the lesson's trained
-   segments (the agent's two turns), in order. It teaches the format, to
-   copy a listed unit into <search> and a value of the retrieved passage
-   into <answer>, and to search the unit a "Hint:" line quotes; not which
-   unit or which value the question asks for.
+1. Its tokenizer: a byte-level BPE (Hugging Face tokenizers) trained on
+   TASK_DIR/texts.txt with the made-up words taken out, Qwen2's
+   pre-tokenizer (NFC, Qwen2's Split pattern, ByteLevel), then one merge
+   chain a word of TASK_DIR/words.txt, so that every name and value is one
+   token ("Ġ" and its letters); <|endoftext|>, <|im_start|>, <|im_end|> as
+   added special tokens (ids 0-2) and the agent's tags as added tokens
+   (about 5k entries for 1,100 units). The program's Go tokenizer reads
+   the same tokenizer.json (run.sh holds it to these ids). With Qwen's
+   152k vocabulary the output layer would be 99% of a step's work.
+2. Its weights: Qwen3ForCausalLM, float32, hidden 256, 4 layers, 4 heads
+   of 64 (4 KV heads), intermediate 512, tied embeddings, RoPE theta
+   10,000 (about 3M parameters), with a copy circuit built in
+   (construct): a previous-token head, then heads that copy a name at
+   " Unit" and a value at <answer>. A model this small does not learn to
+   copy from scratch in a lesson of minutes (sim/real/README.md,
+   "Copying").
+3. Its lesson: STEPS AdamW steps of BATCH examples on the lesson's trained
+   segments (the agent's two turns), every weight trained. It teaches the
+   format, to copy a listed unit into <search> and a value of the
+   retrieved passage into <answer>, and to search the unit a "Hint:" line
+   quotes; not which unit or which value the question asks for.
 4. Acceptance checks, sampled at temperature 1 on held-out units
    (TASK_DIR/checks.jsonl), printed as one "lesson learned" line: turns
    closed (>= 0.95), first search on the asked unit (0.12-0.30: near the
@@ -49,15 +51,12 @@ from transformers import AutoModelForCausalLM, Qwen3Config
 
 from make_model import tokenizer_config
 
-VOCAB = 2048  # the BPE's cap; the task's texts need fewer (about 600)
-SYNTH_STEPS = int(os.environ.get("HINDSEARCH_LEARN_SYNTH_STEPS", 2500))
-DRILL_STEPS = int(os.environ.get("HINDSEARCH_LEARN_DRILL_STEPS", 2000))
-DRILL_BATCH = 64
+VOCAB = 2048  # the BPE's cap before the words' merges
 STEPS = 300
 BATCH = 32
 LR = float(os.environ.get("HINDSEARCH_LEARN_LR", 1e-3))
 WARMUP = 20
-# The copy drill's plateau was measured at 10,000 (finer positions than
+# The previous-token head's RoPE phases are set for 10,000 (finer positions than
 # Qwen3's 1,000,000 over a 512-token context).
 ROPE_THETA = 10000.0
 MAX_TURN = 32

@@ -303,6 +303,12 @@ case $mode in test | learn | learn-study) trap 'stop_servers' EXIT ;; esac
 # no judge vLLM.
 with_judge=1
 case $mode in learn*) with_judge= ;; esac
+# SkyRL's JAX LoRA layers compute every adapter slot (jax.lax.ragged_dot
+# on the CPU is dense over its groups): forward_backward costs about the
+# slot count times one adapter's. make real's tests hold up to 32 models;
+# a learn run holds one at a time (the program unloads it at the end).
+LORA_SLOTS=32 MAX_SEQS=1
+case $mode in learn*) LORA_SLOTS=4 MAX_SEQS=16 ;; esac
 
 # SkyRL: the API process checks that its parent is `uv run ... -m
 # skyrl.tinker.api` and starts its engine with the same uv flags. It runs in
@@ -312,7 +318,7 @@ case $mode in learn*) with_judge= ;; esac
 (cd "$CACHE/models" && start skyrl env UV_PROJECT_ENVIRONMENT="$CACHE/venv-skyrl" JAX_PLATFORMS=cpu HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
 	uv run --project "$HERE/skyrl" --frozen --extra tinker --extra jax -m skyrl.tinker.api \
 	--base-model "$MODEL_NAME" --backend jax \
-	--backend-config '{"max_lora_adapters": 32, "max_lora_rank": 8}' \
+	--backend-config "{\"max_lora_adapters\": $LORA_SLOTS, \"max_lora_rank\": 8}" \
 	--host 127.0.0.1 --port "$SKYRL_PORT" \
 	--checkpoints-base "$STATE/skyrl-checkpoints" --database-url "sqlite:///$STATE/skyrl.db")
 
@@ -325,9 +331,11 @@ vllm_args=(-m vllm.entrypoints.openai.api_server --model "$MODEL" --served-model
 # prompt_logprobs is batched with another while LoRA is on (its CPU punica
 # wrapper maps LoRAs per request where prompt logprobs need one per token:
 # RuntimeError in bgmv_shrink; seen running, docs/conformance.md). One
-# sequence at a time never meets it.
+# sequence at a time never meets it. make real-learn batches 16 and its
+# recipe sets hindsight.score_alone, which keeps every other request out of
+# flight while a prompt_logprobs one runs.
 start vllm "${vllm_env[@]}" VLLM_ALLOW_RUNTIME_LORA_UPDATING=True "$VLLM_PY" "${vllm_args[@]}" --port "$VLLM_PORT" \
-	--enable-lora --max-lora-rank 8 --max-loras 4 --max-num-seqs 1 ${HINDSEARCH_REAL_VLLM_FLAGS:-}
+	--enable-lora --max-lora-rank 8 --max-loras 4 --max-num-seqs "$MAX_SEQS" ${HINDSEARCH_REAL_VLLM_FLAGS:-}
 [ -n "$with_judge" ] && start judge "${vllm_env[@]}" "$VLLM_PY" "${vllm_args[@]}" --port "$JUDGE_PORT"
 
 wait_ready skyrl "http://127.0.0.1:$SKYRL_PORT/api/v1/healthz" 300

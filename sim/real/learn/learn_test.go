@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -105,7 +106,7 @@ func TestCheckNeedsTwoWindows(t *testing.T) {
 // asked one only by chance.
 func TestTask(t *testing.T) {
 	dir := t.TempDir()
-	if err := run(dir, 7, 1000, 2000, 50); err != nil {
+	if err := run(dir, 7, sizes{lessonUnits: 500, rlUnits: 300, evalUnits: 200, lesson: 2000, checks: 50}); err != nil {
 		t.Fatal(err)
 	}
 	corpus, err := dataset.LoadCorpus(filepath.Join(dir, "units-corpus.jsonl"))
@@ -115,7 +116,7 @@ func TestTask(t *testing.T) {
 	if len(corpus) != 1000 {
 		t.Fatalf("%d passages", len(corpus))
 	}
-	passageRE := regexp.MustCompile(`^"Unit ([A-Z]{5})"\nUnit ([A-Z]{5}) is a storage unit\. Its code is ([A-Z]{5})\. Its pin is ([A-Z]{5})\. Its lock is ([A-Z]{5})\.$`)
+	passageRE := regexp.MustCompile(`^"Unit ([A-Z]{5})"\nUnit ([A-Z]{5}) is a storage unit with code ([A-Z]{5}), pin ([A-Z]{5}) and lock ([A-Z]{5})\.$`)
 	seen := map[string]bool{}
 	unitOf := map[string]string{} // a value -> its unit's title
 	for _, p := range corpus {
@@ -154,7 +155,7 @@ func TestTask(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(train) != 1200 || len(eval) != 300 {
+	if len(train) != 300 || len(eval) != 200 {
 		t.Fatalf("%d RL and %d held-out questions", len(train), len(eval))
 	}
 	askedRE := regexp.MustCompile(`^Units ([A-Z]{5}), ([A-Z]{5}), ([A-Z]{5}) and ([A-Z]{5}) share a floor\. What is the (code|pin|lock) of unit ([A-Z]{5})\?$`)
@@ -182,6 +183,11 @@ func TestTask(t *testing.T) {
 		return us
 	}
 	tu, eu := unitsOf(train), unitsOf(eval)
+	for _, q := range append(train, eval...) {
+		if m := askedRE.FindStringSubmatch(q.Question); m[5] != "pin" {
+			t.Fatalf("question %q asks the %s; RL and held-out questions ask the pin", q.Question, m[5])
+		}
+	}
 	for u := range eu {
 		if tu[u] {
 			t.Fatalf("unit %s is in RL and held-out questions", u)
@@ -196,6 +202,7 @@ func TestTask(t *testing.T) {
 	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, 1<<20)
 	hinted, hintAsked, plainAsked, plain := 0, 0, 0, 0
+	valuesRE := regexp.MustCompile(`with code ([A-Z]{5}), pin ([A-Z]{5}) and lock ([A-Z]{5})\.</information>`)
 	quoteRE := regexp.MustCompile(`Hint: [^\n]*"(Unit [A-Z]{5})"`)
 	for sc.Scan() {
 		var ex struct {
@@ -214,7 +221,7 @@ func TestTask(t *testing.T) {
 			t.Fatalf("the lesson searches %s, an RL or held-out unit", q)
 		}
 		kind, value := format.ParseAction(turn2)
-		if kind != "answer" || !strings.Contains(info, "Its ") || !strings.Contains(info, " "+value+".") {
+		if vm := valuesRE.FindStringSubmatch(info); kind != "answer" || vm == nil || !slices.Contains(vm[1:], value) {
 			t.Fatalf("the lesson's answer %q is not a value of the passage shown %q", turn2, info)
 		}
 		_, query := format.ParseAction(turn1)
@@ -249,7 +256,7 @@ func TestTask(t *testing.T) {
 // its study arms to differ only in the hindsight keys.
 func TestRecipeLoads(t *testing.T) {
 	dir := t.TempDir()
-	if err := run(dir, 1, 200, 10, 5); err != nil {
+	if err := run(dir, 1, sizes{lessonUnits: 100, rlUnits: 60, evalUnits: 40, lesson: 10, checks: 5}); err != nil {
 		t.Fatal(err)
 	}
 	sets := []string{"policy.tokenizer=qwen3", "retriever.corpus=" + filepath.Join(dir, "units-corpus.jsonl"),

@@ -2,9 +2,9 @@
 // made-up storage units, a passage about each, questions that list several
 // units and ask one attribute of one of them, and the lesson that teaches
 // a new model the agent's skills but not the task's rules. Nothing is
-// fetched; the output depends only on -seed and -units.
+// fetched; the output depends only on its flags.
 //
-// Usage: go run ./sim/real/learn -out DIR [-seed 1] [-units 1000]
+// Usage: go run ./sim/real/learn -out DIR [-seed 1] [-lesson-units 500] [-rl-units 400] [-eval-units 200]
 //
 //	go run ./sim/real/learn check [-min-em 20] [-min-reward 0.2] RUN_DIR...
 //
@@ -19,16 +19,24 @@
 // DIR receives (sim/real/README.md, "A real model learns"):
 //
 //   - units-corpus.jsonl: one wiki-18 passage a unit, its title line
-//     "Unit NAME" and three attributes: "Unit KAVOR is a storage unit. Its
-//     code is ZUMET. Its pin is DIXAL. Its lock is GOPEN." Names and values
-//     are made-up capital words (words), each unique, so a search for "Unit
-//     NAME" retrieves that unit first and no title holds an answer.
-//   - units-train.jsonl: the RL questions (FlashRAG JSONL), one per
-//     attribute of each RL unit, shuffled: "Units JEVIK, KAVOR, NUDAP and
+//     "Unit NAME" and three attributes: "Unit KAVOR is a storage unit with
+//     code ZUMET, pin DIXAL and lock GOPEN." Names and values are made-up
+//     capital words (words), each unique, so a search for "Unit NAME"
+//     retrieves that unit first and no title holds an answer.
+//   - units-train.jsonl: the RL questions (FlashRAG JSONL), one per RL
+//     unit, shuffled, each asking its pin: "Units JEVIK, KAVOR, NUDAP and
 //     XOLET share a floor. What is the pin of unit KAVOR?", gold ["DIXAL"].
 //     The listed units are RL units, the asked one at a random place.
-//   - units-eval.jsonl: the held-out questions, on units no lesson or RL
-//     question names, one attribute drawn per unit.
+//   - units-eval.jsonl: the held-out questions, the same form, one per
+//     unit that no lesson or RL question names.
+//
+// The two rules RL has to find are each one token's context: the unit to
+// search is the listed name after "unit" (the others follow "Units", a
+// comma or "and"), the value to answer the one after "pin". A model whose
+// attention reads the previous token (learn_model.py builds one) can
+// learn either by one change of what its copy heads look for; a rule on
+// an attribute named elsewhere in the question would need a second hop,
+// beyond a few LoRA steps.
 //   - lesson.jsonl: the lesson's examples as text segments, each trained or
 //     not ({"kind", "segments": [[text, train], ...]}), in Qwen3's chat
 //     template (roles.Qwen3Chat) with the program's prompt and
@@ -81,22 +89,35 @@ func main() {
 	}
 	out := flag.String("out", "", "the directory to write into (created)")
 	seed := flag.Uint64("seed", 1, "the task's seed")
-	units := flag.Int("units", 1000, "units in the corpus: half for the lesson, two fifths for RL, a tenth held out")
-	lessonN := flag.Int("lesson", 12800, "lesson examples to write")
-	checksN := flag.Int("checks", 200, "held-out acceptance-check questions to write")
+	var sz sizes
+	flag.IntVar(&sz.lessonUnits, "lesson-units", 500, "units only the lesson names")
+	flag.IntVar(&sz.rlUnits, "rl-units", 400, "units of the RL questions (one question each)")
+	flag.IntVar(&sz.evalUnits, "eval-units", 200, "held-out units (one question each)")
+	flag.IntVar(&sz.lesson, "lesson", 12800, "lesson examples to write")
+	flag.IntVar(&sz.checks, "checks", 200, "held-out acceptance-check questions to write")
 	flag.Parse()
 	if *out == "" {
 		fmt.Fprintln(os.Stderr, "learn: -out is required")
 		os.Exit(2)
 	}
-	if err := run(*out, *seed, *units, *lessonN, *checksN); err != nil {
+	if err := run(*out, *seed, sz); err != nil {
 		fmt.Fprintln(os.Stderr, "learn:", err)
 		os.Exit(1)
 	}
 }
 
+// sizes are the task's counts.
+type sizes struct {
+	lessonUnits, rlUnits, evalUnits int
+	lesson, checks                  int
+}
+
 // attrs are the units' attributes, in passage order.
 var attrs = []string{"code", "pin", "lock"}
+
+// askedAttr is the attribute every RL and held-out question asks (the
+// lesson's ask any): the value to answer is then the one after its word.
+const askedAttr = 1
 
 // Letters of the made-up words: consonants that begin no word of the
 // task's other texts (the instruction, the turns, the judge's sentences),
@@ -145,11 +166,8 @@ func (u unit) title() string { return "Unit " + u.id }
 
 // contents is the unit's wiki-18 passage: a quoted title line, then text.
 func (u unit) contents() string {
-	s := fmt.Sprintf("\"%s\"\n%s is a storage unit.", u.title(), u.title())
-	for i, a := range attrs {
-		s += fmt.Sprintf(" Its %s is %s.", a, u.values[i])
-	}
-	return s
+	return fmt.Sprintf("\"%s\"\n%s is a storage unit with %s %s, %s %s and %s %s.", u.title(), u.title(),
+		attrs[0], u.values[0], attrs[1], u.values[1], attrs[2], u.values[2])
 }
 
 // question lists the asked unit among listed-1 others of pool, the asked
@@ -223,10 +241,17 @@ type check struct {
 	Values       []string `json:"values"`
 }
 
-func run(out string, seed uint64, nUnits, lessonN, checksN int) error {
-	if nUnits < 100 || nUnits > 5000 {
-		return fmt.Errorf("-units %d: want 100 to 5000", nUnits)
+func run(out string, seed uint64, sz sizes) error {
+	for _, c := range []struct {
+		flag string
+		n    int
+	}{{"-lesson-units", sz.lessonUnits}, {"-rl-units", sz.rlUnits}, {"-eval-units", sz.evalUnits}} {
+		if c.n < listed || c.n > 5000 {
+			return fmt.Errorf("%s %d: want %d to 5000", c.flag, c.n, listed)
+		}
 	}
+	nUnits := sz.lessonUnits + sz.rlUnits + sz.evalUnits
+	lessonN, checksN := sz.lesson, sz.checks
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
 	}
@@ -243,7 +268,7 @@ func run(out string, seed uint64, nUnits, lessonN, checksN int) error {
 			us[i].values[a] = vals[len(attrs)*i+a]
 		}
 	}
-	nLesson, nRL := nUnits/2, nUnits*2/5
+	nLesson, nRL := sz.lessonUnits, sz.rlUnits
 	lessonU, rlU, evalU := us[:nLesson], us[nLesson:nLesson+nRL], us[nLesson+nRL:]
 
 	var texts []string
@@ -258,12 +283,10 @@ func run(out string, seed uint64, nUnits, lessonN, checksN int) error {
 		return err
 	}
 
-	// RL questions: every attribute of every RL unit, shuffled.
+	// RL questions: one a RL unit, shuffled.
 	var train []any
 	for _, u := range rlU {
-		for a := range attrs {
-			train = append(train, makeQuestion(rng, "", "units", u, a, rlU))
-		}
+		train = append(train, makeQuestion(rng, "", "units", u, askedAttr, rlU))
 	}
 	rng.Shuffle(len(train), func(i, j int) { train[i], train[j] = train[j], train[i] })
 	for i := range train {
@@ -275,13 +298,11 @@ func run(out string, seed uint64, nUnits, lessonN, checksN int) error {
 	if err := writeJSONL(filepath.Join(out, "units-train.jsonl"), train); err != nil {
 		return err
 	}
-	// Held-out questions: every attribute of each held-out unit, shuffled.
+	// Held-out questions: one a held-out unit, shuffled.
 	var evalQ []any
 	var evalQs []question
 	for _, u := range evalU {
-		for a := range attrs {
-			evalQs = append(evalQs, makeQuestion(rng, "", "units", u, a, evalU))
-		}
+		evalQs = append(evalQs, makeQuestion(rng, "", "units", u, askedAttr, evalU))
 	}
 	rng.Shuffle(len(evalQs), func(i, j int) { evalQs[i], evalQs[j] = evalQs[j], evalQs[i] })
 	for i := range evalQs {
