@@ -25,7 +25,7 @@ type armResult struct {
 	StepLast      int
 	RewardFirst   float64 // mean sampled reward of the first window steps
 	RewardLast    float64 // and of the last window steps
-	HitFirst      float64 // share of kept trajectories whose first search retrieved the gold passage, first window steps
+	HitFirst      float64 // share of trajectories shown the gold passage (health.gold_retrieved_rate), first window steps
 	HitLast       float64 // the same over the last window steps
 	Critiques     int
 	OPDTokens     int
@@ -82,29 +82,17 @@ func readArm(dir string, window int) (*armResult, error) {
 		wall += r.WallSeconds
 	}
 	a.StepSeconds = wall / float64(len(ss))
+	// The steps' own records, over all their trajectories: kept
+	// trajectory files are thinned as a run goes (output.trajectory_steps).
 	hits := func(from, to int) (float64, error) {
-		n, hit := 0, 0
+		sum := 0.0
 		for _, r := range ss[from:to] {
-			ts, err := d.ReadTrajectories(r.Step)
-			if err != nil {
-				return 0, err
+			if r.Health == nil || r.Health.GoldRetrievedRate == nil {
+				return 0, fmt.Errorf("%s: step %d has no health.gold_retrieved_rate", dir, r.Step)
 			}
-			for _, t := range ts {
-				n++
-				for _, turn := range t.Turns {
-					if turn.Action == "search" {
-						if turn.GoldRetrieved {
-							hit++
-						}
-						break
-					}
-				}
-			}
+			sum += *r.Health.GoldRetrievedRate
 		}
-		if n == 0 {
-			return 0, fmt.Errorf("%s: no trajectories kept for steps %d-%d (output.trajectories)", dir, ss[from].Step, ss[to-1].Step)
-		}
-		return float64(hit) / float64(n), nil
+		return sum / float64(to-from), nil
 	}
 	if a.HitFirst, err = hits(0, window); err != nil {
 		return nil, err
@@ -160,7 +148,7 @@ func runCheck(w io.Writer, args []string) error {
 	t := tablewriter.NewTable(w, tablewriter.WithHeaderAutoFormat(tw.Off),
 		tablewriter.WithRenderer(renderer.NewBlueprint(tw.Rendition{Symbols: tw.NewSymbols(tw.StyleASCII)})))
 	t.Header([]string{"arm", "held-out EM step 0", "last (step)", "rise", "reward first 5", "last 5", "rise",
-		"first search hit first 5", "last 5", "critiques", "OPD tokens", "s/step", "learned"})
+		"gold retrieved first 5", "last 5", "critiques", "OPD tokens", "s/step", "learned"})
 	for _, a := range arms {
 		verdict := "yes"
 		if len(a.failures) > 0 {

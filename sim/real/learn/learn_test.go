@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -19,23 +18,18 @@ import (
 )
 
 // writeRun writes a made-up run directory: steps whose mean reward goes
-// from r0 to r1 linearly, evaluations at step 0 and the last step, and one
-// kept trajectory a step whose first search hit the gold passage from the
-// step where the reward passes 0.5 on.
+// from r0 to r1 linearly, their gold-retrieved rate equal to the reward,
+// and evaluations at step 0 and the last step.
 func writeRun(t *testing.T, dir string, steps int, r0, r1, em0, em1 float64, n int) {
 	t.Helper()
 	d := &results.RunDir{Path: dir}
-	if err := os.MkdirAll(filepath.Join(dir, "trajectories"), 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	for s := 1; s <= steps; s++ {
 		r := r0 + (r1-r0)*float64(s-1)/float64(steps-1)
-		if err := d.AppendJSONL("steps.jsonl", results.StepRecord{Step: s, RewardMean: r, Critiques: 2, OPDTokens: 3, WallSeconds: 10}); err != nil {
-			t.Fatal(err)
-		}
-		tr := results.TrajectoryRecord{ID: fmt.Sprint(s), Step: s, Turns: []results.TurnRecord{
-			{Action: "search", GoldRetrieved: r > 0.5}, {Action: "answer"}}}
-		if err := d.AppendJSONL(fmt.Sprintf("trajectories/step-%04d.jsonl", s), tr); err != nil {
+		if err := d.AppendJSONL("steps.jsonl", results.StepRecord{Step: s, RewardMean: r, Critiques: 2, OPDTokens: 3, WallSeconds: 10,
+			Health: &results.Health{GoldRetrievedRate: &r}}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -11,7 +11,7 @@
 // The second form is make real-learn's verdict: for each finished run of
 // sim/real/learn.yaml, the held-out greedy EM at step 0 and at the last
 // evaluation, the mean sampled reward of the first and last five steps,
-// the share of kept trajectories whose first search retrieved the gold
+// the share of trajectories whose search retrieved the gold
 // passage, the critiques and OPD tokens; it exits 1 unless every arm's EM
 // rose by -min-em points (on -min-questions questions or more) and its
 // reward by -min-reward.
