@@ -25,8 +25,8 @@ type armResult struct {
 	StepLast      int
 	RewardFirst   float64 // mean sampled reward of the first window steps
 	RewardLast    float64 // and of the last window steps
-	HitFirst      float64 // share of trajectories shown the gold passage (health.gold_retrieved_rate), first window steps
-	HitLast       float64 // the same over the last window steps
+	GoldFirst     float64 // share of trajectories shown the gold passage (health.gold_retrieved_rate), first window steps
+	GoldLast      float64 // the same over the last window steps
 	Critiques     int
 	OPDTokens     int
 	Steps         int
@@ -94,10 +94,10 @@ func readArm(dir string, window int) (*armResult, error) {
 		}
 		return sum / float64(to-from), nil
 	}
-	if a.HitFirst, err = hits(0, window); err != nil {
+	if a.GoldFirst, err = hits(0, window); err != nil {
 		return nil, err
 	}
-	if a.HitLast, err = hits(len(ss)-window, len(ss)); err != nil {
+	if a.GoldLast, err = hits(len(ss)-window, len(ss)); err != nil {
 		return nil, err
 	}
 	return a, nil
@@ -156,7 +156,7 @@ func runCheck(w io.Writer, args []string) error {
 		}
 		if err := t.Append([]string{a.Name, fmt.Sprintf("%.1f (n=%d)", a.EM0, a.N0), fmt.Sprintf("%.1f (%d)", a.EMLast, a.StepLast),
 			fmt.Sprintf("%+.1f", a.EMLast-a.EM0), fmt.Sprintf("%.3f", a.RewardFirst), fmt.Sprintf("%.3f", a.RewardLast),
-			fmt.Sprintf("%+.3f", a.RewardLast-a.RewardFirst), fmt.Sprintf("%.2f", a.HitFirst), fmt.Sprintf("%.2f", a.HitLast),
+			fmt.Sprintf("%+.3f", a.RewardLast-a.RewardFirst), fmt.Sprintf("%.2f", a.GoldFirst), fmt.Sprintf("%.2f", a.GoldLast),
 			fmt.Sprint(a.Critiques), fmt.Sprint(a.OPDTokens), fmt.Sprintf("%.1f", a.StepSeconds), verdict}); err != nil {
 			return err
 		}

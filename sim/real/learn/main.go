@@ -29,14 +29,6 @@
 //     The listed units are RL units, the asked one at a random place.
 //   - units-eval.jsonl: the held-out questions, the same form, one per
 //     unit that no lesson or RL question names.
-//
-// The two rules RL has to find are each one token's context: the unit to
-// search is the listed name after "unit" (the others follow "Units", a
-// comma or "and"), the value to answer the one after "pin". A model whose
-// attention reads the previous token (learn_model.py builds one) can
-// learn either by one change of what its copy heads look for; a rule on
-// an attribute named elsewhere in the question would need a second hop,
-// beyond a few LoRA steps.
 //   - lesson.jsonl: the lesson's examples as text segments, each trained or
 //     not ({"kind", "segments": [[text, train], ...]}), in Qwen3's chat
 //     template (roles.Qwen3Chat) with the program's prompt and
@@ -52,12 +44,20 @@
 //     a hint, and nothing of the rule from it.
 //   - words.txt: every name and value, one a line: the model's tokenizer
 //     makes each of them one token (learn_model.py).
-//   - checks.jsonl: held-out questions (eval units) with what make_model's
+//   - checks.jsonl: held-out questions (eval units) with what learn_model.py's
 //     acceptance checks need: the prompt with and without a hint, the asked
 //     and quoted units, the right search turn, the right passage's block,
 //     the gold.
 //   - texts.txt: the texts the model's tokenizer is trained on (every
 //     passage, question and lesson segment).
+//
+// The two rules RL has to find are each one token's context: the unit to
+// search is the listed name after "unit" (the others follow "Units", a
+// comma or "and"), the value to answer the one after "pin". A model whose
+// attention reads the previous token (learn_model.py builds one) can
+// learn either by one change of what its copy heads look for; a rule on
+// an attribute named elsewhere in the question would need a second hop,
+// beyond a few LoRA steps.
 package main
 
 import (
@@ -251,7 +251,6 @@ func run(out string, seed uint64, sz sizes) error {
 		}
 	}
 	nUnits := sz.lessonUnits + sz.rlUnits + sz.evalUnits
-	lessonN, checksN := sz.lesson, sz.checks
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
 	}
@@ -268,8 +267,7 @@ func run(out string, seed uint64, sz sizes) error {
 			us[i].values[a] = vals[len(attrs)*i+a]
 		}
 	}
-	nLesson, nRL := sz.lessonUnits, sz.rlUnits
-	lessonU, rlU, evalU := us[:nLesson], us[nLesson:nLesson+nRL], us[nLesson+nRL:]
+	lessonU, rlU, evalU := us[:sz.lessonUnits], us[sz.lessonUnits:sz.lessonUnits+sz.rlUnits], us[sz.lessonUnits+sz.rlUnits:]
 
 	var texts []string
 	corpus := make([]string, len(us))
@@ -340,7 +338,7 @@ func run(out string, seed uint64, sz sizes) error {
 	}
 
 	var lesson []any
-	for range lessonN {
+	for range sz.lesson {
 		asked := lessonU[rng.IntN(len(lessonU))]
 		q := makeQuestion(rng, "", "lesson", asked, rng.IntN(len(attrs)), lessonU)
 		ex := example{Kind: "plain"}
@@ -393,7 +391,7 @@ func run(out string, seed uint64, sz sizes) error {
 	}
 
 	var checks []any
-	for i := 0; i < checksN && i < len(evalQs); i++ {
+	for i := 0; i < sz.checks && i < len(evalQs); i++ {
 		q := evalQs[i]
 		quoted := q.units[rng.IntN(listed)]
 		other := q.units[(q.askedI+1+rng.IntN(listed-1))%listed]
