@@ -324,7 +324,8 @@ func models(t *testing.T, b *Backend) {
 	if ids := listed(t, b.Policy); !slices.Contains(ids, b.Base) {
 		t.Fatalf("models %q: no base model %q", ids, b.Base)
 	}
-	if err := b.Policy.LoadLoRA(ctx(t), "contract-a", b.Adapter(t)); err != nil {
+	dir := b.Adapter(t) // before ctx: making it may take most of a call's budget
+	if err := b.Policy.LoadLoRA(ctx(t), "contract-a", dir); err != nil {
 		t.Fatal(err)
 	}
 	if ids := listed(t, b.Policy); !slices.Contains(ids, b.Base) || !slices.Contains(ids, "contract-a") {
@@ -343,7 +344,8 @@ func models(t *testing.T, b *Backend) {
 // /generate" (lora_path, /load_lora_adapter): an adapter loaded under a
 // name is sampled and scored under it.
 func loraLoadServeUnload(t *testing.T, b *Backend) {
-	if err := b.Policy.LoadLoRA(ctx(t), "contract-a", b.Adapter(t)); err != nil {
+	dir := b.Adapter(t) // before ctx: making it may take most of a call's budget
+	if err := b.Policy.LoadLoRA(ctx(t), "contract-a", dir); err != nil {
 		t.Fatal(err)
 	}
 	c, err := b.Policy.Complete(ctx(t), policy.CompletionRequest{Model: "contract-a", Prompt: b.Prompt, MaxTokens: 8,
@@ -434,7 +436,8 @@ func loraDisabled(t *testing.T, b *Backend) {
 		t.Skip("the backend cannot start a server with LoRA off")
 	}
 	p := b.NoLoRA(t)
-	if err := p.LoadLoRA(ctx(t), "contract-a", b.Adapter(t)); !errors.Is(err, b.ErrLoRADisabled) {
+	dir := b.Adapter(t) // before ctx: making it may take most of a call's budget
+	if err := p.LoadLoRA(ctx(t), "contract-a", dir); !errors.Is(err, b.ErrLoRADisabled) {
 		t.Errorf("load with LoRA off: %v, want an error wrapping %v", err, b.ErrLoRADisabled)
 	}
 	if err := p.UnloadLoRA(ctx(t), "contract-a"); !errors.Is(err, b.ErrLoRADisabled) {
