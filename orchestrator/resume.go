@@ -3,7 +3,9 @@ package orchestrator
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -25,6 +27,21 @@ func readState(dir *results.RunDir) (*state, error) {
 		return nil, fmt.Errorf("--resume: %s/state.json has no trainer state", dir.Path)
 	}
 	return &st, nil
+}
+
+// ResumePoint is the last completed step the run in directory dir can
+// resume from (its state.json, written after each checkpoint): ok is false
+// when dir holds none (a new directory, or a run stopped before its first
+// checkpoint). A step equal to the recipe's train.steps is a finished run.
+func ResumePoint(dir string) (step int, ok bool, err error) {
+	st, err := readState(&results.RunDir{Path: dir})
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return 0, false, nil
+	case err != nil:
+		return 0, false, err
+	}
+	return st.Step, true, nil
 }
 
 // restore prepares a resumed run: drops records past the resume point,

@@ -15,7 +15,7 @@ func newAblateCmd(e *env) *cobra.Command {
 	var rf recipeFlags
 	var wf watchFlags
 	var only []string
-	var overwrite bool
+	var overwrite, resume bool
 	format := "table"
 	cmd := &cobra.Command{
 		Use:   "ablate RECIPE",
@@ -23,7 +23,9 @@ func newAblateCmd(e *env) *cobra.Command {
 		Long: `Run the base recipe and every variant listed under its variants: key (each a
 list of key=value overrides), one after the other, each into
 <output.dir>/<variant>, then print one row per variant: EM per dataset and
-the average at its last evaluation.`,
+the average at its last evaluation. --resume continues an interrupted
+ablation: finished variants are kept, the others continue from their last
+checkpoint or start again.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !slices.Contains(results.Formats(), format) {
@@ -38,7 +40,7 @@ the average at its last evaluation.`,
 				return err
 			}
 			defer wa.Close()
-			_, err = study.Ablate(cmd.Context(), vs, study.AblateOptions{Environ: e.environ, Overwrite: overwrite,
+			_, err = study.Ablate(cmd.Context(), vs, study.AblateOptions{Environ: e.environ, Overwrite: overwrite, Resume: resume,
 				Out: wa.out, Log: e.stderr, Format: format, Metrics: wa.metrics, Progress: wa.progress})
 			return err
 		},
@@ -47,6 +49,8 @@ the average at its last evaluation.`,
 	wf.register(cmd.Flags())
 	cmd.Flags().StringSliceVar(&only, "only", nil, "run only these variants (comma-separated; the base always runs)")
 	cmd.Flags().BoolVar(&overwrite, "overwrite", false, "replace earlier results in the variants' output directories")
+	cmd.Flags().BoolVar(&resume, "resume", false, "keep the variants that finished, continue the others from their last checkpoint (or start them again when they have none)")
 	cmd.Flags().StringVar(&format, "format", format, "table, markdown or csv")
+	cmd.MarkFlagsMutuallyExclusive("overwrite", "resume")
 	return cmd
 }

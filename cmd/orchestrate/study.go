@@ -15,7 +15,7 @@ func newStudyCmd(e *env) *cobra.Command {
 	var rf recipeFlags
 	var wf watchFlags
 	var only []string
-	var overwrite bool
+	var overwrite, resume bool
 	var seeds int
 	var base, metric string
 	var analyse bool
@@ -46,7 +46,9 @@ study's metric (study.metric, or --metric):
 output.dir also receives study.json (the table's numbers, with the metric
 and the intervals named) and study-curves.png (band min..max over seeds:
 the held-out EM by step for em, the training reward by step for
-reward_auc). --analyse runs nothing: it reads the finished runs of the
+reward_auc). --resume continues an interrupted study: runs that finished
+are kept, the others continue from their last checkpoint (the trainer must
+still hold it) or start again when they have none. --analyse runs nothing: it reads the finished runs of the
 study and prints and writes the table again, with another --metric say.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -77,7 +79,7 @@ study and prints and writes the table again, with another --metric say.`,
 			}
 			defer wa.Close()
 			_, err = study.Run(cmd.Context(), plan, study.Options{AblateOptions: study.AblateOptions{
-				Environ: e.environ, Overwrite: overwrite, Out: wa.out, Log: e.stderr, Format: format, Metrics: wa.metrics, Progress: wa.progress}})
+				Environ: e.environ, Overwrite: overwrite, Resume: resume, Out: wa.out, Log: e.stderr, Format: format, Metrics: wa.metrics, Progress: wa.progress}})
 			return err
 		},
 	}
@@ -90,6 +92,7 @@ study and prints and writes the table again, with another --metric say.`,
 	cmd.Flags().StringVar(&format, "format", format, "table (or text), markdown or csv")
 	cmd.Flags().StringVar(&metric, "metric", "", "compare on this metric instead of study.metric: em (held-out EM) or reward_auc (mean training reward over the steps)")
 	cmd.Flags().BoolVar(&analyse, "analyse", false, "run nothing: read the study's finished runs and print and write its table again")
-	cmd.MarkFlagsMutuallyExclusive("analyse", "overwrite")
+	cmd.Flags().BoolVar(&resume, "resume", false, "keep the runs that finished, continue the others from their last checkpoint (or start them again when they have none)")
+	cmd.MarkFlagsMutuallyExclusive("analyse", "overwrite", "resume")
 	return cmd
 }

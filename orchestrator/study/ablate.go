@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -104,6 +105,14 @@ type AblateOptions struct {
 	Environ []string
 	// Overwrite replaces earlier results in the variants' directories.
 	Overwrite bool
+	// Resume continues an interrupted ablation or study: a run whose
+	// directory holds a finished run (its resume point at train.steps) is
+	// kept and not run again, one with an earlier resume point continues
+	// from it (orchestrator.Runner.Resume: the trainer must still hold
+	// that checkpoint), and one with none starts afresh, replacing any
+	// records it left before its first checkpoint. Exclusive with
+	// Overwrite.
+	Resume bool
 	// Out receives the runs' lines and the comparison table; Log start-up
 	// messages such as the index build's.
 	Out, Log io.Writer
@@ -162,13 +171,35 @@ func Ablate(ctx context.Context, vs []Variant, opt AblateOptions) ([]results.Run
 }
 
 // runVariant runs v's recipe against its own embedded or remote servers,
-// its lines to out.
+// its lines to out; with opt.Resume it keeps, continues or restarts the
+// run already in v's directory (AblateOptions.Resume).
 func runVariant(ctx context.Context, v Variant, out io.Writer, opt AblateOptions) error {
+	rn := &orchestrator.Runner{Recipe: v.Recipe, Out: out, Overwrite: opt.Overwrite, Metrics: opt.Metrics, Progress: opt.Progress}
+	if opt.Resume {
+		dir := v.Recipe.Output.Dir
+		step, ok, err := orchestrator.ResumePoint(dir)
+		switch {
+		case err != nil:
+			return err
+		case ok && step >= v.Recipe.Train.Steps:
+			fmt.Fprintf(out, "finished earlier: %s holds step %d of %d, kept\n", dir, step, v.Recipe.Train.Steps)
+			return nil
+		case ok:
+			rn.Resume = true // the run says "resuming DIR after step N"
+		default:
+			// Records from before a first checkpoint cannot be continued.
+			if _, err := os.Stat(filepath.Join(dir, results.StepsFile)); err == nil {
+				fmt.Fprintf(out, "no resume point in %s (stopped before its first checkpoint): starting it again\n", dir)
+			}
+			rn.Overwrite = true
+		}
+	}
 	deps, emb, err := setup.Connect(ctx, v.Recipe, opt.Environ, opt.Log, setup.WithMetrics(opt.Metrics), setup.WithProgress(opt.Progress))
 	if err != nil {
 		return err
 	}
 	defer emb.Close()
-	_, err = (&orchestrator.Runner{Recipe: v.Recipe, Deps: deps, Out: out, Overwrite: opt.Overwrite, Metrics: opt.Metrics, Progress: opt.Progress}).Run(ctx)
+	rn.Deps = deps
+	_, err = rn.Run(ctx)
 	return err
 }

@@ -2,10 +2,13 @@ package study
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -251,5 +254,68 @@ func TestRewardAUCRefusals(t *testing.T) {
 	// One seed is fine for em.
 	if _, err := NewPlan(path, nil, nil, nil, []int64{1}, "", "em"); err != nil {
 		t.Errorf("em at one seed: %v", err)
+	}
+}
+
+// An interrupted study resumed: a run that finished is kept (not run
+// again), one with a resume point continues from it, one stopped before
+// its first checkpoint starts again; every run then holds each step once.
+// The first pass runs every seed to step 2 of 4 (as if the study had been
+// stopped there), then one run loses its resume point.
+func TestRunResume(t *testing.T) {
+	path, out := studyRecipe(t, "reward_auc")
+	sets := []string{"checkpoint.every=2", "policy.concurrency=8"}
+	short, err := NewPlan(path, append(slices.Clone(sets), "train.steps=2"), nil, []string{"grpo"}, []int64{1, 2}, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := Run(ctx, short, Options{AblateOptions{Format: "table"}}); err != nil {
+		t.Fatal(err)
+	}
+	seed := func(s int) string { return filepath.Join(out, "grpo", fmt.Sprintf("seed-%d", s)) }
+	if err := os.Remove(filepath.Join(seed(2), "state.json")); err != nil {
+		t.Fatal(err)
+	}
+	full, err := NewPlan(path, sets, nil, []string{"grpo"}, []int64{1, 2}, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var o bytes.Buffer
+	if _, err := Run(ctx, full, Options{AblateOptions{Out: &o, Format: "table", Resume: true}}); err != nil {
+		t.Fatalf("resume: %v\n%s", err, o.String())
+	}
+	for _, want := range []string{"resuming " + seed(1) + " after step 2",
+		"no resume point in " + seed(2) + " (stopped before its first checkpoint): starting it again"} {
+		if !strings.Contains(o.String(), want) {
+			t.Errorf("resumed study's output lacks %q:\n%s", want, o.String())
+		}
+	}
+	for s := 1; s <= 2; s++ {
+		steps, err := (&results.RunDir{Path: seed(s)}).ReadSteps()
+		var got []int
+		for _, r := range steps {
+			got = append(got, r.Step)
+		}
+		if err != nil || !slices.Equal(got, []int{1, 2, 3, 4}) {
+			t.Errorf("seed %d: steps %v (%v), want 1..4 once each", s, got, err)
+		}
+	}
+	// Run again: both finished, kept untouched.
+	before, err := os.ReadFile(filepath.Join(seed(1), results.StepsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Reset()
+	if _, err := Run(ctx, full, Options{AblateOptions{Out: &o, Format: "table", Resume: true}}); err != nil {
+		t.Fatal(err)
+	}
+	for s := 1; s <= 2; s++ {
+		if want := "finished earlier: " + seed(s) + " holds step 4 of 4, kept"; !strings.Contains(o.String(), want) {
+			t.Errorf("second resume's output lacks %q:\n%s", want, o.String())
+		}
+	}
+	if after, err := os.ReadFile(filepath.Join(seed(1), results.StepsFile)); err != nil || !bytes.Equal(before, after) {
+		t.Errorf("a finished run's steps.jsonl changed on resume (%v)", err)
 	}
 }
