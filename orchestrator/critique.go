@@ -90,10 +90,16 @@ func (ru *run) hindsightOne(ctx context.Context, t *rollout.Trajectory) bool {
 	}
 	if err == nil {
 		tm := ru.teacherModel(t)
-		err = ru.rollouts.Replicas.CallFor(ctx, tm, func(p policy.Policy) (err error) {
-			t.OPD, err = ru.hinter.opd(ctx, t, tp, p, ru.rollouts.Replicas.Wire(tm), student)
-			return err
-		})
+		if ru.r.TeacherOnReferences() {
+			// The frozen fleet that serves the KL reference: policy.model
+			// there is the initial policy all run long, whatever the sync.
+			t.OPD, err = ru.hinter.opd(ctx, t, tp, ru.nextReference(), tm, student)
+		} else {
+			err = ru.rollouts.Replicas.CallFor(ctx, tm, func(p policy.Policy) (err error) {
+				t.OPD, err = ru.hinter.opd(ctx, t, tp, p, ru.rollouts.Replicas.Wire(tm), student)
+				return err
+			})
+		}
 	}
 	if err != nil {
 		t.CritiqueError = err.Error()
@@ -115,6 +121,14 @@ func (s semaphore) acquire(ctx context.Context) error {
 }
 
 func (s semaphore) release() { <-s }
+
+// teacherOnPolicyServers says whether the policy servers (or, with sync.kind
+// tinker, the base-model sessions) must keep serving the initial weights
+// for an initial-policy teacher: not when the reference servers score it.
+func (ru *run) teacherOnPolicyServers() bool {
+	h := ru.r.Hindsight
+	return h.Enabled && h.Teacher == recipes.TeacherInitial && !ru.r.TeacherOnReferences()
+}
 
 // teacherModel is the model name that scores t's teacher context: self is
 // the policy that sampled t.

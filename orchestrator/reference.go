@@ -18,8 +18,8 @@ import (
 // It returns a logprob for every response token.
 func (ru *run) reference(ctx context.Context, t *rollout.Trajectory) ([]float64, error) {
 	model := ru.r.Policy.Model
-	if refs := ru.Deps.References; len(refs) > 0 {
-		p := refs[int(ru.refNext.Add(1)-1)%len(refs)]
+	if len(ru.Deps.References) > 0 {
+		p := ru.nextReference()
 		return ru.hinter.scoreResponse(ctx, p, model, t.PromptIDs, t, len(t.Tokens), t.Logprobs, "reference", "reference score on "+p.URL())
 	}
 	var lps []float64
@@ -28,6 +28,14 @@ func (ru *run) reference(ctx context.Context, t *rollout.Trajectory) ([]float64,
 		return err
 	})
 	return lps, err
+}
+
+// nextReference is the reference server the next prefill goes to, in
+// turn (the KL reference and, with hindsight.teacher initial, the
+// teacher).
+func (ru *run) nextReference() policy.Policy {
+	refs := ru.Deps.References
+	return refs[int(ru.refNext.Add(1)-1)%len(refs)]
 }
 
 // optimisation says in a line how the run optimises: the optim_steps a

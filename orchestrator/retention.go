@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/hindsearch/hindsearch/clients/trainer"
-	"github.com/hindsearch/hindsearch/recipes"
 	"github.com/hindsearch/hindsearch/results"
 )
 
@@ -318,7 +317,7 @@ func (ru *run) samplerNeeded(modelID, name string) bool {
 	// are past, scored as the teacher all run long with hindsight.teacher
 	// initial.
 	if ru.initialSampler != "" && match(ru.initialSampler) {
-		return ru.lastStep <= ru.r.Train.MaxOffPolicySteps || ru.r.Hindsight.Teacher == recipes.TeacherInitial
+		return ru.lastStep <= ru.r.Train.MaxOffPolicySteps || ru.teacherOnPolicyServers()
 	}
 	return false
 }

@@ -6,7 +6,6 @@ import (
 
 	"github.com/hindsearch/hindsearch/orchestrator/doctor"
 	"github.com/hindsearch/hindsearch/orchestrator/fleet"
-	"github.com/hindsearch/hindsearch/recipes"
 )
 
 // syncWeights runs step 7 of DESIGN §2 for a trained step: the trainer
@@ -119,7 +118,7 @@ func (ru *run) serveInitial(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("initial weights: %w", err)
 	}
-	if ru.r.Hindsight.Enabled && ru.r.Hindsight.Teacher == recipes.TeacherInitial || ru.r.KLOnPolicyServers() {
+	if ru.teacherOnPolicyServers() || ru.r.KLOnPolicyServers() {
 		ss.Pin(ru.r.Policy.Model)
 	}
 	ru.mu.Lock()

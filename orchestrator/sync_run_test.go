@@ -371,3 +371,44 @@ func TestSGLangDiskReplicaKilledAndRestarted(t *testing.T) {
 		t.Errorf("restarted replica serves %q, want %s", p.WeightsPath(), wantDir)
 	}
 }
+
+// hindsight.teacher initial with full-weight sync: the reference servers
+// (reference.urls), which keep the initial weights, score the hinted
+// teacher contexts, and the term is on; the policy servers, whose weights
+// the syncs replace, score none of them.
+func TestTeacherInitialOnReferenceServers(t *testing.T) {
+	r := testRecipe(t, "reference: {urls: [embedded]}", append(slices.Clone(sglangSets),
+		"hindsight.teacher=initial", "hindsight.student_logprobs=sampled", "trainer.kl_coef=0",
+		"train.steps=2", "eval.datasets.hotpotqa=")...)
+	if !r.TeacherOnReferences() {
+		t.Fatal("the recipe does not score its teacher on the reference servers")
+	}
+	var refs, pols []*scoreCounter
+	sum, out := runRecipeWith(t, r, 1, func(deps *roles.Deps, _ *setup.Embedded) {
+		for i, p := range deps.References {
+			sc := &scoreCounter{Policy: p}
+			refs, deps.References[i] = append(refs, sc), sc
+		}
+		for i, p := range deps.Policies {
+			sc := &scoreCounter{Policy: p}
+			pols, deps.Policies[i] = append(pols, sc), sc
+		}
+	})
+	critiques, opd := 0, 0
+	for _, s := range sum.Steps {
+		critiques += s.Critiques
+		opd += s.OPDTokens
+	}
+	refCalls, polCalls := 0, 0
+	for _, sc := range refs {
+		refCalls += sc.calls
+	}
+	for _, sc := range pols {
+		polCalls += sc.calls
+	}
+	// (A critiqued trajectory without search tokens has nothing to score.)
+	if critiques == 0 || opd == 0 || refCalls == 0 || refCalls > critiques || polCalls != 0 {
+		t.Fatalf("%d critiques, %d OPD tokens, %d teacher scores on the reference servers, %d on the policy servers: want the critiques scored on the references, none on the policy servers\n%s",
+			critiques, opd, refCalls, polCalls, out)
+	}
+}

@@ -195,6 +195,18 @@ func (r *Recipe) KLOnPolicyServers() bool {
 	return r.Trainer.KLCoef > 0 && len(r.Reference.URLs) == 0
 }
 
+// TeacherOnReferences says whether the hindsight teacher (hindsight.teacher
+// initial, with an OPD term) scores its hinted contexts on the reference
+// servers: whenever reference.urls are named, one frozen fleet serves both
+// the KL reference and the teacher, on every sync kind. Without them an
+// initial teacher scores policy.model on the policy servers (sync.kind
+// lora, which keeps the base weights served beside the adapters) or on
+// base-model sessions (sync.kind tinker).
+func (r *Recipe) TeacherOnReferences() bool {
+	h := r.Hindsight
+	return h.Enabled && h.Loss != HindsightLossNone && h.Teacher == TeacherInitial && len(r.Reference.URLs) > 0
+}
+
 // EmbeddedCount is the number of "embedded" entries of urls.
 func EmbeddedCount(urls []string) int {
 	n := 0

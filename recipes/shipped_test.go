@@ -99,7 +99,7 @@ func TestPaperRecipe(t *testing.T) {
 		{"hindsight.gold_answer", r.Hindsight.GoldAnswer, true},
 		{"hindsight.loss", r.Hindsight.Loss, HindsightLossClamp},
 		{"hindsight.broadcast", r.Hindsight.Broadcast, BroadcastSearch},
-		{"hindsight.teacher", r.Hindsight.Teacher, TeacherSelf},
+		{"hindsight.teacher", r.Hindsight.Teacher, TeacherInitial},
 		{"judge.model", r.Judge.Model, "Qwen/Qwen2.5-7B-Instruct"},
 		{"judge.api_key_env", r.Judge.APIKeyEnv, "JUDGE_API_KEY"},
 	}
@@ -146,13 +146,7 @@ func TestPaperAblationsChangeOnlyTheirKeys(t *testing.T) {
 			r.Trainer.LoRARank, r.Trainer.LearningRate = 32, 1e-5
 			r.Reference.URLs = []string{} // vLLM keeps serving the base model
 		}},
-		"hindsearch-qwen2.5-3b-teacher-initial.yaml": {3, func(r *Recipe) {
-			r.Sync.Kind, r.Sync.Keep = SyncLoRA, 2
-			r.Policy.Server, r.Policy.Tokenize = ServerVLLM, TokenizeServer
-			r.Trainer.LoRARank, r.Trainer.LearningRate = 32, 1e-5
-			r.Reference.URLs = []string{}
-			r.Hindsight.Teacher = TeacherInitial
-		}},
+		"hindsearch-qwen2.5-3b-teacher-self.yaml": {2, func(r *Recipe) { r.Hindsight.Teacher = TeacherSelf }},
 	}
 	// Every ablation file shipped has a case here.
 	shipped, err := filepath.Glob("hindsearch-qwen2.5-3b-*.yaml")
@@ -263,9 +257,9 @@ func TestPaperRecipeIsSearchR1sOptimisation(t *testing.T) {
 	}
 }
 
-// The KL term needs the initial weights, which sglang_disk overwrites on
-// the policy servers: without reference servers the recipe is refused,
-// naming the key.
+// The KL term and the initial-policy teacher need the initial weights,
+// which sglang_disk overwrites on the policy servers: without reference
+// servers the recipe is refused, naming the key.
 func TestKLWithFullWeightSyncNeedsReference(t *testing.T) {
 	r := loadShipped(t, "hindsearch-qwen2.5-3b.yaml")
 	r.Reference.URLs = nil
@@ -273,8 +267,13 @@ func TestKLWithFullWeightSyncNeedsReference(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "reference.urls") || !strings.Contains(err.Error(), "sglang_disk") {
 		t.Fatalf("err %v", err)
 	}
+	// Nor the paper's teacher, the initial policy.
 	r.Trainer.KLCoef = 0
+	if err := r.Validate(); err == nil || !strings.Contains(err.Error(), "hindsight.teacher") || !strings.Contains(err.Error(), "reference.urls") {
+		t.Fatalf("without the KL term, teacher initial: %v", err)
+	}
+	r.Hindsight.Teacher = TeacherSelf
 	if err := r.Validate(); err != nil {
-		t.Fatalf("without the KL term: %v", err)
+		t.Fatalf("without the KL term, teacher self: %v", err)
 	}
 }

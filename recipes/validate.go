@@ -350,9 +350,9 @@ func (r *Recipe) Validate() error {
 			bad("train.max_off_policy_steps", "must be 0 with sync.kind %s (got %d): a replica serves one weights version, replaced in place; use sync.kind %s for off-policy training",
 				SyncSGLangDisk, r.Train.MaxOffPolicySteps, SyncLoRA)
 		}
-		if h := r.Hindsight; h.Enabled && h.Loss != HindsightLossNone && h.Teacher == TeacherInitial {
-			bad("hindsight.teacher", "%q needs sync.kind %s: %s overwrites the served weights, so the policy servers no longer serve the initial policy after the first sync",
-				TeacherInitial, SyncLoRA, SyncSGLangDisk)
+		if h := r.Hindsight; h.Enabled && h.Loss != HindsightLossNone && h.Teacher == TeacherInitial && !r.TeacherOnReferences() {
+			bad("hindsight.teacher", "%q needs the initial weights served, which sync.kind %s overwrites on the policy servers after the first sync: name reference servers serving %s (reference.urls; they score the teacher and the KL reference), or use sync.kind %s",
+				TeacherInitial, SyncSGLangDisk, r.Policy.Model, SyncLoRA)
 		}
 	}
 

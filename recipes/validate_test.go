@@ -170,16 +170,22 @@ func TestValidateSyncKinds(t *testing.T) {
 	r.Sync.Keep = -1
 	wantErr(t, r.Validate(), "sync.keep: must be at least 0, got -1")
 
-	// sglang_disk replaces the served weights: the initial policy cannot be
-	// the teacher. (An empty sync.dir is fine: the caller puts it under
-	// output.dir.)
+	// sglang_disk replaces the served weights: the initial policy can be
+	// the teacher only on reference servers. (An empty sync.dir is fine:
+	// the caller puts it under output.dir.)
 	r = valid(t)
 	r.Sync.Kind, r.Trainer.LoRARank, r.Sim.Trainer.Backend = SyncSGLangDisk, 0, SimBackendFSDP
 	r.Sync.Dir = ""
 	r.Hindsight.Teacher = TeacherInitial
-	if err := r.Validate(); err == nil || !strings.HasPrefix(err.Error(), `hindsight.teacher: "initial" needs sync.kind lora: sglang_disk overwrites`) {
-		t.Errorf("sglang_disk with teacher initial: %v", err)
+	r.Reference.URLs = nil
+	if err := r.Validate(); err == nil || !strings.HasPrefix(err.Error(), `hindsight.teacher: "initial" needs the initial weights served, which sync.kind sglang_disk overwrites on the policy servers after the first sync: name reference servers serving`) {
+		t.Errorf("sglang_disk with teacher initial, no reference servers: %v", err)
 	}
+	r.Reference.URLs = []string{Embedded}
+	if err := r.Validate(); err != nil || !r.TeacherOnReferences() {
+		t.Errorf("sglang_disk with teacher initial on reference servers: %v (on references %v)", err, r.TeacherOnReferences())
+	}
+	r.Reference.URLs = nil
 	r.Hindsight.Loss = HindsightLossNone // no teacher scoring
 	if err := r.Validate(); err != nil {
 		t.Errorf("sglang_disk, teacher initial, loss none: %v", err)

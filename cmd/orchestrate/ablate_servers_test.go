@@ -14,7 +14,8 @@ import (
 // one policy model at a time). Each variant must release its model so the
 // next can create one, must accept replicas that SGLang renamed to the
 // previous variant's weights, and a variant the command line's overrides
-// make impossible (teacher-initial needs LoRA) is reported as skipped
+// make impossible (teacher-initial with full-weight sync needs reference
+// servers, which the command line takes away) is reported as skipped
 // while the others run.
 func TestAblateAgainstOneServeSimAtRankZero(t *testing.T) {
 	if testing.Short() {
@@ -22,7 +23,7 @@ func TestAblateAgainstOneServeSimAtRankZero(t *testing.T) {
 	}
 	dir := t.TempDir()
 	full := []string{"--set", "trainer.lora_rank=0", "--set", "sync.kind=sglang_disk", "--set", "policy.server=sglang",
-		"--set", "policy.tokenize=local", "--set", "sim.trainer.backend=fsdp"}
+		"--set", "policy.tokenize=local", "--set", "sim.trainer.backend=fsdp", "--set", "reference.urls=", "--set", "trainer.kl_coef=0"}
 	small := []string{"--set", "train.steps=2", "--set", "eval.every=2", "--set", "eval.per_dataset=3",
 		"--set", "retriever.corpus=" + smallCorpus(t, dir, 300), "--set", "retriever.index_dir=" + filepath.Join(dir, "index")}
 	args := append(append([]string{"../../recipes/sim-ablate.yaml"}, full...), small...)
@@ -45,7 +46,7 @@ func TestAblateAgainstOneServeSimAtRankZero(t *testing.T) {
 		t.Fatalf("ablate: %v\n%s\n%s", err, stdout, stderr)
 	}
 	for _, want := range []string{"== variant 1/3: base", "== variant 2/3: no-hindsight", "== variant 3/3: teacher-initial SKIPPED",
-		`hindsight.teacher: "initial" needs sync.kind lora`, "| no-hindsight", "teacher-initial: SKIPPED"} {
+		`hindsight.teacher: "initial" needs the initial weights served, which sync.kind sglang_disk overwrites`, "| no-hindsight", "teacher-initial: SKIPPED"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("ablate output lacks %q:\n%s", want, stdout)
 		}

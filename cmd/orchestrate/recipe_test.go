@@ -90,19 +90,19 @@ func TestRecipeCheckBaseChain(t *testing.T) {
 }
 
 func TestRecipeCheckPaperAblation(t *testing.T) {
-	const child = "../../recipes/hindsearch-qwen2.5-3b-teacher-initial.yaml"
+	const child = "../../recipes/hindsearch-qwen2.5-3b-lora.yaml"
 	out, _, err := runCLI(t, nil, "recipe", "check", child)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := "# layered over the defaults, in order: ../../recipes/hindsearch-qwen2.5-3b.yaml, ../../recipes/hindsearch-qwen2.5-3b-lora.yaml, " + child + "\n"; !strings.HasPrefix(out, want) {
+	if want := "# layered over the defaults, in order: ../../recipes/hindsearch-qwen2.5-3b.yaml, " + child + "\n"; !strings.HasPrefix(out, want) {
 		t.Errorf("output starts %q, want %q", strings.SplitN(out, "\n", 2)[0], want)
 	}
 	m := printed(t, out)
 	for key, want := range map[string]any{
-		"name": "hindsearch-qwen2.5-3b-teacher-initial", "hindsight.teacher": "initial", "sync.kind": "lora",
+		"name": "hindsearch-qwen2.5-3b-lora", "hindsight.teacher": "initial", "sync.kind": "lora",
 		"hindsight.gold_answer": true, "judge.url": "http://127.0.0.1:8100", "judge.api_key_env": "JUDGE_API_KEY",
-		"train.batch_size": 512, "output.dir": abs(t, "../../runs/hindsearch-qwen2.5-3b-teacher-initial"),
+		"train.batch_size": 512, "output.dir": abs(t, "../../runs/hindsearch-qwen2.5-3b-lora"),
 	} {
 		if got := at(m, key); got != want {
 			t.Errorf("%s = %v, want %v", key, got, want)

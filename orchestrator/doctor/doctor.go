@@ -59,7 +59,8 @@ const (
 // Check is the result of one check of one server (or of the sync
 // directory).
 type Check struct {
-	// Role is "policy", "judge", "retriever", "trainer", "sync" or
+	// Role is "policy", "judge", "retriever", "trainer", "reference",
+	// "teacher" (which servers score the hindsight teacher), "sync" or
 	// "tracking".
 	Role string
 	// Server is the server's base URL, or the directory for sync checks.
@@ -282,6 +283,9 @@ func (c *checker) run(ctx context.Context) []Check {
 	out = append(out, retC...)
 	out = append(out, trainC...)
 	out = append(out, refC...)
+	if c.full {
+		out = append(out, teacherCheck(c.r)...)
+	}
 	out = append(out, syncC...)
 	return append(out, trackC...)
 }
@@ -310,7 +314,7 @@ func (c *checker) lossAggCheck(ctx context.Context, u string) Check {
 // referenceCheck is a reference server's row (reference.urls): it scores
 // a short sequence under policy.model, as trainer.kl_coef's prefill will.
 func (c *checker) referenceCheck(ctx context.Context, p policy.Policy) Check {
-	ch := Check{Role: "reference", Server: p.URL(), Name: "scores " + c.r.Policy.Model}
+	ch := Check{Role: "reference", Server: p.URL(), Name: "scores " + c.r.Policy.Model + referenceUses(c.r)}
 	tok, err := c.deps.LocalTokenizer()
 	if err != nil {
 		ch.Status, ch.Detail = CheckSkip, "no local tokenizer to build the probe (see the local tokenizer row)"
@@ -330,6 +334,52 @@ func (c *checker) referenceCheck(ctx context.Context, p policy.Policy) Check {
 		ch.Status, ch.Detail = CheckOK, fmt.Sprintf("%d prompt logprobs", len(lps))
 	}
 	return ch
+}
+
+// referenceUses says what the reference servers score for: the KL
+// reference (trainer.kl_coef), the hindsight teacher (hindsight.teacher
+// initial) or both.
+func referenceUses(r *recipes.Recipe) string {
+	var uses []string
+	if r.Trainer.KLCoef > 0 {
+		uses = append(uses, "KL reference")
+	}
+	if r.TeacherOnReferences() {
+		uses = append(uses, "hindsight teacher")
+	}
+	if len(uses) == 0 {
+		return " (unused: trainer.kl_coef 0, hindsight.teacher not initial)"
+	}
+	return " (" + strings.Join(uses, ", ") + ")"
+}
+
+// teacherCheck is the row that names the servers scoring the hindsight
+// teacher's hinted contexts, and under which model; nil when no teacher
+// scores (hindsight off, or hindsight.loss none).
+func teacherCheck(r *recipes.Recipe) []Check {
+	h := r.Hindsight
+	if !h.Enabled || h.Loss == recipes.HindsightLossNone {
+		return nil
+	}
+	ch := Check{Role: "teacher", Name: "hinted contexts", Status: CheckOK}
+	switch {
+	case r.TeacherOnReferences():
+		ch.Server = strings.Join(r.Reference.URLs, ", ")
+		ch.Detail = fmt.Sprintf("hindsight.teacher %s: %s on the reference servers (reference.urls), the initial weights all run long", h.Teacher, r.Policy.Model)
+	case h.Teacher == recipes.TeacherInitial && r.Sync.Kind == recipes.SyncTinker:
+		ch.Server = r.Trainer.URL
+		ch.Detail = fmt.Sprintf("hindsight.teacher %s: %s from base-model sampling sessions on the Tinker server", h.Teacher, r.Policy.Model)
+	case h.Teacher == recipes.TeacherInitial:
+		ch.Server = strings.Join(r.Policy.URLs, ", ")
+		ch.Detail = fmt.Sprintf("hindsight.teacher %s: %s on the policy servers, which keep the base weights served beside the adapters (sync.kind %s)", h.Teacher, r.Policy.Model, r.Sync.Kind)
+	case h.Teacher == recipes.TeacherSelf:
+		ch.Server = strings.Join(r.Policy.URLs, ", ")
+		ch.Detail = fmt.Sprintf("hindsight.teacher %s: each trajectory's own sampling weights on the policy servers", h.Teacher)
+	default:
+		ch.Server = strings.Join(r.Policy.URLs, ", ")
+		ch.Detail = fmt.Sprintf("hindsight.teacher %s: that model on the policy servers", h.Teacher)
+	}
+	return []Check{ch}
 }
 
 // bounded returns ctx limited to one check's timeout.

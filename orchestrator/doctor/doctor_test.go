@@ -63,6 +63,7 @@ func TestDoctorEmbeddedDefault(t *testing.T) {
 		{"retriever", "retrieve", CheckOK},
 		{"trainer", "healthz", CheckOK}, {"trainer", "base model", CheckOK}, {"trainer", "delete route", CheckOK},
 		{"trainer", "weights", CheckOK}, {"trainer", "optimizer", CheckOK}, {"trainer", "loss aggregation", CheckOK}, {"trainer", "checkpoints dir", CheckOK},
+		{"teacher", "hinted contexts", CheckOK},
 		{"sync", "sync dir", CheckOK}, {"sync", "policy access", CheckOK},
 	}
 	if got := rows(rep); !slices.Equal(got, want) {
@@ -78,7 +79,7 @@ func TestDoctorEmbeddedDefault(t *testing.T) {
 		t.Errorf("second replica's local tokenizer row: %q", d)
 	}
 	out := report(t, rep)
-	for _, w := range []string{"| role", "| server", "| check", "| status", "| detail", "all 27 checks passed",
+	for _, w := range []string{"| role", "| server", "| check", "| status", "| detail", "all 28 checks passed",
 		"SIMULATED: policy, judge, trainer served by the embedded hindsearch simulator"} {
 		if !strings.Contains(out, w) {
 			t.Errorf("output lacks %q:\n%s", w, out)
@@ -968,4 +969,32 @@ func TestDoctorNoDeleteRoute(t *testing.T) {
 		}
 	}
 	t.Fatalf("no delete route row:\n%s", report(t, rep))
+}
+
+// The teacher row names the servers that score the hinted contexts: the
+// reference servers for an initial teacher when reference.urls are named,
+// else the policy servers (or the Tinker server's base-model sessions);
+// no row without a teacher.
+func TestTeacherRowNamesItsServers(t *testing.T) {
+	r := testRecipe(t, "", "hindsight.teacher=initial")
+	r.Reference.URLs = []string{"http://127.0.0.1:8002"}
+	r.Policy.URLs = []string{"http://127.0.0.1:8000", "http://127.0.0.1:8001"}
+	for _, c := range []struct {
+		edit         func()
+		server, want string
+	}{
+		{func() {}, "http://127.0.0.1:8002", "on the reference servers"},
+		{func() { r.Reference.URLs = nil }, "http://127.0.0.1:8000, http://127.0.0.1:8001", "keep the base weights served"},
+		{func() { r.Hindsight.Teacher = recipes.TeacherSelf }, "http://127.0.0.1:8000, http://127.0.0.1:8001", "own sampling weights"},
+	} {
+		c.edit()
+		rows := teacherCheck(r)
+		if len(rows) != 1 || rows[0].Server != c.server || !strings.Contains(rows[0].Detail, c.want) {
+			t.Errorf("teacher %s, references %v: rows %+v, want server %q and %q", r.Hindsight.Teacher, r.Reference.URLs, rows, c.server, c.want)
+		}
+	}
+	r.Hindsight.Loss = recipes.HindsightLossNone
+	if rows := teacherCheck(r); len(rows) != 0 {
+		t.Errorf("loss none: rows %+v", rows)
+	}
 }

@@ -194,7 +194,7 @@ func (c *checker) samplingSlots(ctx context.Context, p policy.Policy) Check {
 		ch.Status, ch.Detail, ch.Fix = CheckFail, "a one-token sample of the base model: "+reason(err), tinkerFix(err)
 		return ch
 	}
-	initial := c.r.Hindsight.Enabled && c.r.Hindsight.Teacher == recipes.TeacherInitial
+	initial := c.r.Hindsight.Enabled && c.r.Hindsight.Teacher == recipes.TeacherInitial && !c.r.TeacherOnReferences()
 	reference := c.r.KLOnPolicyServers()
 	off := c.r.Train.MaxOffPolicySteps
 	ch.Status, ch.Detail = CheckOK, kind.String()
@@ -210,7 +210,7 @@ func (c *checker) samplingSlots(ctx context.Context, p policy.Policy) Check {
 	case kind == TinkerOneVersion && initial:
 		ch.Status = CheckFail
 		ch.Detail += ": hindsight.teacher initial needs the initial weights served all run long, and this backend samples only the newest (docs/conformance.md, B2)"
-		ch.Fix = "use hindsight.teacher: self, or the JAX backend, or vLLM replicas that keep the base model served (policy.server vllm, sync.kind lora)"
+		ch.Fix = "name reference servers of the initial weights (reference.urls: they score the teacher), or use hindsight.teacher: self, or the JAX backend, or vLLM replicas that keep the base model served (policy.server vllm, sync.kind lora)"
 	case kind == TinkerOneVersion && reference:
 		ch.Status = CheckFail
 		ch.Detail += fmt.Sprintf(": trainer.kl_coef %g scores every trajectory under the initial weights, and this backend samples only the newest", c.r.Trainer.KLCoef)

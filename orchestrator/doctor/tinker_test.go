@@ -35,7 +35,8 @@ func TestDoctorTinkerPolicy(t *testing.T) {
 			rep := Run(context.Background(), r, deps, Options{})
 			want := append(tc.policy, row{"judge", "chat", CheckOK}, row{"retriever", "retrieve", CheckOK},
 				row{"trainer", "healthz", CheckOK}, row{"trainer", "base model", CheckOK}, row{"trainer", "delete route", CheckOK},
-				row{"trainer", "weights", CheckOK}, row{"trainer", "optimizer", CheckOK}, row{"trainer", "loss aggregation", CheckOK}, row{"trainer", "checkpoints dir", CheckOK})
+				row{"trainer", "weights", CheckOK}, row{"trainer", "optimizer", CheckOK}, row{"trainer", "loss aggregation", CheckOK}, row{"trainer", "checkpoints dir", CheckOK},
+				row{"teacher", "hinted contexts", CheckOK})
 			if got := rows(rep); !slices.Equal(got, want) {
 				t.Fatalf("rows:\n%v\nwant\n%v\n%s", got, want, report(t, rep))
 			}

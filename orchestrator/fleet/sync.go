@@ -292,8 +292,8 @@ func NewSync(r *recipes.Recipe, reps *Replicas) (Sync, error) {
 				recipes.SyncSGLangDisk, r.Train.MaxOffPolicySteps, recipes.SyncLoRA)
 		}
 		h := r.Hindsight
-		if h.Enabled && h.Loss != recipes.HindsightLossNone && h.Teacher == recipes.TeacherInitial {
-			return nil, fmt.Errorf("sync.kind %s: hindsight.teacher %s needs the initial weights served, which the first sync replaces; serve them under another name and set hindsight.teacher to it, or use sync.kind %s",
+		if h.Enabled && h.Loss != recipes.HindsightLossNone && h.Teacher == recipes.TeacherInitial && !r.TeacherOnReferences() {
+			return nil, fmt.Errorf("sync.kind %s: hindsight.teacher %s needs the initial weights served, which the first sync replaces; name reference servers serving them (reference.urls), serve them under another name and set hindsight.teacher to it, or use sync.kind %s",
 				recipes.SyncSGLangDisk, recipes.TeacherInitial, recipes.SyncLoRA)
 		}
 		reps.book = newWeightBook(r.Policy.Model, true, len(reps.ps))

