@@ -9,6 +9,7 @@ import (
 
 	"github.com/hindsearch/hindsearch/clients/trainer"
 	"github.com/hindsearch/hindsearch/orchestrator/rollout"
+	"github.com/hindsearch/hindsearch/recipes"
 )
 
 // advantageEps is the epsilon of the GRPO normalisation.
@@ -50,6 +51,10 @@ type Terms struct {
 	Sign float64
 	// OPDCoef weighs the trajectory's OPD term (hindsight.coef).
 	OPDCoef float64
+	// OPDApart leaves the OPD term out of the advantage: under
+	// hindsight.term_agg search-mean it is a loss of its own, added per
+	// mini-batch when the datums are scaled (termPositions, sendReady).
+	OPDApart bool
 	// KLCoef weighs the k3 KL to the reference logprobs (trainer.kl_coef).
 	KLCoef float64
 	// EntropyCoef weighs the entropy bonus (trainer.entropy_coef).
@@ -107,7 +112,7 @@ func BuildDatum(t *rollout.Trajectory, terms Terms, ref []float64) trainer.Datum
 			continue
 		}
 		a := terms.Sign * t.Advantage
-		if t.OPD != nil {
+		if t.OPD != nil && !terms.OPDApart {
 			a += terms.OPDCoef * t.OPD[j]
 		}
 		if ref != nil && terms.KLCoef > 0 {
@@ -141,6 +146,38 @@ type keyedDatum struct {
 	datum         trainer.Datum
 	// tokens is the datum's number of policy tokens (weight 1).
 	tokens int
+	// opd is the OPD term at the datum's positions and termTokens the
+	// number of its term tokens, for hindsight.term_agg search-mean (nil
+	// and 0 otherwise, and for a trajectory that did not fail).
+	opd        []float32
+	termTokens int
+	// opdTokens is the number of its policy tokens with a non-zero OPD
+	// term (either route).
+	opdTokens int
+}
+
+// termPositions lays t's OPD term out at its datum's positions (position
+// i predicts response token i+1-len(prompt), as in BuildDatum) and counts
+// its term tokens: the policy tokens the term may fall on, the search
+// tokens under broadcast search. A trajectory without a term (no usable
+// critique) has zeros there and its tokens still count: the mean is over
+// the failed trajectories' term tokens, as the paper's masked mean.
+func termPositions(t *rollout.Trajectory, broadcast string) ([]float32, int) {
+	p := len(t.PromptIDs)
+	n := p + len(t.Tokens) - 1
+	opd := make([]float32, max(n, 0))
+	count := 0
+	for i := 0; i < n; i++ {
+		j := i + 1 - p
+		if j < 0 || !t.Policy[j] || broadcast == recipes.BroadcastSearch && !t.Search[j] {
+			continue
+		}
+		count++
+		if t.OPD != nil {
+			opd[i] = float32(t.OPD[j])
+		}
+	}
+	return opd, count
 }
 
 // BatchDigest is the sha256 over the JSON of a step's datums in canonical

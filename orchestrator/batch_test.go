@@ -11,6 +11,7 @@ import (
 
 	"github.com/hindsearch/hindsearch/clients/trainer"
 	"github.com/hindsearch/hindsearch/orchestrator/rollout"
+	"github.com/hindsearch/hindsearch/recipes"
 )
 
 func TestGroupAdvantages(t *testing.T) {
@@ -257,5 +258,36 @@ func TestBatchDigest(t *testing.T) {
 	}
 	if batchDigest(nil) == want || batchDigest(nil) != batchDigest([]keyedDatum{}) {
 		t.Error("empty batch digest")
+	}
+}
+
+// Under hindsight.term_agg search-mean the datum's advantage leaves the
+// term out, and termPositions lays it at exactly the positions the
+// advantage route puts it (position i predicts token i+1), counting the
+// term tokens: the search tokens under broadcast search (the response's
+// token 22 is a policy token off the search span: it counts only under
+// broadcast response, and its term goes with it).
+func TestTermPositionsMatchTheAdvantageRoute(t *testing.T) {
+	tr := datumTrajectory()
+	tr.Advantage = 0
+	apart := tensor[float32](t, BuildDatum(tr, Terms{Sign: 1, OPDCoef: 1, OPDApart: true}, nil), "advantages", "float32")
+	if want := make([]float32, len(apart)); !reflect.DeepEqual(apart, want) {
+		t.Errorf("advantages with the term apart %v, want %v", apart, want)
+	}
+	tr.OPD = []float64{0.1, 0.2, 0, 0, 0} // broadcast search: nothing off the span
+	inAdv := tensor[float32](t, BuildDatum(tr, Terms{Sign: 1, OPDCoef: 1}, nil), "advantages", "float32")
+	opd, n := termPositions(tr, recipes.BroadcastSearch)
+	if !reflect.DeepEqual(opd, inAdv) || n != 2 {
+		t.Errorf("search: term at %v (%d term tokens), the advantage route puts it at %v (want 2 tokens)", opd, n, inAdv)
+	}
+	tr.OPD = []float64{0.1, 0.2, 0, 0, 0.4}
+	inAdv = tensor[float32](t, BuildDatum(tr, Terms{Sign: 1, OPDCoef: 1}, nil), "advantages", "float32")
+	opd, n = termPositions(tr, recipes.BroadcastResponse)
+	if !reflect.DeepEqual(opd, inAdv) || n != 3 {
+		t.Errorf("response: term at %v (%d term tokens), the advantage route puts it at %v (want 3 tokens)", opd, n, inAdv)
+	}
+	tr.OPD = nil // no usable critique: zeros, its tokens still counted
+	if opd, n = termPositions(tr, recipes.BroadcastSearch); n != 2 || !reflect.DeepEqual(opd, make([]float32, len(opd))) {
+		t.Errorf("no term: %v, %d term tokens", opd, n)
 	}
 }

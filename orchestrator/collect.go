@@ -69,6 +69,14 @@ type collected struct {
 	om      []map[string]float64 // optim_step's metrics, per mini-batch
 	streamd bool                 // datums went to the trainer while rolling out
 	lr      float64              // the step's scheduled learning rate
+	// termScaleSum sums, over the mini-batches trained with a term of its
+	// own (hindsight.term_agg search-mean), their policy tokens over their
+	// term tokens; termScaleN counts them (train.go).
+	termScaleSum float64
+	termScaleN   int
+	// opdClippable counts the OPD tokens trained where the importance
+	// ratio is not 1 by construction under trainer.loss ppo (train.go).
+	opdClippable int
 	// klSum, klTokens, entSum and entTokens sum the k3 KL to the
 	// reference and the sampled tokens' surprisal over the policy tokens.
 	klSum, entSum       float64
@@ -150,7 +158,9 @@ func (ru *run) collect(ctx context.Context, step int, model string, stream bool)
 	// With the aggregation the backend's own (recipes.NativeAgg: every
 	// lossScale 1 whatever the mini-batch) and the step one mini-batch,
 	// datums can go before the step is complete.
-	c.chunked = r.OptimSteps() == 1 && recipes.NativeAgg(r.Trainer.LossAgg, ru.backend)
+	// (Not with the term a loss of its own: its mean needs the whole
+	// mini-batch's term tokens.)
+	c.chunked = r.OptimSteps() == 1 && recipes.NativeAgg(r.Trainer.LossAgg, ru.backend) && !r.OPDApart()
 	send := ru.startSender(ctx, c, len(qs), cancel) // train.go
 	// A finished group is rewarded at once; its critiques, teacher scores,
 	// reference scores and datums follow while other groups roll out
@@ -229,7 +239,8 @@ func (ru *run) groups(step int, qs []dataset.Question) []*groupState {
 // group's statistics over all of it (docs/watching.md).
 func (ru *run) groupDatums(ctx context.Context, c *collected, g *groupState) ([]keyedDatum, error) {
 	r := ru.r
-	terms := Terms{Sign: ru.advantageSign, OPDCoef: r.Hindsight.Coef, KLCoef: r.Trainer.KLCoef, EntropyCoef: r.Trainer.EntropyCoef}
+	terms := Terms{Sign: ru.advantageSign, OPDCoef: r.Hindsight.Coef, KLCoef: r.Trainer.KLCoef, EntropyCoef: r.Trainer.EntropyCoef,
+		OPDApart: r.OPDApart()}
 	if r.Rollout.TurnPenalty > 0 {
 		terms.TurnPenalty, terms.PenaltyCauses = r.Rollout.TurnPenalty, r.Rollout.TurnPenaltyCauses
 	}
@@ -277,7 +288,16 @@ func (ru *run) groupDatums(ctx context.Context, c *collected, g *groupState) ([]
 			c.klSum, c.klTokens = c.klSum+kl, c.klTokens+n
 		}
 		c.opdMu.Unlock()
-		ds = append(ds, keyedDatum{group: t.Group, sample: t.Sample, datum: BuildDatum(t, terms, ref), tokens: n})
+		kd := keyedDatum{group: t.Group, sample: t.Sample, datum: BuildDatum(t, terms, ref), tokens: n}
+		for j, d := range t.OPD {
+			if d != 0 && t.Policy[j] {
+				kd.opdTokens++
+			}
+		}
+		if terms.OPDApart && t.Reward <= 0 {
+			kd.opd, kd.termTokens = termPositions(t, r.Hindsight.Broadcast)
+		}
+		ds = append(ds, kd)
 	}
 	return ds, nil
 }

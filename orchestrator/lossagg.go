@@ -51,10 +51,53 @@ func lossScale(agg, backend string, n, b, total int) float64 {
 	default: // recipes.LossAggSum
 		c = 1
 	}
+	return c / backendWeight(backend, n, b)
+}
+
+// backendWeight is b_i, the weight the backend's own aggregation gives
+// each per-token loss of a datum with n policy tokens in a mini-batch of
+// b datums (the table above).
+func backendWeight(backend string, n, b int) float64 {
 	if backend == recipes.BackendSkyRLJAX {
-		return c * float64(b) * float64(n) // b_i = 1/(B n_i)
+		return 1 / (float64(b) * float64(n))
 	}
-	return c
+	return 1
+}
+
+// termScale is the factor by which a datum's OPD term (termPositions) is
+// added to its scaled advantages under hindsight.term_agg search-mean:
+// coef / (T b_i), T the mini-batch's term tokens, so that the backend's
+// aggregation makes coef times the term's mean over them (L_OPD) whatever
+// trainer.loss_agg does to the policy loss. 0 when the mini-batch has no
+// term token.
+func termScale(coef float64, backend string, n, b, termTokens int) float64 {
+	if termTokens <= 0 || n <= 0 || b <= 0 {
+		return 0
+	}
+	return coef / (float64(termTokens) * backendWeight(backend, n, b))
+}
+
+// addTerm returns d with k times term added to its advantages (d is not
+// changed).
+func addTerm(d trainer.Datum, term []float32, k float64) (trainer.Datum, error) {
+	adv, ok := d.LossFnInputs["advantages"].Data.([]float32)
+	if !ok {
+		return d, fmt.Errorf("datum advantages are %T, not float32", d.LossFnInputs["advantages"].Data)
+	}
+	if len(term) != len(adv) {
+		return d, fmt.Errorf("datum of %d positions, OPD term of %d", len(adv), len(term))
+	}
+	sum := make([]float32, len(adv))
+	for i, a := range adv {
+		sum[i] = float32(float64(a) + k*float64(term[i]))
+	}
+	in := make(map[string]trainer.TensorData, len(d.LossFnInputs))
+	for key, v := range d.LossFnInputs {
+		in[key] = v
+	}
+	in["advantages"] = trainer.Float32Tensor(sum)
+	d.LossFnInputs = in
+	return d, nil
 }
 
 // scaleDatum returns d with its advantages multiplied by s (d is not

@@ -153,3 +153,58 @@ func TestKLTerm(t *testing.T) {
 		t.Errorf("beyond the clamp: kl %v adv %v", kl, a)
 	}
 }
+
+// Under hindsight.term_agg search-mean each datum's term added at
+// termScale after lossScale makes every backend compute the recipe's
+// aggregation of the policy loss plus coef times the term's mean over the
+// mini-batch's term tokens (L_PPO + coef * L_OPD), whatever the lengths.
+func TestTermScaleAddsTheTermsMeanOnEveryBackend(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	aggs := []string{recipes.LossAggTokenMean, recipes.LossAggSeqMeanTokenMean, recipes.LossAggSeqMeanTokenSum, recipes.LossAggSum}
+	backends := []string{recipes.BackendSkyRLJAX, recipes.BackendSkyRLFSDP, recipes.BackendHosted}
+	const coef = 0.01
+	for trial := 0; trial < 20; trial++ {
+		b := 1 + rng.IntN(9)
+		l := make([][]float64, b)
+		d := make([][]float64, b) // the term, 0 off the term tokens
+		n, terms, dSum := 0, make([]int, b), 0.0
+		for i := range l {
+			l[i] = make([]float64, 1+rng.IntN(300))
+			d[i] = make([]float64, len(l[i]))
+			failed := rng.IntN(2) == 0
+			for t := range l[i] {
+				l[i][t] = rng.NormFloat64()
+				if failed && rng.IntN(4) == 0 { // a search token
+					terms[i]++
+					if rng.IntN(2) == 0 { // the teacher more confident
+						d[i][t] = rng.Float64()
+						dSum += d[i][t]
+					}
+				}
+			}
+			n += len(l[i])
+		}
+		T := 0
+		for _, k := range terms {
+			T += k
+		}
+		for _, agg := range aggs {
+			want := referenceLoss(agg, l)
+			if T > 0 {
+				want += coef * dSum / float64(T)
+			}
+			for _, be := range backends {
+				scaled := make([][]float64, b)
+				for i, seq := range l {
+					s, k := lossScale(agg, be, len(seq), b, n), termScale(coef, be, len(seq), b, T)
+					for t, x := range seq {
+						scaled[i] = append(scaled[i], s*x+k*d[i][t])
+					}
+				}
+				if got := backendLoss(be, scaled); math.Abs(got-want) > 1e-9*math.Max(1, math.Abs(want)) {
+					t.Fatalf("%s on %s, %d datums, %d term tokens: backend computes %v, want %v", agg, be, b, T, got, want)
+				}
+			}
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -219,5 +220,40 @@ func TestKLAndEntropyTerms(t *testing.T) {
 	}
 	if without.Steps[0].BatchDigest == s1.BatchDigest {
 		t.Error("the entropy term did not change step 1's datums")
+	}
+}
+
+// hindsight.term_agg search-mean end to end: the OPD term is a loss of its
+// own, the same gradient on both simulated backends (their aggregations
+// differ, the program's scaling makes them agree), another update than the
+// advantage route's, and steps.jsonl says what per-token weight it
+// amounted to (policy tokens over term tokens, above 1) and, under PPO,
+// how many OPD tokens its clip could reach.
+func TestTermAggSearchMean(t *testing.T) {
+	sets := []string{"eval.datasets.nq=", "eval.datasets.hotpotqa=", "train.steps=1", "trainer.mini_batch_size=8", "hindsight.coef=0.5"}
+	var norms []float64
+	var digest string
+	for _, be := range []string{recipes.SimBackendJAX, recipes.SimBackendFSDP} {
+		r := testRecipe(t, "", append(slices.Clone(sets), "hindsight.term_agg=search-mean", "sim.trainer.backend="+be)...)
+		sum, out := runRecipe(t, r, 1)
+		s := sum.Steps[0]
+		if s.OPDTokens == 0 || s.OPDTermScale <= 1 || !strings.Contains(out, "term_agg=search-mean") {
+			t.Fatalf("%s: %d OPD tokens, opd_term_scale %v\n%s", be, s.OPDTokens, s.OPDTermScale, out)
+		}
+		norms = append(norms, s.TrainerMetrics["optim_step/grad_norm"])
+		digest = s.BatchDigest
+	}
+	if norms[0] == 0 || math.Abs(norms[0]-norms[1]) > 1e-6*norms[0] {
+		t.Errorf("search-mean: grad_norm %v on jax, %v on fsdp", norms[0], norms[1])
+	}
+	// The advantage route under PPO's clip: the OPD tokens of the second
+	// mini-batch are counted as clippable.
+	adv, _ := runRecipe(t, testRecipe(t, "", append(slices.Clone(sets), "sim.trainer.backend=fsdp", "trainer.loss=ppo")...), 1)
+	s := adv.Steps[0]
+	if s.BatchDigest == digest || s.OPDTermScale != 0 {
+		t.Errorf("the advantage route sent the same datums (%v) or recorded a term scale (%v)", s.BatchDigest == digest, s.OPDTermScale)
+	}
+	if s.OptimSteps != 2 || s.OPDTokensClippable == 0 || s.OPDTokensClippable >= s.OPDTokens {
+		t.Errorf("ppo, %d optim_steps: %d of %d OPD tokens clippable, want some (the second mini-batch's), not all", s.OptimSteps, s.OPDTokensClippable, s.OPDTokens)
 	}
 }

@@ -259,6 +259,10 @@ func (ru *run) record(c *collected, adapter string) (*results.StepRecord, error)
 		kl := c.klSum / float64(c.klTokens)
 		rec.KL = &kl
 	}
+	if c.termScaleN > 0 {
+		rec.OPDTermScale = c.termScaleSum / float64(c.termScaleN)
+	}
+	rec.OPDTokensClippable = c.opdClippable
 	if err := ru.keepTrajectories(c.step, all); err != nil {
 		return nil, err
 	}

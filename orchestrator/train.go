@@ -104,7 +104,9 @@ func (ru *run) flushChunk(ctx context.Context, c *collected) error {
 // datums' advantages are scaled for the loss aggregation (lossScale, over
 // the mini-batch's datums and policy tokens), sent to forward_backward in
 // canonical order, trainer.chunk_size at a time, and followed by
-// optim_step at the step's scheduled learning rate.
+// optim_step at the step's scheduled learning rate. Under
+// hindsight.term_agg search-mean each datum's OPD term is added after the
+// scaling (termScale), over the mini-batch's term tokens.
 func (ru *run) sendReady(ctx context.Context, c *collected) error {
 	G := ru.r.Train.GroupSize
 	total := len(c.groups) * G
@@ -117,20 +119,36 @@ func (ru *run) sendReady(ctx context.Context, c *collected) error {
 			}
 		}
 		var mb []keyedDatum
-		tokens := 0
+		tokens, termTokens := 0, 0
 		for _, d := range c.built {
 			if p := c.position(d, G); p >= lo && p < hi {
 				mb = append(mb, d)
 				tokens += d.tokens
+				termTokens += d.termTokens
 			}
 		}
 		sortKeyed(mb)
 		for i := range mb {
 			sd, err := scaleDatum(mb[i].datum, lossScale(ru.r.Trainer.LossAgg, ru.backend, mb[i].tokens, len(mb), tokens))
+			if err == nil && mb[i].opd != nil {
+				sd, err = addTerm(sd, mb[i].opd, termScale(ru.r.Hindsight.Coef, ru.backend, mb[i].tokens, len(mb), termTokens))
+			}
 			if err != nil {
 				return err
 			}
 			mb[i].datum = sd
+		}
+		if termTokens > 0 {
+			c.termScaleSum += float64(tokens) / float64(termTokens)
+			c.termScaleN++
+		}
+		// PPO's clip acts on the term with the rest of the advantage: where
+		// the ratio has moved off 1 (a mini-batch after the step's first,
+		// or any under off-policy sampling) it may zero its gradient.
+		if ru.r.Trainer.Loss == recipes.TrainerLossPPO && (c.nextMB > 0 || ru.r.Train.MaxOffPolicySteps > 0) {
+			for _, d := range mb {
+				c.opdClippable += d.opdTokens
+			}
 		}
 		c.sent = append(c.sent, mb...)
 		for lo := 0; lo < len(mb); lo += ru.r.Trainer.ChunkSize {

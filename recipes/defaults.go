@@ -87,6 +87,16 @@ const (
 	// scalar spread over the policy tokens.
 	BroadcastTrajectory = "trajectory"
 
+	// TermAggAdvantage is hindsight.term_agg for the OPD term added to
+	// each token's advantage (coef times the term), aggregated with the
+	// policy loss by trainer.loss_agg (the default).
+	TermAggAdvantage = "advantage"
+	// TermAggSearchMean is hindsight.term_agg for the OPD term as a loss of
+	// its own: its mean over the mini-batch's term tokens (the search
+	// tokens of failed trajectories under hindsight.broadcast search),
+	// coef times it added to the policy loss (L_PPO + coef * L_OPD).
+	TermAggSearchMean = "search-mean"
+
 	// TeacherSelf is hindsight.teacher for the current policy (the default).
 	TeacherSelf = "self"
 	// TeacherInitial is hindsight.teacher for the initial policy. Any other
@@ -276,6 +286,7 @@ func Defaults() Recipe {
 			Broadcast:        BroadcastSearch,
 			Teacher:          TeacherSelf,
 			Coef:             1.0,
+			TermAgg:          TermAggAdvantage,
 			Clamp:            1.0,
 			StudentLogprobs:  StudentLogprobsSampled,
 			RedactGold:       true,

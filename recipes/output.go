@@ -90,7 +90,7 @@ func (r *Recipe) YAML() ([]byte, error) {
 // Switches returns a one-line summary of the ablation switches for table
 // captions: "hindsight=off" when hindsight is disabled, otherwise
 //
-//	hindsight=on gold=on|off loss=L broadcast=B teacher=T coef=X clamp=Y judge=MODEL prompt=P
+//	hindsight=on gold=on|off loss=L broadcast=B teacher=T coef=X clamp=Y judge=MODEL prompt=P [term_agg=A]
 //
 // where numbers are printed in their shortest form and P is "default" for
 // the program's judge prompt or "custom-" followed by the first 8 hex
@@ -133,8 +133,14 @@ func (r *Recipe) hindsightSwitches() string {
 		sum := sha256.Sum256([]byte(h.Prompt))
 		prompt = "custom-" + hex.EncodeToString(sum[:4])
 	}
-	return fmt.Sprintf("hindsight=on gold=%s loss=%s broadcast=%s teacher=%s coef=%s clamp=%s judge=%s prompt=%s",
+	s := fmt.Sprintf("hindsight=on gold=%s loss=%s broadcast=%s teacher=%s coef=%s clamp=%s judge=%s prompt=%s",
 		onOff(h.GoldAnswer), h.Loss, h.Broadcast, h.Teacher, num(h.Coef), num(h.Clamp), r.Judge.Model, prompt)
+	// Named only when not the default, so that a record of a recipe from
+	// before the key reads as it did.
+	if h.TermAgg != "" && h.TermAgg != TermAggAdvantage {
+		s += " term_agg=" + h.TermAgg
+	}
+	return s
 }
 
 // Optimisation names, in a few words for captions, how the recipe
@@ -193,6 +199,13 @@ func NativeAgg(agg, backend string) bool {
 // must then serve the initial weights all run long.
 func (r *Recipe) KLOnPolicyServers() bool {
 	return r.Trainer.KLCoef > 0 && len(r.Reference.URLs) == 0
+}
+
+// OPDApart says whether the OPD term is a loss of its own
+// (hindsight.term_agg search-mean with a term), not part of the advantage.
+func (r *Recipe) OPDApart() bool {
+	h := r.Hindsight
+	return h.Enabled && h.Loss != HindsightLossNone && h.TermAgg == TermAggSearchMean
 }
 
 // TeacherOnReferences says whether the hindsight teacher (hindsight.teacher

@@ -526,6 +526,11 @@ type Hindsight struct {
 	Teacher string `mapstructure:"teacher" yaml:"teacher"`
 	// Coef is lambda, the OPD term's weight (at least 0).
 	Coef float64 `mapstructure:"coef" yaml:"coef"`
+	// TermAgg is how the term enters the loss: TermAggAdvantage (coef
+	// times the term in each token's advantage) or TermAggSearchMean (a
+	// loss of its own, the mean over the mini-batch's term tokens, coef
+	// times it added to the policy loss).
+	TermAgg string `mapstructure:"term_agg" yaml:"term_agg"`
 	// Clamp is the upper bound c of the clamped term (greater than 0).
 	Clamp float64 `mapstructure:"clamp" yaml:"clamp"`
 	// StudentLogprobs is where the student's logprobs of the OPD term come

@@ -100,6 +100,8 @@ func TestPaperRecipe(t *testing.T) {
 		{"hindsight.loss", r.Hindsight.Loss, HindsightLossClamp},
 		{"hindsight.broadcast", r.Hindsight.Broadcast, BroadcastSearch},
 		{"hindsight.teacher", r.Hindsight.Teacher, TeacherInitial},
+		{"hindsight.coef", r.Hindsight.Coef, 0.01},
+		{"hindsight.term_agg", r.Hindsight.TermAgg, TermAggSearchMean},
 		{"judge.model", r.Judge.Model, "Qwen/Qwen2.5-7B-Instruct"},
 		{"judge.api_key_env", r.Judge.APIKeyEnv, "JUDGE_API_KEY"},
 	}
@@ -136,8 +138,10 @@ func TestPaperAblationsChangeOnlyTheirKeys(t *testing.T) {
 			r.Rollout.TurnPenalty = 1
 			r.Rollout.TurnPenaltyCauses = []string{AbnormalInvalidAction, AbnormalRepeatedQuery}
 		}},
-		"hindsearch-qwen2.5-3b-reverse-kl.yaml":           {2, func(r *Recipe) { r.Hindsight.Loss = HindsightLossReverseKL }},
-		"hindsearch-qwen2.5-3b-loss-none.yaml":            {2, func(r *Recipe) { r.Hindsight.Loss = HindsightLossNone }},
+		"hindsearch-qwen2.5-3b-reverse-kl.yaml": {2, func(r *Recipe) { r.Hindsight.Loss = HindsightLossReverseKL }},
+		"hindsearch-qwen2.5-3b-loss-none.yaml": {2, func(r *Recipe) {
+			r.Hindsight.Loss, r.Hindsight.TermAgg = HindsightLossNone, TermAggAdvantage
+		}},
 		"hindsearch-qwen2.5-3b-broadcast-response.yaml":   {2, func(r *Recipe) { r.Hindsight.Broadcast = BroadcastResponse }},
 		"hindsearch-qwen2.5-3b-broadcast-trajectory.yaml": {2, func(r *Recipe) { r.Hindsight.Broadcast = BroadcastTrajectory }},
 		"hindsearch-qwen2.5-3b-lora.yaml": {2, func(r *Recipe) {

@@ -411,6 +411,11 @@ func (r *Recipe) Validate() error {
 	oneOf("hindsight.broadcast", r.Hindsight.Broadcast, BroadcastSearch, BroadcastResponse, BroadcastTrajectory)
 	nonEmpty("hindsight.teacher", r.Hindsight.Teacher)
 	nonNeg("hindsight.coef", r.Hindsight.Coef)
+	oneOf("hindsight.term_agg", r.Hindsight.TermAgg, TermAggAdvantage, TermAggSearchMean)
+	if h := r.Hindsight; h.Enabled && h.TermAgg == TermAggSearchMean && h.Loss == HindsightLossNone {
+		bad("hindsight.term_agg", "%s averages the OPD term, and hindsight.loss %s makes none: set hindsight.loss %s (or %s), or hindsight.term_agg %s",
+			TermAggSearchMean, HindsightLossNone, HindsightLossClamp, HindsightLossReverseKL, TermAggAdvantage)
+	}
 	positive("hindsight.clamp", r.Hindsight.Clamp)
 	oneOf("hindsight.student_logprobs", r.Hindsight.StudentLogprobs, StudentLogprobsSampled, StudentLogprobsRescored)
 	atLeast("hindsight.max_critique_chars", r.Hindsight.MaxCritiqueChars, 1)

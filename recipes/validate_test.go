@@ -696,3 +696,20 @@ func TestValidateHealthKeys(t *testing.T) {
 		t.Errorf("a penalty without causes: %v", err)
 	}
 }
+
+// hindsight.term_agg: advantage or search-mean, and search-mean needs a
+// term to average.
+func TestTermAgg(t *testing.T) {
+	r := valid(t)
+	if r.Hindsight.TermAgg != TermAggAdvantage || r.OPDApart() {
+		t.Fatalf("default term_agg %q (apart %v)", r.Hindsight.TermAgg, r.OPDApart())
+	}
+	r.Hindsight.TermAgg = "mean"
+	wantErr(t, r.Validate(), `hindsight.term_agg: must be one of advantage, search-mean, got "mean"`)
+	r.Hindsight.TermAgg = TermAggSearchMean
+	if err := r.Validate(); err != nil || !r.OPDApart() || !strings.HasSuffix(r.Switches(), " term_agg=search-mean") {
+		t.Errorf("search-mean: %v (apart %v, switches %q)", err, r.OPDApart(), r.Switches())
+	}
+	r.Hindsight.Loss = HindsightLossNone
+	wantErr(t, r.Validate(), "hindsight.term_agg: search-mean averages the OPD term, and hindsight.loss none makes none: set hindsight.loss clamp (or reverse_kl), or hindsight.term_agg advantage")
+}

@@ -108,6 +108,20 @@ type StepRecord struct {
 	// KL is the mean over the step's policy tokens of the k3 estimate of
 	// the KL to the reference (trainer.kl_coef; absent without it).
 	KL *float64 `json:"kl,omitempty"`
+	// OPDTermScale is, under hindsight.term_agg search-mean, the mean over
+	// the step's mini-batches of their policy tokens over their term
+	// tokens (the failed trajectories' search tokens): with
+	// trainer.loss_agg token-mean a term token weighs coef times this
+	// against a policy-loss token, the coefficient hindsight.coef amounts
+	// to in the advantage route (absent otherwise).
+	OPDTermScale float64 `json:"opd_term_scale,omitempty"`
+	// OPDTokensClippable is the number of OPD tokens trained, under
+	// trainer.loss ppo, where the importance ratio is not 1 by
+	// construction (the step's mini-batches after its first, or all under
+	// train.max_off_policy_steps): the term rides the advantage into PPO's
+	// clipped objective there, which may zero its gradient; the paper's
+	// L_OPD is not clipped.
+	OPDTokensClippable int `json:"opd_tokens_clippable,omitempty"`
 	// Entropy is the mean over the step's policy tokens of the sampled
 	// tokens' surprisal (-logprob), an estimate of the policy's entropy.
 	Entropy float64 `json:"entropy,omitempty"`
