@@ -26,7 +26,7 @@ func (ru *run) hindsight(ctx context.Context, trajs []*rollout.Trajectory) (used
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ok := ru.hindsightOne(ctx, t)
+			ok := ru.hindsightOne(ctx, t, trajs)
 			mu.Lock()
 			defer mu.Unlock()
 			if !ok {
@@ -46,15 +46,24 @@ func (ru *run) hindsight(ctx context.Context, trajs []*rollout.Trajectory) (used
 	return used, failed, tokens, sum
 }
 
-// hindsightOne critiques one failed trajectory and sets its OPD term; false
-// means no usable critique or teacher score (recorded on t).
-func (ru *run) hindsightOne(ctx context.Context, t *rollout.Trajectory) bool {
-	if err := ru.judgeSem.acquire(ctx); err != nil {
-		t.CritiqueError = err.Error()
-		return false
+// hindsightOne critiques one failed trajectory of group and sets its OPD
+// term; false means no usable critique or teacher score (recorded on t).
+// Under hindsight.hint siblings the critique is the group's siblings hint,
+// and no judge is asked.
+func (ru *run) hindsightOne(ctx context.Context, t *rollout.Trajectory, group []*rollout.Trajectory) bool {
+	var c, why string
+	var err error
+	if ru.hinter.siblings {
+		t.HintFrom = recipes.HintSiblings
+		c, why = ru.hinter.siblingsHint(t, group)
+	} else {
+		if err := ru.judgeSem.acquire(ctx); err != nil {
+			t.CritiqueError = err.Error()
+			return false
+		}
+		c, why, err = ru.hinter.critique(ctx, t)
+		ru.judgeSem.release()
 	}
-	c, why, err := ru.hinter.critique(ctx, t)
-	ru.judgeSem.release()
 	switch {
 	case err != nil:
 		t.CritiqueError = err.Error()

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"regexp"
+	"strconv"
 	"strings"
 	"text/template"
 	"unicode"
@@ -18,6 +19,7 @@ import (
 	"github.com/hindsearch/hindsearch/orchestrator/metrics"
 	"github.com/hindsearch/hindsearch/orchestrator/roles"
 	"github.com/hindsearch/hindsearch/orchestrator/rollout"
+	"github.com/hindsearch/hindsearch/recipes"
 )
 
 // DefaultJudgePrompt is the judge prompt template shipped for a 7B-class
@@ -157,6 +159,10 @@ type hinter struct {
 	redact      bool
 	maxChars    int
 	hint        string // template with {critique}
+	// siblings builds hints from the group (hindsight.hint siblings) with
+	// siblingsTmpl, instead of asking the judge.
+	siblings     bool
+	siblingsTmpl string
 	loss        string
 	broadcast   string
 	coef, clamp float64
@@ -190,6 +196,54 @@ func (h *hinter) critique(ctx context.Context, t *rollout.Trajectory) (critique,
 		c = RedactGold(c, t.Question.Golds)
 	}
 	return c, "", nil
+}
+
+// SiblingsHint is the judge-free hint of trajectory self (hindsight.hint
+// siblings): tmpl with {siblings} replaced by one line per other
+// trajectory of its group, in sample order, its search queries in order
+// and whether it was Correct (reward above 0) or Incorrect, e.g.
+//
+//	- Correct: "founder of Acme" then "Jane Doe birthplace"
+//	- Incorrect: no search
+//
+// No answer and no gold text is shown; a query may hold the gold, which
+// the hinter redacts as it does critiques.
+func SiblingsHint(tmpl string, group []*rollout.Trajectory, self *rollout.Trajectory) string {
+	var lines []string
+	for _, s := range group {
+		if s == self {
+			continue
+		}
+		verdict := "Incorrect"
+		if s.Reward > 0 {
+			verdict = "Correct"
+		}
+		var qs []string
+		for _, tr := range s.Turns {
+			if tr.Action == format.ActionSearch {
+				qs = append(qs, strconv.Quote(tr.Content))
+			}
+		}
+		searched := "no search"
+		if len(qs) > 0 {
+			searched = strings.Join(qs, " then ")
+		}
+		lines = append(lines, "- "+verdict+": "+searched)
+	}
+	return strings.ReplaceAll(tmpl, recipes.SiblingsPlaceholder, strings.Join(lines, "\n"))
+}
+
+// siblingsHint is t's siblings hint among group, or why it cannot be used
+// (the critique's checks: its length cap), gold-redacted as critiques are.
+func (h *hinter) siblingsHint(t *rollout.Trajectory, group []*rollout.Trajectory) (hint, reason string) {
+	c := strings.TrimSpace(SiblingsHint(h.siblingsTmpl, group, t))
+	if why := checkCritique(c, h.maxChars); why != "" {
+		return c, why
+	}
+	if h.redact {
+		c = RedactGold(c, t.Question.Golds)
+	}
+	return c, ""
 }
 
 // hintText formats the critique for the teacher context.

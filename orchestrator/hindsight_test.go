@@ -8,14 +8,18 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/hindsearch/hindsearch/clients/judge"
 	"github.com/hindsearch/hindsearch/clients/policy"
+	"github.com/hindsearch/hindsearch/clients/policy/format"
 	"github.com/hindsearch/hindsearch/orchestrator/dataset"
 	"github.com/hindsearch/hindsearch/orchestrator/roles"
 	"github.com/hindsearch/hindsearch/orchestrator/rollout"
+	"github.com/hindsearch/hindsearch/orchestrator/setup"
 	"github.com/hindsearch/hindsearch/recipes"
+	"github.com/hindsearch/hindsearch/results"
 )
 
 // opdFixture is six response tokens: policy (not search), two search
@@ -347,5 +351,71 @@ func TestTeacherScoresUpToTheLastSearchToken(t *testing.T) {
 		if (d != 0) != tr.Search[i] {
 			t.Errorf("OPD term %v on token %d (search %v)", d, i, tr.Search[i])
 		}
+	}
+}
+
+// The siblings hint lists the group's other trajectories in sample order,
+// each as its searches in order and Correct or Incorrect, no answers.
+func TestSiblingsHint(t *testing.T) {
+	search := func(q string) rollout.Turn { return rollout.Turn{Action: format.ActionSearch, Content: q} }
+	group := []*rollout.Trajectory{
+		{Sample: 0, Reward: 0, Turns: []rollout.Turn{search("acme founder"), {Action: format.ActionAnswer, Content: "Bob"}}},
+		{Sample: 1, Reward: 1, Turns: []rollout.Turn{search("acme founder"), search("jane doe birthplace"), {Action: format.ActionAnswer, Content: "Paris"}}},
+		{Sample: 2, Reward: 0, Turns: []rollout.Turn{{Action: format.ActionAnswer, Content: "Rome"}}},
+	}
+	got := SiblingsHint("Others:\n{siblings}", group, group[0])
+	want := "Others:\n- Correct: \"acme founder\" then \"jane doe birthplace\"\n- Incorrect: no search"
+	if got != want {
+		t.Errorf("hint\n%s\nwant\n%s", got, want)
+	}
+	if strings.Contains(got, "Paris") || strings.Contains(got, "Rome") {
+		t.Error("the hint shows an answer")
+	}
+}
+
+// judgeCounter counts the judge's requests.
+type judgeCounter struct {
+	judge.Judge
+	n atomic.Int64
+}
+
+func (j *judgeCounter) Chat(ctx context.Context, req judge.ChatRequest) (string, error) {
+	j.n.Add(1)
+	return j.Judge.Chat(ctx, req)
+}
+
+// hindsight.hint siblings: no judge request, and still hints and OPD terms
+// on failed trajectories (all-fail groups included), recorded as sibling
+// hints in the kept trajectories.
+func TestSiblingsHintRun(t *testing.T) {
+	r := testRecipe(t, "", "hindsight.hint=siblings", "train.steps=2", "eval.datasets.nq=", "eval.datasets.hotpotqa=")
+	var jc *judgeCounter
+	sum, out := runRecipeWith(t, r, 1, func(deps *roles.Deps, _ *setup.Embedded) {
+		jc = &judgeCounter{Judge: deps.Judge}
+		deps.Judge = jc
+	})
+	critiques, opd := 0, 0
+	for _, s := range sum.Steps {
+		critiques += s.Critiques
+		opd += s.OPDTokens
+	}
+	if jc.n.Load() != 0 || critiques == 0 || opd == 0 || !strings.Contains(out, "hint=siblings") {
+		t.Fatalf("%d judge requests, %d sibling hints, %d OPD tokens\n%s", jc.n.Load(), critiques, opd, out)
+	}
+	trajs, err := (&results.RunDir{Path: r.Output.Dir}).ReadTrajectories(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hinted := 0
+	for _, tr := range trajs {
+		if tr.Critique != "" {
+			hinted++
+			if tr.HintFrom != recipes.HintSiblings || !strings.Contains(tr.Critique, "Other attempts at this question") {
+				t.Errorf("trajectory %s: hint from %q: %q", tr.ID, tr.HintFrom, tr.Critique)
+			}
+		}
+	}
+	if hinted == 0 {
+		t.Error("no kept trajectory has a sibling hint")
 	}
 }

@@ -110,7 +110,8 @@ func newHinter(r *recipes.Recipe, j judge.Judge, tmpl *template.Template, clock 
 	h := r.Hindsight
 	return &hinter{judge: j, prompt: tmpl, maxTokens: r.Judge.MaxTokens, sampling: roles.JudgeSampling(r),
 		seed: r.Seed, gold: h.GoldAnswer, redact: h.RedactGold, maxChars: h.MaxCritiqueChars, hint: h.HintTemplate,
-		loss: h.Loss, broadcast: h.Broadcast, coef: h.Coef, clamp: h.Clamp, phases: clock}
+		loss: h.Loss, broadcast: h.Broadcast, coef: h.Coef, clamp: h.Clamp, phases: clock,
+		siblings: h.Hint == recipes.HintSiblings, siblingsTmpl: h.SiblingsTemplate}
 }
 
 // openRunDir creates the run directory and takes its lock.

@@ -155,6 +155,17 @@ const (
 const (
 	// NamePlaceholder in output.dir is replaced by the recipe name at load.
 	NamePlaceholder = "{name}"
+	// SiblingsPlaceholder in hindsight.siblings_template is replaced by the
+	// list of the other trajectories of the group (hindsight.hint
+	// siblings).
+	SiblingsPlaceholder = "{siblings}"
+	// HintJudge is hindsight.hint for the judge's critique (the default).
+	HintJudge = "judge"
+	// HintSiblings is hindsight.hint for a hint without a judge: the other
+	// trajectories of the group, each as its search queries in order and
+	// Correct or Incorrect (SD-Search's hindsight block).
+	HintSiblings = "siblings"
+
 	// CritiquePlaceholder in hindsight.hint_template is replaced by the
 	// critique when the teacher context is built.
 	CritiquePlaceholder = "{critique}"
@@ -293,6 +304,8 @@ func Defaults() Recipe {
 			MaxCritiqueChars: 1200,
 			Prompt:           "",
 			HintTemplate:     "Hint: " + CritiquePlaceholder + "\n",
+			Hint:             HintJudge,
+			SiblingsTemplate: "Other attempts at this question, their searches in order:\n" + SiblingsPlaceholder,
 		},
 		Eval: Eval{
 			Every:      10,

@@ -90,7 +90,7 @@ func (r *Recipe) YAML() ([]byte, error) {
 // Switches returns a one-line summary of the ablation switches for table
 // captions: "hindsight=off" when hindsight is disabled, otherwise
 //
-//	hindsight=on gold=on|off loss=L broadcast=B teacher=T coef=X clamp=Y judge=MODEL prompt=P [term_agg=A]
+//	hindsight=on gold=on|off loss=L broadcast=B teacher=T coef=X clamp=Y judge=MODEL prompt=P [term_agg=A] [hint=H]
 //
 // where numbers are printed in their shortest form and P is "default" for
 // the program's judge prompt or "custom-" followed by the first 8 hex
@@ -139,6 +139,9 @@ func (r *Recipe) hindsightSwitches() string {
 	// before the key reads as it did.
 	if h.TermAgg != "" && h.TermAgg != TermAggAdvantage {
 		s += " term_agg=" + h.TermAgg
+	}
+	if h.Hint != "" && h.Hint != HintJudge {
+		s += " hint=" + h.Hint
 	}
 	return s
 }

@@ -560,6 +560,16 @@ type Hindsight struct {
 	// HintTemplate formats the critique inserted before the question in the
 	// teacher context; {critique} is replaced.
 	HintTemplate string `mapstructure:"hint_template" yaml:"hint_template"`
+	// Hint is where a failed trajectory's hint comes from: HintJudge (the
+	// judge's critique) or HintSiblings (no judge call: the group's other
+	// trajectories, their search queries in order and Correct or
+	// Incorrect, formatted by SiblingsTemplate; capped by
+	// MaxCritiqueChars and gold-redacted as critiques are).
+	Hint string `mapstructure:"hint" yaml:"hint"`
+	// SiblingsTemplate formats the siblings hint; {siblings} is replaced
+	// by one line per other trajectory. The result takes the critique's
+	// place in HintTemplate.
+	SiblingsTemplate string `mapstructure:"siblings_template" yaml:"siblings_template"`
 }
 
 // Eval configures periodic greedy evaluation.

@@ -151,6 +151,7 @@ func TestPaperAblationsChangeOnlyTheirKeys(t *testing.T) {
 			r.Reference.URLs = []string{} // vLLM keeps serving the base model
 		}},
 		"hindsearch-qwen2.5-3b-teacher-self.yaml": {2, func(r *Recipe) { r.Hindsight.Teacher = TeacherSelf }},
+		"hindsearch-qwen2.5-3b-siblings.yaml":     {2, func(r *Recipe) { r.Hindsight.Hint = HintSiblings }},
 	}
 	// Every ablation file shipped has a case here.
 	shipped, err := filepath.Glob("hindsearch-qwen2.5-3b-*.yaml")
@@ -208,8 +209,8 @@ func TestSimFixtures(t *testing.T) {
 	want.Output.Dir = filepath.Join(filepath.Dir(want.Output.Dir), "sim-ablate-more")
 	want.Variants["coef-half"] = []string{"hindsight.coef=0.5"}
 	want.Variants["no-gold"] = []string{"hindsight.gold_answer=false", "hindsight.redact_gold=false"}
-	if len(want.Variants) != 10 {
-		t.Fatalf("sim-ablate.yaml has %d variants, want 9 (this test's premise)", len(want.Variants)-1)
+	if len(want.Variants) != 11 {
+		t.Fatalf("sim-ablate.yaml has %d variants, want 10 (this test's premise)", len(want.Variants)-1)
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("testdata/sim-ablate-more.yaml variants =\n%v\nwant\n%v", got.Variants, want.Variants)
@@ -239,7 +240,7 @@ func TestShippedSimStudy(t *testing.T) {
 		t.Errorf("study %+v", r.Study)
 	}
 	want := map[string][]string{"grpo": {"hindsight.enabled=false"}, "hindsight": {"hindsight.enabled=true"},
-		"no-gold": {"hindsight.gold_answer=false"}, "coef0": {"hindsight.coef=0"}}
+		"no-gold": {"hindsight.gold_answer=false"}, "coef0": {"hindsight.coef=0"}, "siblings": {"hindsight.hint=siblings"}}
 	if !maps.EqualFunc(r.Variants, want, slices.Equal) {
 		t.Errorf("variants %v, want %v", r.Variants, want)
 	}

@@ -423,6 +423,16 @@ func (r *Recipe) Validate() error {
 	if !strings.Contains(r.Hindsight.HintTemplate, CritiquePlaceholder) {
 		bad("hindsight.hint_template", "must contain %s", CritiquePlaceholder)
 	}
+	oneOf("hindsight.hint", r.Hindsight.Hint, HintJudge, HintSiblings)
+	if r.Hindsight.Hint == HintSiblings {
+		if !strings.Contains(r.Hindsight.SiblingsTemplate, SiblingsPlaceholder) {
+			bad("hindsight.siblings_template", "must contain %s", SiblingsPlaceholder)
+		}
+		if r.Hindsight.Enabled && r.Train.GroupSize < 2 {
+			bad("hindsight.hint", "%s builds each hint from the other samples of the same question, and train.group_size %d has none: set train.group_size 2 or more, or hindsight.hint %s",
+				HintSiblings, r.Train.GroupSize, HintJudge)
+		}
+	}
 
 	atLeast("eval.every", r.Eval.Every, 1)
 	for _, name := range slices.Sorted(maps.Keys(r.Eval.Datasets)) {

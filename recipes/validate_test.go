@@ -713,3 +713,23 @@ func TestTermAgg(t *testing.T) {
 	r.Hindsight.Loss = HindsightLossNone
 	wantErr(t, r.Validate(), "hindsight.term_agg: search-mean averages the OPD term, and hindsight.loss none makes none: set hindsight.loss clamp (or reverse_kl), or hindsight.term_agg advantage")
 }
+
+// hindsight.hint: judge or siblings; siblings needs a group to draw on and
+// a template with its placeholder.
+func TestHintSiblings(t *testing.T) {
+	r := valid(t)
+	if r.Hindsight.Hint != HintJudge {
+		t.Fatalf("default hint %q", r.Hindsight.Hint)
+	}
+	r.Hindsight.Hint = "oracle"
+	wantErr(t, r.Validate(), `hindsight.hint: must be one of judge, siblings, got "oracle"`)
+	r.Hindsight.Hint = HintSiblings
+	if err := r.Validate(); err != nil || !strings.HasSuffix(r.Switches(), " hint=siblings") {
+		t.Errorf("siblings: %v (switches %q)", err, r.Switches())
+	}
+	r.Train.GroupSize = 1
+	wantErr(t, r.Validate(), "hindsight.hint: siblings builds each hint from the other samples of the same question, and train.group_size 1 has none: set train.group_size 2 or more, or hindsight.hint judge")
+	r.Train.GroupSize = 5
+	r.Hindsight.SiblingsTemplate = "Others:"
+	wantErr(t, r.Validate(), "hindsight.siblings_template: must contain {siblings}")
+}

@@ -2,6 +2,7 @@ package results
 
 import (
 	"fmt"
+	"github.com/hindsearch/hindsearch/recipes"
 	"io"
 	"math"
 	"strings"
@@ -218,6 +219,8 @@ func (r *trajPrinter) trajectory(t *TrajectoryRecord) {
 	ww.write(fmt.Sprintf(" · reward %.2f · F1 %.2f · advantage %+.2f · finish %s · answer %s", t.Reward, t.F1, t.Advantage, t.Finish, answer), "")
 	ww.end()
 	switch {
+	case t.Critique != "" && t.HintFrom == recipes.HintSiblings:
+		r.para("    ", "sibling hint:", sgrYellow, t.Critique)
 	case t.Critique != "":
 		r.para("    ", "critique:", sgrYellow, t.Critique)
 	case t.CritiqueError != "":

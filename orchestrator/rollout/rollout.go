@@ -107,6 +107,9 @@ type Trajectory struct {
 	Advantage float64 `json:"advantage"`
 	// Critique is the judge's critique (failed trajectories only).
 	Critique string `json:"critique,omitempty"`
+	// HintFrom is "siblings" when Critique is the judge-free siblings hint
+	// (hindsight.hint siblings), empty for a judge's critique.
+	HintFrom string `json:"hint_from,omitempty"`
 	// CritiqueError says why no critique was used.
 	CritiqueError string `json:"critique_error,omitempty"`
 	// OPD is the per-token on-policy-distillation term (nil without one).
