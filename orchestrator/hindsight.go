@@ -150,23 +150,23 @@ func checkCritique(c string, maxChars int) string {
 
 // hinter runs the hindsight step for failed trajectories.
 type hinter struct {
-	judge       judge.Judge
-	prompt      *template.Template
-	maxTokens   int
-	sampling    judge.Sampling
-	seed        int64
-	gold        bool
-	redact      bool
-	maxChars    int
-	hint        string // template with {critique}
+	judge     judge.Judge
+	prompt    *template.Template
+	maxTokens int
+	sampling  judge.Sampling
+	seed      int64
+	gold      bool
+	redact    bool
+	maxChars  int
+	hint      string // template with {critique}
 	// siblings builds hints from the group (hindsight.hint siblings) with
 	// siblingsTmpl, instead of asking the judge.
 	siblings     bool
 	siblingsTmpl string
-	loss        string
-	broadcast   string
-	coef, clamp float64
-	phases      *metrics.Phases
+	loss         string
+	broadcast    string
+	coef, clamp  float64
+	phases       *metrics.Phases
 }
 
 // critique asks the judge about a failed trajectory. A judge error is
@@ -203,8 +203,8 @@ func (h *hinter) critique(ctx context.Context, t *rollout.Trajectory) (critique,
 // trajectory of its group, in sample order, its search queries in order
 // and whether it was Correct (reward above 0) or Incorrect, e.g.
 //
-//	- Correct: "founder of Acme" then "Jane Doe birthplace"
-//	- Incorrect: no search
+//   - Correct: "founder of Acme" then "Jane Doe birthplace"
+//   - Incorrect: no search
 //
 // No answer and no gold text is shown; a query may hold the gold, which
 // the hinter redacts as it does critiques.
