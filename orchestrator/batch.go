@@ -159,7 +159,9 @@ type keyedDatum struct {
 // termPositions lays t's OPD term out at its datum's positions (position
 // i predicts response token i+1-len(prompt), as in BuildDatum) and counts
 // its term tokens: the policy tokens the term may fall on, the search
-// tokens under broadcast search. A trajectory without a term (no usable
+// tokens under broadcast search (and earliest, whose term is on one
+// turn's: the mean is over the failed trajectories' search tokens all the
+// same). A trajectory without a term (no usable
 // critique) has zeros there and its tokens still count: the mean is over
 // the failed trajectories' term tokens, as the paper's masked mean.
 func termPositions(t *rollout.Trajectory, broadcast string) ([]float32, int) {
@@ -169,7 +171,7 @@ func termPositions(t *rollout.Trajectory, broadcast string) ([]float32, int) {
 	count := 0
 	for i := 0; i < n; i++ {
 		j := i + 1 - p
-		if j < 0 || !t.Policy[j] || broadcast == recipes.BroadcastSearch && !t.Search[j] {
+		if j < 0 || !t.Policy[j] || (broadcast == recipes.BroadcastSearch || broadcast == recipes.BroadcastEarliest) && !t.Search[j] {
 			continue
 		}
 		count++

@@ -85,6 +85,9 @@ type collected struct {
 	sampled *fleet.SampledBy
 
 	critiques, critiqueFailures, opdTokens atomic.Int64
+	// earliestUnnamed counts the critiques under hindsight.broadcast
+	// earliest that named no search of their trajectory.
+	earliestUnnamed atomic.Int64
 	// filtered counts the trajectories train.filter kept out of the
 	// loss; penalised the turns rollout.turn_penalty was put on.
 	filtered, penalised atomic.Int64
@@ -316,9 +319,10 @@ func reward(g *groupState, unbiased bool) {
 }
 
 // addHindsight adds a group's hindsight counts (ru.hindsight's results).
-func (c *collected) addHindsight(used, failed, tokens int64, sum float64) {
+func (c *collected) addHindsight(used, failed, tokens int64, sum float64, unnamed int64) {
 	c.critiques.Add(used)
 	c.critiqueFailures.Add(failed)
+	c.earliestUnnamed.Add(unnamed)
 	c.opdTokens.Add(tokens)
 	c.opdMu.Lock()
 	c.opdSum += sum

@@ -11,9 +11,11 @@ import (
 
 // hindsight critiques a group's failed trajectories and sets their OPD
 // terms. It returns the counts of critiques used, critique failures, OPD
-// tokens (non-zero terms) and the sum of the OPD terms. Failures are
-// counted, never fatal.
-func (ru *run) hindsight(ctx context.Context, trajs []*rollout.Trajectory) (used, failed, tokens int64, sum float64) {
+// tokens (non-zero terms) and the sum of the OPD terms, and under
+// hindsight.broadcast earliest the critiques that named no search of
+// their trajectory (among the failures). Failures are counted, never
+// fatal.
+func (ru *run) hindsight(ctx context.Context, trajs []*rollout.Trajectory) (used, failed, tokens int64, sum float64, unnamed int64) {
 	// The group's failed trajectories are critiqued and scored together:
 	// the last group of a step then costs one judge and one teacher latency,
 	// not one per failed trajectory.
@@ -31,6 +33,9 @@ func (ru *run) hindsight(ctx context.Context, trajs []*rollout.Trajectory) (used
 			defer mu.Unlock()
 			if !ok {
 				failed++
+				if t.CritiqueError == errNoStep {
+					unnamed++
+				}
 				return
 			}
 			used++
@@ -43,7 +48,7 @@ func (ru *run) hindsight(ctx context.Context, trajs []*rollout.Trajectory) (used
 		}()
 	}
 	wg.Wait()
-	return used, failed, tokens, sum
+	return used, failed, tokens, sum, unnamed
 }
 
 // hindsightOne critiques one failed trajectory of group and sets its OPD
@@ -75,6 +80,12 @@ func (ru *run) hindsightOne(ctx context.Context, t *rollout.Trajectory, group []
 	t.Critique = c
 	if ru.r.Hindsight.Loss == recipes.HindsightLossNone {
 		return true
+	}
+	if ru.r.Hindsight.Broadcast == recipes.BroadcastEarliest {
+		if _, ok := earliestMask(t, t.FirstWrongSearch); !ok {
+			t.CritiqueError = errNoStep
+			return false
+		}
 	}
 	tp, err := ru.rollouts.PromptIDs(ctx, t.Question.Question, ru.hinter.hintText(c))
 	student := t.Logprobs

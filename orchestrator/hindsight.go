@@ -39,6 +39,55 @@ Trajectory:
 
 Write a short, directive critique of the agent's search behaviour, in at most three sentences: say what it should have searched for instead, quoting the exact search query in double quotes. Do not state the answer itself.`
 
+// DefaultJudgePromptEarliest is the default judge prompt under
+// hindsight.broadcast earliest: DefaultJudgePrompt, then the request for a
+// first line "Step N" naming the first search that went wrong
+// (FirstWrongSearch reads it). A custom hindsight.prompt must ask for the
+// same line.
+const DefaultJudgePromptEarliest = DefaultJudgePrompt + `
+
+Start your reply with a line of the form "Step N", N being the number of the first search that went wrong (the agent's search queries counted from 1 in the order it issued them), then write the critique on the next lines.`
+
+// reStep is a critique's first line naming a search: "Step 2", "**Step
+// 2.**", "step 2:".
+var reStep = regexp.MustCompile(`(?i)^[\s*#]*step\s*(\d{1,3})\s*[.:)]?[\s*]*$`)
+
+// FirstWrongSearch reads a critique under hindsight.broadcast earliest:
+// the search its first line names ("Step N", 1-based; 0 when the first
+// line names none) and the critique after that line.
+func FirstWrongSearch(critique string) (step int, rest string) {
+	first, after, _ := strings.Cut(strings.TrimSpace(critique), "\n")
+	m := reStep.FindStringSubmatch(strings.TrimSpace(first))
+	if m == nil {
+		return 0, critique
+	}
+	n, err := strconv.Atoi(m[1])
+	if err != nil {
+		return 0, critique
+	}
+	return n, strings.TrimSpace(after)
+}
+
+// earliestMask marks the search tokens of t's step-th search turn
+// (1-based); ok is false when t has no such turn.
+func earliestMask(t *rollout.Trajectory, step int) (mask []bool, ok bool) {
+	k := 0
+	for _, tr := range t.Turns {
+		if tr.Action != format.ActionSearch {
+			continue
+		}
+		if k++; k != step {
+			continue
+		}
+		mask = make([]bool, len(t.Tokens))
+		for j := tr.From; j < tr.To && j < len(t.Search); j++ {
+			mask[j] = t.Search[j]
+		}
+		return mask, true
+	}
+	return nil, false
+}
+
 // JudgeSystem is the system message sent with every critique request.
 const JudgeSystem = "You are a concise, exacting reviewer of search agents. You give directive advice about what to search for; you never reveal answers."
 
@@ -188,6 +237,11 @@ func (h *hinter) critique(ctx context.Context, t *rollout.Trajectory) (critique,
 	if err != nil {
 		return "", "", fmt.Errorf("judge critique: %w", err)
 	}
+	if h.broadcast == recipes.BroadcastEarliest {
+		// The named step is kept whether or not it is in range: hindsightOne
+		// decides, and counts the misses.
+		t.FirstWrongSearch, c = FirstWrongSearch(c)
+	}
 	if why := checkCritique(c, h.maxChars); why != "" {
 		return c, why, nil
 	}
@@ -255,7 +309,7 @@ func (h *hinter) hintText(critique string) string {
 // of them, or with the term on search tokens only (or no term) those up to
 // the last search token, since the tokens after it are not sent.
 func (h *hinter) scoredLen(t *rollout.Trajectory) int {
-	if h.broadcast != "search" && h.loss != "none" {
+	if h.broadcast != recipes.BroadcastSearch && h.broadcast != recipes.BroadcastEarliest && h.loss != recipes.HindsightLossNone {
 		return len(t.Tokens)
 	}
 	for i := len(t.Search) - 1; i >= 0; i-- {
@@ -311,15 +365,28 @@ func (h *hinter) opd(ctx context.Context, t *rollout.Trajectory, teacherPrompt [
 	if err != nil {
 		return nil, err
 	}
+	if h.broadcast == recipes.BroadcastEarliest {
+		mask, ok := earliestMask(t, t.FirstWrongSearch)
+		if !ok {
+			return nil, fmt.Errorf("%s", errNoStep)
+		}
+		return OPDTerm(teacher, student, t.Policy, mask, h.loss, recipes.BroadcastSearch, h.clamp), nil
+	}
 	return OPDTerm(teacher, student, t.Policy, t.Search, h.loss, h.broadcast, h.clamp), nil
 }
+
+// errNoStep is the CritiqueError of a critique under hindsight.broadcast
+// earliest that names no search of its trajectory: no term, counted as
+// earliest_unnamed, never fatal.
+const errNoStep = "the critique names no search of this trajectory (hindsight.broadcast earliest wants a first line \"Step N\"): no term"
 
 // OPDTerm computes the per-token on-policy-distillation term from teacher
 // and student (sampling) logprobs of the response tokens. loss is clamp
 // (clamp(lt-ls, 0, c)), reverse_kl (clamp(lt-ls, -c, c)) or none (zeros);
-// broadcast is search (the term on search tokens only), response (on every
-// policy token) or trajectory (the mean over policy tokens, on every policy
-// token). Environment tokens always get 0.
+// broadcast is search (the term on the tokens isSearch marks only: the
+// search tokens, or under broadcast earliest one turn's), response (on
+// every policy token) or trajectory (the mean over policy tokens, on every
+// policy token). Environment tokens always get 0.
 func OPDTerm(teacher, student []float64, isPolicy, isSearch []bool, loss, broadcast string, c float64) []float64 {
 	d := make([]float64, len(teacher))
 	if loss == "none" {

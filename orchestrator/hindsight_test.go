@@ -419,3 +419,79 @@ func TestSiblingsHintRun(t *testing.T) {
 		t.Error("no kept trajectory has a sibling hint")
 	}
 }
+
+// FirstWrongSearch reads the "Step N" line the earliest prompt asks for,
+// in the forms judges write it, and leaves a critique without one whole.
+func TestFirstWrongSearch(t *testing.T) {
+	for _, c := range []struct {
+		in, rest string
+		step     int
+	}{
+		{"Step 2\nSearch for \"X\".", "Search for \"X\".", 2},
+		{"**Step 1.**\n\nSearch for \"X\".", "Search for \"X\".", 1},
+		{"  step 3:\nSearch.", "Search.", 3},
+		{"Search for \"X\" at step 2.", "Search for \"X\" at step 2.", 0},
+		{"Step two\nSearch.", "Step two\nSearch.", 0},
+	} {
+		step, rest := FirstWrongSearch(c.in)
+		if step != c.step || rest != c.rest {
+			t.Errorf("%q: step %d, rest %q; want %d, %q", c.in, step, rest, c.step, c.rest)
+		}
+	}
+}
+
+// hindsight.broadcast earliest: the judge is asked for the first wrong
+// search, the term lands on that turn's search tokens only (at most one
+// search turn a trajectory), and critiques that name no search of their
+// trajectory are counted, never fatal.
+func TestBroadcastEarliestRun(t *testing.T) {
+	r := testRecipe(t, "", "hindsight.broadcast=earliest", "train.steps=2", "eval.datasets.nq=", "eval.datasets.hotpotqa=",
+		"output.trajectory_steps=0")
+	var fj *judgeCounter
+	sum, out := runRecipeWith(t, r, 1, func(deps *roles.Deps, _ *setup.Embedded) {
+		fj = &judgeCounter{Judge: deps.Judge}
+		deps.Judge = fj
+	})
+	opd, unnamed := 0, 0
+	for _, s := range sum.Steps {
+		opd += s.OPDTokens
+		unnamed += s.EarliestUnnamed
+	}
+	if fj.n.Load() == 0 || opd == 0 || !strings.Contains(out, "critiques named no search (no term)") {
+		t.Fatalf("%d judge requests, %d OPD tokens, %d unnamed\n%s", fj.n.Load(), opd, unnamed, out)
+	}
+	named := 0
+	for step := 1; step <= 2; step++ {
+		trajs, err := (&results.RunDir{Path: r.Output.Dir}).ReadTrajectories(step)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tr := range trajs {
+			turns := map[int]bool{}
+			for j, d := range tr.OPD {
+				if d == 0 {
+					continue
+				}
+				k := 0
+				for _, turn := range tr.Turns {
+					if turn.Action == format.ActionSearch {
+						k++
+						if j >= turn.From && j < turn.To {
+							turns[k] = true
+						}
+					}
+				}
+			}
+			if len(turns) > 1 || len(turns) == 1 && !turns[tr.FirstWrongSearch] {
+				t.Errorf("trajectory %s: term on search turns %v, the critique named %d", tr.ID, turns, tr.FirstWrongSearch)
+			}
+			if tr.FirstWrongSearch > 0 {
+				named++
+			}
+		}
+	}
+	if named == 0 {
+		t.Error("no critique named a search")
+	}
+	t.Logf("%d OPD tokens, %d critiques named no search", opd, unnamed)
+}

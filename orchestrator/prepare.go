@@ -77,7 +77,11 @@ func (ru *run) load() error {
 			return fmt.Errorf("train.data: every training question is also an evaluation question (train.exclude_eval drops them): point train.data at a training split, or set train.exclude_eval=false")
 		}
 	}
-	tmpl, err := ParseJudgePrompt(r.Hindsight.Prompt)
+	prompt := r.Hindsight.Prompt
+	if prompt == "" && r.Hindsight.Broadcast == recipes.BroadcastEarliest {
+		prompt = DefaultJudgePromptEarliest
+	}
+	tmpl, err := ParseJudgePrompt(prompt)
 	if err != nil {
 		return err
 	}

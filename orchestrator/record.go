@@ -64,8 +64,12 @@ func (ru *run) printStep(rec *results.StepRecord) {
 		rec.Step, ru.r.Train.Steps, rec.RewardMean, rec.F1Mean, rec.Failed, rec.Trajectories, rec.Critiques, rec.OPDTokens, rec.OPDMean,
 		ph["rollout"], ph["judge"], ph["teacher"], ph["train"], ph["sync"], ph["eval"])
 	if ru.r.Hindsight.Enabled {
-		fmt.Fprintf(ru.Out, "          hindsight: non-zero term on %.1f%% of failed trajectories, mean term on search tokens %.4f\n",
-			100*rec.OPDFailedShare, rec.OPDSearchMean)
+		unnamed := ""
+		if ru.r.Hindsight.Broadcast == recipes.BroadcastEarliest {
+			unnamed = fmt.Sprintf(", %d critiques named no search (no term)", rec.EarliestUnnamed)
+		}
+		fmt.Fprintf(ru.Out, "          hindsight: non-zero term on %.1f%% of failed trajectories, mean term on search tokens %.4f%s\n",
+			100*rec.OPDFailedShare, rec.OPDSearchMean, unnamed)
 	}
 	if rec.Health != nil {
 		fmt.Fprintln(ru.Out, "          "+results.HealthLine(rec.Health))
@@ -237,6 +241,7 @@ func (ru *run) record(c *collected, adapter string) (*results.StepRecord, error)
 	ru.lastTrajs, ru.lastStart = all, c.t0
 	rec := ru.stepRecord(c.step, all, c.sent, c.clock, c.t0)
 	rec.Critiques, rec.CritiqueFailures = int(c.critiques.Load()), int(c.critiqueFailures.Load())
+	rec.EarliestUnnamed = int(c.earliestUnnamed.Load())
 	rec.CritiqueMeanChars = critiqueMeanChars(all)
 	rec.OPDFailedShare, rec.OPDSearchMean = hindsightDensity(all)
 	rec.OPDTokens = int(c.opdTokens.Load())

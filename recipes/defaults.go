@@ -86,6 +86,10 @@ const (
 	// BroadcastTrajectory is hindsight.broadcast for one trajectory-level
 	// scalar spread over the policy tokens.
 	BroadcastTrajectory = "trajectory"
+	// BroadcastEarliest is hindsight.broadcast for the term on the search
+	// tokens of one turn: the first search the judge names as wrong (its
+	// critique's first line "Step N").
+	BroadcastEarliest = "earliest"
 
 	// TermAggAdvantage is hindsight.term_agg for the OPD term added to
 	// each token's advantage (coef times the term), aggregated with the

@@ -519,8 +519,8 @@ type Hindsight struct {
 	// Loss is HindsightLossClamp, HindsightLossReverseKL or
 	// HindsightLossNone.
 	Loss string `mapstructure:"loss" yaml:"loss"`
-	// Broadcast is BroadcastSearch, BroadcastResponse or
-	// BroadcastTrajectory: which tokens get the OPD term.
+	// Broadcast is BroadcastSearch, BroadcastResponse, BroadcastTrajectory
+	// or BroadcastEarliest: which tokens get the OPD term.
 	Broadcast string `mapstructure:"broadcast" yaml:"broadcast"`
 	// Teacher is self, initial, or a model name served by the policy servers.
 	Teacher string `mapstructure:"teacher" yaml:"teacher"`

@@ -150,8 +150,9 @@ func TestPaperAblationsChangeOnlyTheirKeys(t *testing.T) {
 			r.Trainer.LoRARank, r.Trainer.LearningRate = 32, 1e-5
 			r.Reference.URLs = []string{} // vLLM keeps serving the base model
 		}},
-		"hindsearch-qwen2.5-3b-teacher-self.yaml": {2, func(r *Recipe) { r.Hindsight.Teacher = TeacherSelf }},
-		"hindsearch-qwen2.5-3b-siblings.yaml":     {2, func(r *Recipe) { r.Hindsight.Hint = HintSiblings }},
+		"hindsearch-qwen2.5-3b-teacher-self.yaml":       {2, func(r *Recipe) { r.Hindsight.Teacher = TeacherSelf }},
+		"hindsearch-qwen2.5-3b-siblings.yaml":           {2, func(r *Recipe) { r.Hindsight.Hint = HintSiblings }},
+		"hindsearch-qwen2.5-3b-broadcast-earliest.yaml": {2, func(r *Recipe) { r.Hindsight.Broadcast = BroadcastEarliest }},
 	}
 	// Every ablation file shipped has a case here.
 	shipped, err := filepath.Glob("hindsearch-qwen2.5-3b-*.yaml")

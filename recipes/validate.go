@@ -408,7 +408,11 @@ func (r *Recipe) Validate() error {
 	atLeast("rollout.max_context_tokens", r.Rollout.MaxContextTokens, 1)
 
 	oneOf("hindsight.loss", r.Hindsight.Loss, HindsightLossClamp, HindsightLossReverseKL, HindsightLossNone)
-	oneOf("hindsight.broadcast", r.Hindsight.Broadcast, BroadcastSearch, BroadcastResponse, BroadcastTrajectory)
+	oneOf("hindsight.broadcast", r.Hindsight.Broadcast, BroadcastSearch, BroadcastResponse, BroadcastTrajectory, BroadcastEarliest)
+	if h := r.Hindsight; h.Enabled && h.Broadcast == BroadcastEarliest && h.Hint == HintSiblings {
+		bad("hindsight.broadcast", "%s needs the judge to name the first wrong search, and hindsight.hint %s asks no judge: set hindsight.hint %s, or another broadcast",
+			BroadcastEarliest, HintSiblings, HintJudge)
+	}
 	nonEmpty("hindsight.teacher", r.Hindsight.Teacher)
 	nonNeg("hindsight.coef", r.Hindsight.Coef)
 	oneOf("hindsight.term_agg", r.Hindsight.TermAgg, TermAggAdvantage, TermAggSearchMean)

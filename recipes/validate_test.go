@@ -75,7 +75,7 @@ func TestValidateNamesEveryProblem(t *testing.T) {
 	for _, s := range []string{
 		"\ttrain.group_size: must be at least 2, got 1\n",
 		"\ttrainer.loss: must be one of importance_sampling, ppo, got \"grpo\"\n",
-		"\thindsight.broadcast: must be one of search, response, trajectory, got \"all\"\n",
+		"\thindsight.broadcast: must be one of search, response, trajectory, earliest, got \"all\"\n",
 		"\thttp.transport: must be one of net_http, got \"h2\"\n",
 		"\ttrain.data[1]: " + missing + ": no such file\n",
 		"\teval.datasets.nq: " + missing + ": no such file\n",
@@ -730,6 +730,9 @@ func TestHintSiblings(t *testing.T) {
 	r.Train.GroupSize = 1
 	wantErr(t, r.Validate(), "hindsight.hint: siblings builds each hint from the other samples of the same question, and train.group_size 1 has none: set train.group_size 2 or more, or hindsight.hint judge")
 	r.Train.GroupSize = 5
+	r.Hindsight.Broadcast = BroadcastEarliest
+	wantErr(t, r.Validate(), "hindsight.broadcast: earliest needs the judge to name the first wrong search, and hindsight.hint siblings asks no judge")
+	r.Hindsight.Broadcast = BroadcastSearch
 	r.Hindsight.SiblingsTemplate = "Others:"
 	wantErr(t, r.Validate(), "hindsight.siblings_template: must contain {siblings}")
 }

@@ -108,6 +108,11 @@ type StepRecord struct {
 	// KL is the mean over the step's policy tokens of the k3 estimate of
 	// the KL to the reference (trainer.kl_coef; absent without it).
 	KL *float64 `json:"kl,omitempty"`
+	// EarliestUnnamed counts, under hindsight.broadcast earliest, the
+	// critiques that named no search of their trajectory ("Step N" missing
+	// or out of range): no term for them; they are among
+	// CritiqueFailures.
+	EarliestUnnamed int `json:"earliest_unnamed,omitempty"`
 	// OPDTermScale is, under hindsight.term_agg search-mean, the mean over
 	// the step's mini-batches of their policy tokens over their term
 	// tokens (the failed trajectories' search tokens): with

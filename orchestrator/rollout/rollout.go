@@ -110,6 +110,10 @@ type Trajectory struct {
 	// HintFrom is "siblings" when Critique is the judge-free siblings hint
 	// (hindsight.hint siblings), empty for a judge's critique.
 	HintFrom string `json:"hint_from,omitempty"`
+	// FirstWrongSearch is the search (1-based) the critique's first line
+	// names as the first that went wrong, under hindsight.broadcast
+	// earliest (0: none named).
+	FirstWrongSearch int `json:"first_wrong_search,omitempty"`
 	// CritiqueError says why no critique was used.
 	CritiqueError string `json:"critique_error,omitempty"`
 	// OPD is the per-token on-policy-distillation term (nil without one).

@@ -58,6 +58,12 @@ type judgeInput struct {
 	searches   []string
 	titles     map[string]bool
 	trajectory string
+	// found are the titles retrieved after each search, in search order
+	// (the <information> block between it and the next search).
+	found []map[string]bool
+	// askStep says the prompt asks for a first line "Step N" (the
+	// orchestrator's prompt under hindsight.broadcast earliest).
+	askStep bool
 }
 
 func parseJudgePrompt(p string) judgeInput {
@@ -81,8 +87,24 @@ func parseJudgePrompt(p string) judgeInput {
 		}
 	}
 	in.trajectory = traj
-	for _, m := range reSearch.FindAllStringSubmatch(traj, -1) {
-		in.searches = append(in.searches, normText(m[1]))
+	in.askStep = strings.Contains(p+traj, `"Step N"`)
+	ss := reSearch.FindAllStringSubmatchIndex(traj, -1)
+	infos := reInfo.FindAllStringSubmatchIndex(traj, -1)
+	for i, m := range ss {
+		in.searches = append(in.searches, normText(traj[m[2]:m[3]]))
+		next := len(traj)
+		if i+1 < len(ss) {
+			next = ss[i+1][0]
+		}
+		found := map[string]bool{}
+		for _, f := range infos {
+			if f[0] >= m[1] && f[0] < next {
+				for _, d := range parseDocs(traj[f[2]:f[3]]) {
+					found[normText(d.title)] = true
+				}
+			}
+		}
+		in.found = append(in.found, found)
 	}
 	for _, m := range reInfo.FindAllStringSubmatch(traj, -1) {
 		for _, d := range parseDocs(m[1]) {
@@ -134,9 +156,32 @@ func (j *Judge) Sample(prompt string, sp Sampling, rng *rand.Rand) string {
 // prompt, best first: the one its rules pick (what the gold passage says
 // to search for, or an entity of the question not searched yet, or a
 // generic advice), then a question entity not searched yet, then the
-// generic advice (each once).
+// generic advice (each once). When the prompt asks for a first line
+// "Step N" (hindsight.broadcast earliest), each starts with the search it
+// knows to be the first miss.
 func (j *Judge) Critiques(prompt string) []string {
 	in := parseJudgePrompt(prompt)
+	out := j.critiques(in)
+	if in.askStep {
+		// The first search after which the gold passage was not in view;
+		// without gold answers the judge cannot tell and names the first;
+		// with every search right (or none made) it names none.
+		title, step := j.goldPassage(in), 0
+		for i := range in.searches {
+			if title == "" || !in.found[i][normText(title)] {
+				step = i + 1
+				break
+			}
+		}
+		for i := range out {
+			out[i] = fmt.Sprintf("Step %d\n%s", step, out[i])
+		}
+	}
+	return out
+}
+
+// critiques are Critiques without the "Step N" line.
+func (j *Judge) critiques(in judgeInput) []string {
 	if in.question == "" {
 		return []string{"I cannot find the question in this prompt, so I have no critique."}
 	}
@@ -149,7 +194,8 @@ func (j *Judge) Critiques(prompt string) []string {
 		return false
 	}
 	var out []string
-	if title := j.goldPassage(in); title != "" {
+	title := j.goldPassage(in)
+	if title != "" {
 		switch {
 		case in.titles[normText(title)]:
 			out = append(out, fmt.Sprintf("You retrieved the right passage but answered wrongly. Search for \"%s\" again and read that passage closely before answering.", title))
