@@ -241,7 +241,9 @@ func TestShippedSimStudy(t *testing.T) {
 		t.Errorf("study %+v", r.Study)
 	}
 	want := map[string][]string{"grpo": {"hindsight.enabled=false"}, "hindsight": {"hindsight.enabled=true"},
-		"no-gold": {"hindsight.gold_answer=false"}, "coef0": {"hindsight.coef=0"}, "siblings": {"hindsight.hint=siblings"}}
+		"no-gold": {"hindsight.gold_answer=false"}, "coef0": {"hindsight.coef=0"}, "siblings": {"hindsight.hint=siblings"},
+		"hindsight-self-adv": {"hindsight.teacher=self", "hindsight.coef=1", "hindsight.term_agg=advantage"},
+		"earliest":           {"hindsight.broadcast=earliest"}}
 	if !maps.EqualFunc(r.Variants, want, slices.Equal) {
 		t.Errorf("variants %v, want %v", r.Variants, want)
 	}
