@@ -384,23 +384,34 @@ func (j *judgeCounter) Chat(ctx context.Context, req judge.ChatRequest) (string,
 	return j.Judge.Chat(ctx, req)
 }
 
+// runCountingJudge runs r (runRecipe) with its judge's requests counted,
+// and returns the summary, the output, the requests and the OPD tokens of
+// all its steps.
+func runCountingJudge(t *testing.T, r *recipes.Recipe) (sum *Summary, out string, requests int64, opd int) {
+	t.Helper()
+	var jc *judgeCounter
+	sum, out = runRecipeWith(t, r, 1, func(deps *roles.Deps, _ *setup.Embedded) {
+		jc = &judgeCounter{Judge: deps.Judge}
+		deps.Judge = jc
+	})
+	for _, s := range sum.Steps {
+		opd += s.OPDTokens
+	}
+	return sum, out, jc.n.Load(), opd
+}
+
 // hindsight.hint siblings: no judge request, and still hints and OPD terms
 // on failed trajectories (all-fail groups included), recorded as sibling
 // hints in the kept trajectories.
 func TestSiblingsHintRun(t *testing.T) {
 	r := testRecipe(t, "", "hindsight.hint=siblings", "train.steps=2", "eval.datasets.nq=", "eval.datasets.hotpotqa=")
-	var jc *judgeCounter
-	sum, out := runRecipeWith(t, r, 1, func(deps *roles.Deps, _ *setup.Embedded) {
-		jc = &judgeCounter{Judge: deps.Judge}
-		deps.Judge = jc
-	})
-	critiques, opd := 0, 0
+	sum, out, requests, opd := runCountingJudge(t, r)
+	critiques := 0
 	for _, s := range sum.Steps {
 		critiques += s.Critiques
-		opd += s.OPDTokens
 	}
-	if jc.n.Load() != 0 || critiques == 0 || opd == 0 || !strings.Contains(out, "hint=siblings") {
-		t.Fatalf("%d judge requests, %d sibling hints, %d OPD tokens\n%s", jc.n.Load(), critiques, opd, out)
+	if requests != 0 || critiques == 0 || opd == 0 || !strings.Contains(out, "hint=siblings") {
+		t.Fatalf("%d judge requests, %d sibling hints, %d OPD tokens\n%s", requests, critiques, opd, out)
 	}
 	trajs, err := (&results.RunDir{Path: r.Output.Dir}).ReadTrajectories(1)
 	if err != nil {
@@ -447,18 +458,13 @@ func TestFirstWrongSearch(t *testing.T) {
 func TestBroadcastEarliestRun(t *testing.T) {
 	r := testRecipe(t, "", "hindsight.broadcast=earliest", "train.steps=2", "eval.datasets.nq=", "eval.datasets.hotpotqa=",
 		"output.trajectory_steps=0")
-	var fj *judgeCounter
-	sum, out := runRecipeWith(t, r, 1, func(deps *roles.Deps, _ *setup.Embedded) {
-		fj = &judgeCounter{Judge: deps.Judge}
-		deps.Judge = fj
-	})
-	opd, unnamed := 0, 0
+	sum, out, requests, opd := runCountingJudge(t, r)
+	unnamed := 0
 	for _, s := range sum.Steps {
-		opd += s.OPDTokens
 		unnamed += s.EarliestUnnamed
 	}
-	if fj.n.Load() == 0 || opd == 0 || !strings.Contains(out, "critiques named no search (no term)") {
-		t.Fatalf("%d judge requests, %d OPD tokens, %d unnamed\n%s", fj.n.Load(), opd, unnamed, out)
+	if requests == 0 || opd == 0 || !strings.Contains(out, "critiques named no search (no term)") {
+		t.Fatalf("%d judge requests, %d OPD tokens, %d unnamed\n%s", requests, opd, unnamed, out)
 	}
 	named := 0
 	for step := 1; step <= 2; step++ {

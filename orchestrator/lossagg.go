@@ -91,13 +91,7 @@ func addTerm(d trainer.Datum, term []float32, k float64) (trainer.Datum, error) 
 	for i, a := range adv {
 		sum[i] = float32(float64(a) + k*float64(term[i]))
 	}
-	in := make(map[string]trainer.TensorData, len(d.LossFnInputs))
-	for key, v := range d.LossFnInputs {
-		in[key] = v
-	}
-	in["advantages"] = trainer.Float32Tensor(sum)
-	d.LossFnInputs = in
-	return d, nil
+	return withAdvantages(d, sum), nil
 }
 
 // scaleDatum returns d with its advantages multiplied by s (d is not
@@ -114,13 +108,19 @@ func scaleDatum(d trainer.Datum, s float64) (trainer.Datum, error) {
 	for i, a := range adv {
 		scaled[i] = float32(float64(a) * s)
 	}
+	return withAdvantages(d, scaled), nil
+}
+
+// withAdvantages returns d with adv as its advantages, its other loss
+// inputs shared (d is not changed).
+func withAdvantages(d trainer.Datum, adv []float32) trainer.Datum {
 	in := make(map[string]trainer.TensorData, len(d.LossFnInputs))
 	for k, v := range d.LossFnInputs {
 		in[k] = v
 	}
-	in["advantages"] = trainer.Float32Tensor(scaled)
+	in["advantages"] = trainer.Float32Tensor(adv)
 	d.LossFnInputs = in
-	return d, nil
+	return d
 }
 
 // learningRate is step's scheduled learning rate (trainer.lr_warmup_steps):
