@@ -142,6 +142,17 @@ failed · reward 0.00 · F1 0.67 · advantage -0.25 · finish answer · answer "
 		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
 	}
 
+	// A siblings hint (hindsight.hint siblings) is named as one.
+	sib := *tr
+	sib.HintFrom, sib.Critique = "siblings", "- Correct: \"leonard cohen songs\""
+	b.Reset()
+	if err := RenderTrajectory(&b, &sib, RenderOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "    sibling hint: - Correct: \"leonard cohen songs\"\n") || strings.Contains(b.String(), "critique:") {
+		t.Errorf("siblings hint rendered:\n%s", b.String())
+	}
+
 	// Narrow: text wraps at spaces, continuation lines indented.
 	b.Reset()
 	if err := RenderTrajectory(&b, tr, RenderOptions{Width: 30}); err != nil {
