@@ -47,13 +47,14 @@ func TestDoctor(t *testing.T) {
 		for _, rc := range [][2]string{
 			{"policy", "health"}, {"policy", "models"}, {"policy", "lora routes"}, {"policy", "chat template"}, {"policy", "logprobs"}, {"policy", "sampled vs prefill"}, {"policy", "tokenizer"}, {"policy", "local tokenizer"},
 			{"judge", "chat"}, {"retriever", "retrieve"}, {"trainer", "healthz"}, {"trainer", "base model"}, {"trainer", "delete route"},
-			{"trainer", "weights"}, {"trainer", "optimizer"}, {"trainer", "checkpoints dir"}, {"sync", "sync dir"}, {"sync", "policy access"},
+			{"trainer", "weights"}, {"trainer", "optimizer"}, {"trainer", "checkpoints dir"}, {"teacher", "hinted contexts"},
+			{"sync", "sync dir"}, {"sync", "policy access"},
 		} {
 			if st := statusOf(out, rc[0], rc[1]); st != "ok" {
 				t.Errorf("%s %s: status %q, want ok\n%s", rc[0], rc[1], st, out)
 			}
 		}
-		if !strings.Contains(out, "all 20 checks passed") || strings.Contains(out, "FAIL") {
+		if !strings.Contains(out, "all 21 checks passed") || strings.Contains(out, "FAIL") {
 			t.Errorf("verdict:\n%s", out)
 		}
 	})
@@ -67,7 +68,7 @@ func TestDoctor(t *testing.T) {
 		l.Close()
 		out, err := runDoctor(t, index, []string{"OTHER=1"},
 			"judge.url="+dead, "judge.api_key_env=DOCTOR_TEST_JUDGE_KEY", "http.retries=0")
-		if err == nil || !strings.Contains(err.Error(), "1 of 21 checks failed") {
+		if err == nil || !strings.Contains(err.Error(), "1 of 22 checks failed") {
 			t.Fatalf("doctor with a dead judge: %v\n%s", err, out)
 		}
 		if st := statusOf(out, "judge", "api key"); st != "warn" {
