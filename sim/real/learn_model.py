@@ -34,7 +34,8 @@ lesson in the Search-R1 format (sim/real/README.md, "A real model learns").
    either has nothing to select or nothing left to learn.
 
 Usage: python learn_model.py TASK_DIR OUT_DIR [SEED]. Deterministic on one
-machine (fixed seeds and threads); another processor may make other
+machine (fixed seeds, one thread, the vocabulary walked in id order: two
+makes give one model.safetensors); another processor may make other
 weights, which is why the checks, not the weights' hash, decide.
 """
 
@@ -212,7 +213,9 @@ def construct(model, tok, words, seed):
     with torch.no_grad():
         E = m.embed_tokens.weight
         E.zero_()
-        for t, i in vocab.items():
+        # In id order: get_vocab() iterates a hash map, in another order in
+        # every process, and each word draws its vector from g in turn.
+        for t, i in sorted(vocab.items(), key=lambda kv: kv[1]):
             if i >= E.shape[0]:
                 continue
             w = t[1:] if t.startswith("\u0120") else None
