@@ -371,7 +371,7 @@ def acceptance(model, tok, task, seed):
           f"first search on the asked unit {got['right_search']:.2f}, right value after the right passage "
           f"{got['right_value']:.2f}, quoted unit searched under a hint {got['hint_followed']:.2f}; "
           f"searches by listed place {dict(sorted(chose.items()))}", flush=True)
-    return [f"{k} {v:.2f} outside [{WINDOWS[k][0]}, {WINDOWS[k][1]}]" for k, v in got.items()
+    return [f"{k} {v:.3f} outside [{WINDOWS[k][0]:.2f}, {WINDOWS[k][1]:.2f}]" for k, v in got.items()
             if not WINDOWS[k][0] <= v <= WINDOWS[k][1]]
 
 
