@@ -102,7 +102,8 @@ func (ru *run) hindsightOne(ctx context.Context, t *rollout.Trajectory, group []
 	if err == nil && ru.r.Hindsight.StudentLogprobs == recipes.StudentLogprobsRescored {
 		// The student's tokens scored by the teacher's prefill route, in
 		// the context that sampled them, by the model that sampled them.
-		err = ru.rollouts.Replicas.CallFor(ctx, t.Model, func(p policy.Policy) (err error) {
+		// On the trajectory's replica: its prefix cache holds the context.
+		err = ru.rollouts.Replicas.CallKey(ctx, t.Model, t.PinKey(ru.rollouts.Replicas), func(p policy.Policy) (err error) {
 			student, err = ru.hinter.rescore(ctx, t, p, ru.rollouts.Replicas.Wire(t.Model))
 			return err
 		})

@@ -201,6 +201,10 @@ func Defaults() Recipe {
 			Server:      ServerVLLM,
 			// What SkyRL answers a client that does not ask for protobuf.
 			TinkerResults: TinkerResultsJSON,
+			// Sticky least-loaded, as verl, SkyRL and AReaL balance; a
+			// margin of 4 (orchestrate bench, "affinity").
+			Affinity:       AffinityTrajectory,
+			AffinityMargin: 4,
 		},
 		Judge: Judge{
 			URL:            Embedded,

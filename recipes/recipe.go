@@ -95,7 +95,27 @@ type Policy struct {
 	// Tinker SDK 0.25 asks for; float32 logprobs). An answer in the other
 	// encoding is read too.
 	TinkerResults string `mapstructure:"tinker_results" yaml:"tinker_results"`
+	// Affinity is what keeps requests on one replica, for its prefix
+	// cache: AffinityTrajectory (the default: each trajectory's turns and
+	// its rescoring go to the replica of its first turn), AffinityGroup
+	// (the samples of one question together, for their shared prompt) or
+	// AffinityNone (every request to the least-loaded replica).
+	Affinity string `mapstructure:"affinity" yaml:"affinity"`
+	// AffinityMargin is how many more requests in flight than the
+	// least-loaded replica a trajectory's replica may have before the
+	// trajectory moves to the least-loaded one (at least 1).
+	AffinityMargin int `mapstructure:"affinity_margin" yaml:"affinity_margin"`
 }
+
+// Allowed values of policy.affinity.
+const (
+	// AffinityTrajectory pins each trajectory to a replica.
+	AffinityTrajectory = "trajectory"
+	// AffinityGroup pins the samples of one question to a replica.
+	AffinityGroup = "group"
+	// AffinityNone balances every request by load.
+	AffinityNone = "none"
+)
 
 // Allowed values of policy.tinker_results.
 const (

@@ -213,6 +213,8 @@ func (r *Recipe) Validate() error {
 	oneOf("policy.tokenize", r.Policy.Tokenize, TokenizeServer, TokenizeLocal)
 	oneOf("policy.server", r.Policy.Server, ServerVLLM, ServerSGLang, ServerTinker)
 	oneOf("policy.tinker_results", r.Policy.TinkerResults, TinkerResultsJSON, TinkerResultsProtobuf)
+	oneOf("policy.affinity", r.Policy.Affinity, AffinityTrajectory, AffinityGroup, AffinityNone)
+	atLeast("policy.affinity_margin", r.Policy.AffinityMargin, 1)
 	if r.Policy.Server == ServerSGLang && r.Policy.Tokenize != TokenizeLocal {
 		bad("policy.server", "%q needs policy.tokenize %q (SGLang's /tokenize applies no chat template), got policy.tokenize %q", ServerSGLang, TokenizeLocal, r.Policy.Tokenize)
 	}

@@ -141,6 +141,11 @@ type PolicyStats struct {
 	// sequence per step (hidden think tokens included), without it the
 	// completion tokens returned.
 	Tokens int64
+	// PromptTokens counts the prompt tokens of requests through the engine,
+	// and CachedTokens those of them served from the prefix cache (0
+	// without sim.prefix_caching): their ratio is the prefix-cache hit
+	// rate.
+	PromptTokens, CachedTokens int64
 }
 
 // errEngineClosed answers requests that reach or wait in a closed engine.

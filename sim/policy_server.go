@@ -40,10 +40,14 @@ type PolicyServer struct {
 	running     atomic.Int64
 	requests    atomic.Int64
 	tokens      atomic.Int64
-	lat         Latency
-	eng         *engine      // nil: no policy latency, requests bypass the engine
-	cache       *prefixCache // nil: no prefix caching
-	gen         lm.GenerationConfig
+	// promptTokens and cachedTokens count the prompt tokens of requests
+	// that went through the engine, and those of them served from the
+	// prefix cache.
+	promptTokens, cachedTokens atomic.Int64
+	lat                        Latency
+	eng                        *engine      // nil: no policy latency, requests bypass the engine
+	cache                      *prefixCache // nil: no prefix caching
+	gen                        lm.GenerationConfig
 	// ignored counts the request fields accepted and ignored, as vLLM
 	// and SGLang ignore fields their request models lack.
 	ignored ignoredFields
@@ -94,6 +98,26 @@ func (s *PolicyServer) SetLatency(l Latency) {
 	}
 }
 
+// prefill is how many of prompt's tokens the engine prefills: with prefix
+// caching only those past its cached blocks, and what the request
+// processes (prompt, then generated) is cached for the next (the agent's
+// next turn extends this one's prompt and output). It counts the prompt
+// and cached tokens for Stats.
+func (s *PolicyServer) prefill(prompt, generated []int) int {
+	s.promptTokens.Add(int64(len(prompt)))
+	if s.cache == nil {
+		return len(prompt)
+	}
+	hit := s.cache.cached(prompt)
+	s.cachedTokens.Add(int64(hit))
+	seq := prompt
+	if len(generated) > 0 {
+		seq = append(append(make([]int, 0, len(prompt)+len(generated)), prompt...), generated...)
+	}
+	s.cache.insert(seq)
+	return len(prompt) - hit
+}
+
 // Close stops the engine goroutine (if any); requests still waiting in it
 // are answered 503. Close the HTTP server too: Close does not. Calling it
 // again is harmless.
@@ -105,7 +129,7 @@ func (s *PolicyServer) Close() {
 
 // Stats returns the replica's scheduling counters.
 func (s *PolicyServer) Stats() PolicyStats {
-	st := PolicyStats{Requests: s.requests.Load()}
+	st := PolicyStats{Requests: s.requests.Load(), PromptTokens: s.promptTokens.Load(), CachedTokens: s.cachedTokens.Load()}
 	if s.eng == nil {
 		st.Running = int(s.running.Load())
 		st.Tokens = s.tokens.Load()
@@ -411,18 +435,7 @@ func (s *PolicyServer) completions(w http.ResponseWriter, r *http.Request) {
 	if s.eng == nil {
 		s.tokens.Add(int64(completionTokens))
 	} else {
-		prefill := len(prompt)
-		if s.cache != nil {
-			// Only the prompt past its cached blocks is prefilled; what this
-			// request processes is cached for the next (the agent's next turn
-			// extends this one's prompt and output).
-			prefill -= s.cache.cached(prompt)
-			seqIDs := prompt
-			if len(generated) > 0 {
-				seqIDs = append(append(make([]int, 0, len(prompt)+len(generated)), prompt...), generated...)
-			}
-			s.cache.insert(seqIDs)
-		}
+		prefill := s.prefill(prompt, generated)
 		if !s.schedule(w, r, req.PromptLogprobs != nil, req.Seed, prefill, longest) {
 			return
 		}

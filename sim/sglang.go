@@ -455,11 +455,7 @@ func (s *PolicyServer) generate(w http.ResponseWriter, r *http.Request) {
 	if s.eng == nil {
 		s.tokens.Add(int64(len(g.IDs)))
 	} else {
-		prefill := len(prompt)
-		if s.cache != nil {
-			prefill -= s.cache.cached(prompt)
-			s.cache.insert(append(slices.Clip(prompt), g.IDs...))
-		}
+		prefill := s.prefill(prompt, g.IDs)
 		if !s.schedule(w, r, scoring, f.SamplingSeed, prefill, len(g.IDs)) {
 			return
 		}

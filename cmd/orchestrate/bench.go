@@ -75,6 +75,11 @@ they are SIMULATED.`,
 					fmt.Fprintf(e.stderr, "bench: the working tree has uncommitted changes: the documents will say %s\n", prov.Commit)
 				}
 			}
+			for _, g := range o.Only {
+				if !slices.Contains(bench.Groups, g) {
+					return fmt.Errorf("--only %s: no such scenario group (%s)", g, strings.Join(bench.Groups, ", "))
+				}
+			}
 			if slices.Contains(o.Only, "retrieval") {
 				// The retrieval scale benchmark runs alone (it is not a
 				// scheduling scenario and takes the machine's memory).
@@ -147,7 +152,7 @@ they are SIMULATED.`,
 	cmd.Flags().IntVar(&seeds, "seeds", seeds, "run each scheduling scenario at recipe seeds 1..N and report each figure's mean and range")
 	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of this process (the orchestrator side) to this file")
 	cmd.Flags().StringVar(&memProfile, "memprofile", "", "write an allocation profile of this process (the orchestrator side) to this file at the end")
-	cmd.Flags().StringSliceVar(&o.Only, "only", nil, "run only these scenarios: speedup, hindsight, replicas, cpu, cpu-real (with --real-policy-set); or retrieval alone (with --passages)")
+	cmd.Flags().StringSliceVar(&o.Only, "only", nil, "run only these scenarios: speedup, hindsight, replicas, affinity, cpu, cpu-real (with --real-policy-set); or retrieval alone (with --passages)")
 	cmd.Flags().StringArrayVar(&o.RealPolicy, "real-policy-set", nil, "cpu-real: a key=value that points the policy at real servers (repeat: policy.urls=..., policy.model=..., policy.tokenizer=...); the scenario measures the CPU per turn against them beside the simulator's")
 	cmd.Flags().StringArrayVar(&o.RealRollout, "real-rollout-set", nil, "cpu-real: a key=value both sides share (repeat: rollout.max_turn_tokens=48, ...)")
 	cmd.Flags().IntVar(&passages, "passages", 100_000, "--only retrieval: passages of the generated Wikipedia-like corpus")

@@ -348,6 +348,11 @@ func TestBenchRetrievalCLI(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "--seconds") {
 		t.Fatalf("--seconds 0: %v", err)
 	}
+	// A misspelt group runs nothing: refused, naming the groups.
+	_, _, err = runCLI(t, nil, "bench", "--only", "afinity", "--recipe", simRecipe, "--dir", dir)
+	if err == nil || !strings.Contains(err.Error(), "--only afinity") || !strings.Contains(err.Error(), "affinity") {
+		t.Fatalf("--only afinity: %v", err)
+	}
 	// A Bleve variant: two shards, each merged into one segment.
 	out, _, err = runCLI(t, nil, "bench", "--only", "retrieval", "--passages", "300", "--engines", "bleve-shards2-terms",
 		"--seconds", "0.2", "--recipe", simRecipe, "--dir", dir)

@@ -57,7 +57,8 @@ type Options struct {
 	Out io.Writer
 	// Only, when non-empty, runs only these scenario groups: speedup
 	// (async, lockstep: async_speedup, busy_fraction,
-	// retriever_calls_saved), hindsight, replicas, cpu, cpu-real.
+	// retriever_calls_saved), hindsight, replicas, affinity, cpu,
+	// cpu-real.
 	Only []string
 	// RealPolicy are the --set flags that point the policy at real
 	// servers (policy.urls, policy.model, policy.tokenizer, ...): the
@@ -74,6 +75,10 @@ type Options struct {
 	// recipe's own seed.
 	Seeds []int64
 }
+
+// Groups are the scenario groups Options.Only may name ("retrieval" is
+// the retrieval scale benchmark, run alone by orchestrate bench).
+var Groups = []string{"speedup", "hindsight", "replicas", "affinity", "cpu", "cpu-real", "retrieval"}
 
 // DefaultSeedCount is how many seeds the scheduling figures are measured
 // over by default: at 5, the mean async_speedup of one commit moves by
@@ -137,7 +142,14 @@ type Report struct {
 	BytesPerInflightToken float64 `json:"bytes_per_inflight_token"`
 	ReplicaScaling2       float64 `json:"replica_scaling_2"`
 	ReplicaScaling4       float64 `json:"replica_scaling_4"`
-	RetrieverCallsSaved   float64 `json:"retriever_calls_saved"`
+	// PrefixHitRateSticky and PrefixHitRateSpread are the affinity
+	// group's share of prompt tokens served from the replicas' prefix
+	// caches with policy.affinity trajectory and none, and
+	// AffinitySpeedup its rollout time without affinity over with.
+	PrefixHitRateSticky float64 `json:"prefix_hit_rate_sticky"`
+	PrefixHitRateSpread float64 `json:"prefix_hit_rate_spread"`
+	AffinitySpeedup     float64 `json:"affinity_speedup"`
+	RetrieverCallsSaved float64 `json:"retriever_calls_saved"`
 	// CPUMicrosPerTurnRealVLLM and CPUMicrosPerTurnRealSim are the
 	// cpu-real group's medians: the orchestrator's CPU per policy turn
 	// against real policy servers (Options.RealPolicy) and against the
@@ -182,6 +194,14 @@ var benchLatency = []string{
 	"sim.retriever_batch_ms=10", "sim.retriever_query_ms=0.5",
 }
 
+// benchPrefillUSPerToken is the affinity group's prefill cost, in
+// microseconds a token: Qwen2.5-3B's forward pass is about 2 x 2.77e9
+// non-embedding parameters = 5.5 GFLOP a token, and an H100's dense bf16
+// peak of 989 TFLOPS at 40% utilisation prefills a token in about 14 us
+// (an estimate, docs/bench.md). The other groups keep benchLatency's
+// 1 us: they measure scheduling, which prefill barely moves.
+const benchPrefillUSPerToken = 14.0
+
 // benchLongTailQuestions are the questions (x5 samples, all in flight on
 // one replica) of the async, lockstep, plain and hindsight scenarios: at
 // 32 (before issue 36) async_speedup's standard deviation over ten seeds
@@ -201,7 +221,10 @@ type benchOutcome struct {
 	rollout, wall, busy float64
 	// throughput is trajectories per second until 80% of them finished,
 	// the steady state before the tail.
-	throughput      float64
+	throughput float64
+	// hitRate is the share of the policy replicas' prompt tokens served
+	// from their prefix caches during the run.
+	hitRate         float64
 	trajectories    int
 	turns           int
 	searches, calls int64
@@ -228,7 +251,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 		rep.Scenarios[name] = map[string]float64{"rollout_seconds": out.rollout, "step_seconds": out.wall,
 			"busy_seconds": out.busy, "trajectories": float64(out.trajectories), "turns": float64(out.turns),
-			"searches": float64(out.searches), "retriever_calls": float64(out.calls), "throughput_80": out.throughput}
+			"searches": float64(out.searches), "retriever_calls": float64(out.calls), "throughput_80": out.throughput,
+			"prefix_hit_rate": out.hitRate}
 		fmt.Fprintf(o.Out, "bench: %s: %d trajectories, rollout %.2fs, step %.2fs\n", name, out.trajectories, out.rollout, out.wall)
 		return out, nil
 	}
@@ -310,10 +334,40 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 				add("replica_scaling_4", tput[2]/tput[0])
 			}
 		}
+		// Trajectory affinity: multi-turn rollouts on 4 replicas with
+		// prefix caching, each trajectory pinned to a replica or every
+		// turn to the least-loaded one, the order alternating by seed. A
+		// turn's prompt is the previous turn's plus its output and
+		// passages, so only a pinned trajectory finds it cached; the
+		// prefill is charged at benchPrefillUSPerToken.
+		if o.wants("affinity") {
+			var sticky, spread *benchOutcome
+			for k := range 2 {
+				common := []string{"policy.urls=embedded,embedded,embedded,embedded", "policy.concurrency=64", "sim.capacity=64",
+					"sim.prefix_caching=true", fmt.Sprintf("sim.prefill_us_per_token=%g", benchPrefillUSPerToken),
+					fmt.Sprintf("train.batch_size=%d", n(40)*4), "train.group_size=4", "hindsight.enabled=false", seedSet}
+				var err error
+				if (si+k)%2 == 0 {
+					sticky, err = run("affinity-sticky"+sfx, append(common, "policy.affinity=trajectory")...)
+				} else {
+					spread, err = run("affinity-spread"+sfx, append(common, "policy.affinity=none")...)
+				}
+				if err != nil {
+					return nil, err
+				}
+			}
+			add("prefix_hit_rate_sticky", sticky.hitRate)
+			add("prefix_hit_rate_spread", spread.hitRate)
+			if sticky.rollout > 0 {
+				add("affinity_speedup", spread.rollout/sticky.rollout)
+			}
+		}
 	}
 	means := map[string]*float64{"async_speedup": &rep.AsyncSpeedup, "busy_fraction": &rep.BusyFraction,
 		"retriever_calls_saved": &rep.RetrieverCallsSaved, "hindsight_overhead": &rep.HindsightOverhead,
-		"replica_scaling_2": &rep.ReplicaScaling2, "replica_scaling_4": &rep.ReplicaScaling4}
+		"replica_scaling_2": &rep.ReplicaScaling2, "replica_scaling_4": &rep.ReplicaScaling4,
+		"prefix_hit_rate_sticky": &rep.PrefixHitRateSticky, "prefix_hit_rate_spread": &rep.PrefixHitRateSpread,
+		"affinity_speedup": &rep.AffinitySpeedup}
 	rep.Spreads = map[string]Spread{}
 	for key, m := range per {
 		sp := newSpread(m.seeds, m.values)
@@ -406,22 +460,31 @@ func benchRun(ctx context.Context, path string, sets []string) (*benchOutcome, e
 		return nil, err
 	}
 	defer emb.Close()
-	busy := func() float64 {
-		b := 0.0
-		for _, p := range emb.Sim().Policies {
-			b += p.Stats().BusySeconds
+	// The policy replicas are the first of the simulator's policy servers
+	// (the rest serve the KL reference).
+	policies := emb.Sim().Policies[:min(len(r.Policy.URLs), len(emb.Sim().Policies))]
+	busy := func() (b, prompt, cached float64) {
+		for _, p := range policies {
+			st := p.Stats()
+			b += st.BusySeconds
+			prompt += float64(st.PromptTokens)
+			cached += float64(st.CachedTokens)
 		}
-		return b
+		return b, prompt, cached
 	}
-	b0 := busy()
+	b0, p0, c0 := busy()
 	rn := &orchestrator.Runner{Recipe: r, Deps: deps, Out: io.Discard, Overwrite: true}
 	sum, err := rn.Run(ctx)
 	if err != nil {
 		return nil, err
 	}
 	st := sum.Steps[0]
-	out := &benchOutcome{rollout: st.PhaseSeconds["rollout"], wall: st.WallSeconds, busy: busy() - b0,
+	b1, p1, c1 := busy()
+	out := &benchOutcome{rollout: st.PhaseSeconds["rollout"], wall: st.WallSeconds, busy: b1 - b0,
 		trajectories: st.Trajectories, turns: int(st.MeanTurns*float64(st.Trajectories) + 0.5)}
+	if p1 > p0 {
+		out.hitRate = (c1 - c0) / (p1 - p0)
+	}
 	ro := rn.LastRollouts()
 	if ends := ro.Finished; len(ends) > 0 {
 		k := max(int(0.8*float64(len(ends)))-1, 0)
@@ -742,6 +805,9 @@ var benchTargets = []struct {
 	{"bytes_per_inflight_token", "-", "orchestrator heap per token held by trajectories", func(r *Report) float64 { return r.BytesPerInflightToken }, false},
 	{"replica_scaling_2", ">= 1.8", "throughput, 2 replicas / 1", func(r *Report) float64 { return r.ReplicaScaling2 }, false},
 	{"replica_scaling_4", ">= 3.4", "throughput, 4 replicas / 1", func(r *Report) float64 { return r.ReplicaScaling4 }, false},
+	{"prefix_hit_rate_sticky", "-", "affinity: share of prompt tokens from the replica's prefix cache, trajectories pinned (4 replicas)", func(r *Report) float64 { return r.PrefixHitRateSticky }, true},
+	{"prefix_hit_rate_spread", "-", "affinity: the same, every turn to the least-loaded replica", func(r *Report) float64 { return r.PrefixHitRateSpread }, true},
+	{"affinity_speedup", "> 1", "affinity: rollout time, spread / sticky", func(r *Report) float64 { return r.AffinitySpeedup }, true},
 	{"retriever_calls_saved", "-", "share of searches without an HTTP call of their own", func(r *Report) float64 { return r.RetrieverCallsSaved }, false},
 }
 

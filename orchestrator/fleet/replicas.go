@@ -8,10 +8,13 @@ import (
 	"time"
 
 	"github.com/hindsearch/hindsearch/clients/policy"
+	"github.com/hindsearch/hindsearch/recipes"
 )
 
 // Replicas balances policy requests across replicas by least outstanding
-// requests (ties go round-robin).
+// requests (ties go round-robin); a request with a pin key (CallKey) goes
+// to the replica its key was pinned to while that replica is up, holds
+// the weights and is not busier than the least-loaded by AffinityMargin.
 type Replicas struct {
 	ps          []policy.Policy
 	outstanding []atomic.Int64
@@ -31,6 +34,15 @@ type Replicas struct {
 	// weightBook): a request needing given weights goes only to a replica
 	// that holds them.
 	book *weightBook
+	// Affinity is policy.affinity (recipes.AffinityTrajectory,
+	// AffinityGroup or AffinityNone; "": none): what PinKey keys a
+	// request by.
+	Affinity string
+	// AffinityMargin is how many more requests in flight than the
+	// least-loaded replica a pinned replica may have before its key is
+	// pinned again to the least-loaded (below 1: 1).
+	AffinityMargin int
+	pins           pins
 }
 
 // New returns the replicas of ps, all up, with no request outstanding
@@ -43,14 +55,18 @@ func New(ps []policy.Policy) *Replicas {
 // (ties round-robin; when every replica is down, any) and counts a request
 // on it; call release after.
 func (r *Replicas) acquire() (int, policy.Policy) {
-	i, p, _ := r.acquireFor("")
+	i, p, _ := r.acquireFor("", "")
 	return i, p
 }
 
 // acquireFor is acquire among the replicas that hold the weights model
 // names ("": any replica); ok is false, and nothing is counted, when model
-// is weights the book tracks and no live replica holds them.
-func (r *Replicas) acquireFor(model string) (int, policy.Policy, bool) {
+// is weights the book tracks and no live replica holds them. A key (""
+// none) goes to the replica it is pinned to unless that one is down,
+// lacks the weights or has AffinityMargin more requests in flight than
+// the least-loaded; then, or when it has no pin, it is pinned to the
+// replica picked.
+func (r *Replicas) acquireFor(model, key string) (int, policy.Policy, bool) {
 	start := int(r.next.Add(1) % uint64(len(r.ps)))
 	best := -1
 	for k := 0; k < len(r.ps); k++ {
@@ -68,11 +84,51 @@ func (r *Replicas) acquireFor(model string) (int, policy.Policy, bool) {
 		}
 		best = start
 	}
+	if key != "" {
+		best = r.pinFor(key, model, best)
+	}
 	r.outstanding[best].Add(1)
 	return best, r.ps[best], true
 }
 
 func (r *Replicas) release(i int) { r.outstanding[i].Add(-1) }
+
+// pinFor is the replica a request keyed key goes to, given best, the
+// least-loaded replica that can serve it: key's pinned replica while it
+// can serve the request within the margin, else best, pinned anew.
+func (r *Replicas) pinFor(key, model string, best int) int {
+	r.pins.mu.Lock()
+	defer r.pins.mu.Unlock()
+	i, ok := r.pins.get(key)
+	switch {
+	case !ok:
+		r.pins.made++
+	case i == best:
+		r.pins.hits++
+		return i
+	case r.down[i].Load() || (model != "" && !r.book.has(i, model)):
+		r.pins.lost++
+	case r.outstanding[i].Load()-r.outstanding[best].Load() < int64(max(r.AffinityMargin, 1)):
+		r.pins.hits++
+		return i
+	default:
+		r.pins.moved++
+	}
+	r.pins.set(key, best)
+	return best
+}
+
+// PinKey is the key CallKey pins a request of a trajectory by under
+// Affinity: the trajectory's id, its group's, or "" (balanced by load).
+func (r *Replicas) PinKey(trajectory, group string) string {
+	switch r.Affinity {
+	case recipes.AffinityTrajectory:
+		return trajectory
+	case recipes.AffinityGroup:
+		return group
+	}
+	return ""
+}
 
 // markDown drains replica i: no request is sent to it until a background
 // probe re-admits it.
@@ -80,6 +136,7 @@ func (r *Replicas) markDown(i int) {
 	if r.down[i].Swap(true) {
 		return
 	}
+	r.pins.dropReplica(i)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.probing[i] || r.Readmit == nil {
@@ -139,8 +196,17 @@ func (r *Replicas) Call(ctx context.Context, f func(p policy.Policy) error) erro
 // drained one to come back, and fails, naming each replica and why, when
 // none can (see awaitWeights).
 func (r *Replicas) CallFor(ctx context.Context, model string, f func(p policy.Policy) error) error {
+	return r.CallKey(ctx, model, "", f)
+}
+
+// CallKey is CallFor with the request pinned by key (see PinKey; "": by
+// load alone): the calls of one key go to one replica while it is up,
+// holds the weights and is within AffinityMargin of the least-loaded. A
+// replica that turns out down releases its pins, and the retry pins the
+// key again.
+func (r *Replicas) CallKey(ctx context.Context, model, key string, f func(p policy.Policy) error) error {
 	for attempt := 0; ; attempt++ {
-		i, p, ok := r.acquireFor(model)
+		i, p, ok := r.acquireFor(model, key)
 		if !ok {
 			if err := r.awaitWeights(ctx, model); err != nil {
 				return err

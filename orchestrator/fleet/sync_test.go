@@ -400,7 +400,7 @@ func pickedFor(t *testing.T, reps *Replicas, model string, n int) []int {
 	t.Helper()
 	var got []int
 	for range n {
-		i, _, ok := reps.acquireFor(model)
+		i, _, ok := reps.acquireFor(model, "")
 		if !ok {
 			t.Fatalf("no replica acquired for %s", model)
 		}

@@ -291,6 +291,18 @@ func (r *Engine) chatIDs(ctx context.Context, user string) ([]int, error) {
 	return ids, nil
 }
 
+// PinKey is the key the replicas pin t's requests by under their
+// affinity (fleet.Replicas.PinKey): its id, or its group's, the id
+// without its "-k<sample>" suffix (an evaluation's trajectory, which has
+// none, is its own group).
+func (t *Trajectory) PinKey(reps *fleet.Replicas) string {
+	group := t.ID
+	if i := strings.LastIndex(group, "-k"); i > 0 && i+2 < len(group) && strings.Trim(group[i+2:], "0123456789") == "" {
+		group = group[:i]
+	}
+	return reps.PinKey(t.ID, group)
+}
+
 // Live is a trajectory being rolled out: its context so far and its
 // response text.
 type Live struct {
@@ -352,7 +364,7 @@ func (r *Engine) policyTurn(ctx context.Context, l *Live) error {
 	s := roles.Seed(l.seed, int64(l.turn))
 	req.Seed = &s
 	var c *policy.Completion
-	err := r.Replicas.CallFor(ctx, l.model, func(p policy.Policy) error {
+	err := r.Replicas.CallKey(ctx, l.model, t.PinKey(r.Replicas), func(p policy.Policy) error {
 		if r.Exclusive != nil {
 			r.Exclusive.RLock()
 			defer r.Exclusive.RUnlock()
@@ -529,7 +541,7 @@ func (r *Engine) Once(ctx context.Context, t *Trajectory, strategy, model string
 		return fmt.Errorf("question %s: %w", t.Question.ID, err)
 	}
 	t.PromptIDs = ids
-	err = r.Replicas.Call(ctx, func(p policy.Policy) error {
+	err = r.Replicas.CallKey(ctx, "", t.PinKey(r.Replicas), func(p policy.Policy) error {
 		c, err := p.Complete(ctx, policy.CompletionRequest{Model: model, Prompt: ids, MaxTokens: r.maxTurn,
 			Sampling: sp, Seed: &seed, Stop: []string{"</answer>"}})
 		if err != nil {
@@ -719,7 +731,9 @@ func NewEngine(r *recipes.Recipe, deps roles.Deps, clock *metrics.Phases) (*Engi
 		return nil, err
 	}
 	window := time.Duration(r.Retriever.BatchWindowMS * float64(time.Millisecond))
-	return &Engine{Replicas: fleet.New(deps.Policies), retriever: deps.Retriever, topk: r.Retriever.TopK,
+	reps := fleet.New(deps.Policies)
+	reps.Affinity, reps.AffinityMargin = r.Policy.Affinity, r.Policy.AffinityMargin
+	return &Engine{Replicas: reps, retriever: deps.Retriever, topk: r.Retriever.TopK,
 		maxTurns: r.Rollout.MaxTurns, maxTurn: r.Rollout.MaxTurnTokens, maxObs: r.Rollout.MaxObsTokens,
 		maxCtx: r.Rollout.MaxContextTokens, baseModel: r.Policy.Model, Phases: clock, finalRound: r.Rollout.FinalAnswerRound,
 		batch:    newBatcher(deps.Retriever, r.Retriever.TopK, window, r.Retriever.MaxBatch, r.Retriever.Cache),

@@ -17,6 +17,7 @@ import (
 	"github.com/hindsearch/hindsearch/orchestrator/dataset"
 	"github.com/hindsearch/hindsearch/orchestrator/fleet"
 	"github.com/hindsearch/hindsearch/orchestrator/roles"
+	"github.com/hindsearch/hindsearch/recipes"
 )
 
 // pieceVocab is a local tokenizer for tests: ids below 256 are the single
@@ -495,6 +496,23 @@ func TestGoldRetrieved(t *testing.T) {
 		}
 		if c.name == "a failed search" && tr.Turns[0].RetrievalError == "" {
 			t.Errorf("%s: the search did not fail: the case tests nothing", c.name)
+		}
+	}
+}
+
+func TestPinKeyGroups(t *testing.T) {
+	reps := fleet.New(nil)
+	for _, c := range []struct{ id, group string }{
+		{"s0001-g000003-k2", "s0001-g000003"}, {"eval-nq-5", "eval-nq-5"}, {"eval-x-kilt-5", "eval-x-kilt-5"}, {"b3-k", "b3-k"},
+	} {
+		tr := &Trajectory{ID: c.id}
+		reps.Affinity = recipes.AffinityGroup
+		if got := tr.PinKey(reps); got != c.group {
+			t.Errorf("group key of %s = %q, want %q", c.id, got, c.group)
+		}
+		reps.Affinity = recipes.AffinityTrajectory
+		if got := tr.PinKey(reps); got != c.id {
+			t.Errorf("trajectory key of %s = %q", c.id, got)
 		}
 	}
 }
