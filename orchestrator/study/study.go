@@ -131,8 +131,9 @@ type Options struct {
 	AblateOptions
 }
 
-// Run runs every arm of plan at every seed, one run after the other,
-// then reports on them (Report: the table in opt.Format on opt.Out,
+// Run runs every arm of plan at every seed, one run after the other and
+// seed by seed (every arm at the first seed, then at the second, ...), so
+// that a study stopped early holds whole pairs; then it reports on them (Report: the table in opt.Format on opt.Out,
 // results.StudyFile and results.StudyCurvesFile in plan.Dir).
 func Run(ctx context.Context, plan *Plan, opt Options) (*results.Study, error) {
 	out := opt.Out
@@ -141,8 +142,9 @@ func Run(ctx context.Context, plan *Plan, opt Options) (*results.Study, error) {
 	}
 	total := len(plan.Arms) * len(plan.Seeds)
 	n := 0
-	for _, arm := range plan.Arms {
-		for i, v := range arm.Runs {
+	for i := range plan.Seeds {
+		for _, arm := range plan.Arms {
+			v := arm.Runs[i]
 			n++
 			fmt.Fprintf(out, "\n== run %d/%d: %s seed %d (%s)\n", n, total, arm.Name, plan.Seeds[i], v.Recipe.Switches())
 			if err := runVariant(ctx, v, out, opt.AblateOptions); err != nil {
