@@ -60,6 +60,9 @@ type Runner struct {
 	last *run
 	// afterStep, when set (tests), runs after each recorded step.
 	afterStep func(step int)
+	// endpointsPoll is how often policy.endpoints_file is checked (0:
+	// WatchEndpoints' default; tests shorten it).
+	endpointsPoll time.Duration
 }
 
 // Summary is what a finished run reports.
@@ -178,6 +181,13 @@ func (ru *run) loop(ctx context.Context) (*Summary, error) {
 	// One model per run, released however the run ends: after ctx is
 	// cancelled (SIGINT, SIGTERM) too, on a context of its own.
 	defer ru.unloadModel(ctx)
+	// policy.endpoints_file: the replicas follow the file all run long.
+	if f := r.Policy.EndpointsFile; f != "" && ru.Deps.NewPolicy != nil {
+		wctx, stop := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		wg.Go(func() { ru.rollouts.Replicas.WatchEndpoints(wctx, f, ru.endpointsPoll, ru.Deps.NewPolicy, ru.Out) })
+		defer func() { stop(); wg.Wait() }()
+	}
 	sum := &Summary{Dir: ru.dir.Path}
 	first := 1
 	if ru.resumed != nil {

@@ -201,8 +201,10 @@ func Defaults() Recipe {
 			Server:      ServerVLLM,
 			// What SkyRL answers a client that does not ask for protobuf.
 			TinkerResults: TinkerResultsJSON,
-			// Sticky least-loaded, as verl, SkyRL and AReaL balance; a
-			// margin of 4 (orchestrate bench, "affinity").
+			// Sticky least-loaded, as verl, SkyRL and AReaL balance. The
+			// margin is not tuned here: verl found a per-session margin of
+			// 2 to help where a global gate hurt (verl PR 7435); 4 leaves
+			// room at the dozens of requests a replica holds in flight.
 			Affinity:       AffinityTrajectory,
 			AffinityMargin: 4,
 		},

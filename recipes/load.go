@@ -149,6 +149,9 @@ func LoadChain(path string, sets []string, environ []string) (*Recipe, []string,
 
 	normalize(&r)
 	resolvePaths(&r, top.dir, cwd, overridden, DataDir(EnvMap(environ)))
+	if err := r.loadEndpoints(); err != nil {
+		return nil, nil, fmt.Errorf("recipe %s: %w", path, err)
+	}
 	if err := r.Validate(); err != nil {
 		return nil, nil, fmt.Errorf("recipe %s: %w", path, err)
 	}
@@ -311,7 +314,7 @@ func absPaths(cfg map[string]any, dir string) {
 		}
 		return filepath.Join(dir, s)
 	}
-	for _, key = range []string{"policy.tokenizer", "judge.tokenizer", "retriever.corpus", "retriever.index_dir", "trainer.checkpoints_dir", "sync.dir", "output.dir", "train.data", "eval.datasets", "eval.subset"} {
+	for _, key = range []string{"policy.tokenizer", "policy.endpoints_file", "judge.tokenizer", "retriever.corpus", "retriever.index_dir", "trainer.checkpoints_dir", "sync.dir", "output.dir", "train.data", "eval.datasets", "eval.subset"} {
 		section, leaf, _ := strings.Cut(key, ".")
 		for sk, sv := range cfg {
 			sm, ok := sv.(map[string]any)
@@ -679,6 +682,7 @@ func resolvePaths(r *Recipe, fileDir, cwd string, overridden map[string]bool, da
 		return filepath.Join(fileDir, p)
 	}
 	r.Policy.Tokenizer = abs("policy.tokenizer", r.Policy.Tokenizer)
+	r.Policy.EndpointsFile = abs("policy.endpoints_file", r.Policy.EndpointsFile)
 	r.Judge.Tokenizer = abs("judge.tokenizer", r.Judge.Tokenizer)
 	r.Retriever.Corpus = abs("retriever.corpus", r.Retriever.Corpus)
 	r.Retriever.IndexDir = abs("retriever.index_dir", r.Retriever.IndexDir)

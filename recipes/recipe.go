@@ -105,6 +105,13 @@ type Policy struct {
 	// least-loaded replica a trajectory's replica may have before the
 	// trajectory moves to the least-loaded one (at least 1).
 	AffinityMargin int `mapstructure:"affinity_margin" yaml:"affinity_margin"`
+	// EndpointsFile, when set, is a file in llm-d's file-discovery schema
+	// (EndpointsFile) that lists the policy servers instead of URLs: read
+	// at load, and re-read while the run runs whenever it is replaced or
+	// changed, so that a launcher can add and remove replicas (those
+	// added are health-checked and given the weights in use first; those
+	// removed are drained).
+	EndpointsFile string `mapstructure:"endpoints_file" yaml:"endpoints_file"`
 }
 
 // Allowed values of policy.affinity.

@@ -214,6 +214,9 @@ func (r *Recipe) Validate() error {
 	oneOf("policy.server", r.Policy.Server, ServerVLLM, ServerSGLang, ServerTinker)
 	oneOf("policy.tinker_results", r.Policy.TinkerResults, TinkerResultsJSON, TinkerResultsProtobuf)
 	oneOf("policy.affinity", r.Policy.Affinity, AffinityTrajectory, AffinityGroup, AffinityNone)
+	if r.Policy.EndpointsFile != "" && r.Policy.Server == ServerTinker {
+		bad("policy.endpoints_file", "not with policy.server %s: a Tinker server samples its own weights behind one URL", ServerTinker)
+	}
 	atLeast("policy.affinity_margin", r.Policy.AffinityMargin, 1)
 	if r.Policy.Server == ServerSGLang && r.Policy.Tokenize != TokenizeLocal {
 		bad("policy.server", "%q needs policy.tokenize %q (SGLang's /tokenize applies no chat template), got policy.tokenize %q", ServerSGLang, TokenizeLocal, r.Policy.Tokenize)

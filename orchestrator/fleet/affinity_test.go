@@ -32,20 +32,20 @@ func TestAffinityPinsAndRepinsPastTheMargin(t *testing.T) {
 	}
 	// One more in flight on the pinned replica than the others: within
 	// the margin of 2.
-	r.outstanding[first].Store(1)
+	r.at(first).outstanding.Store(1)
 	if i, _, _ := r.acquireFor("", "traj-1"); i != first {
 		t.Fatalf("at 1 more in flight traj-1 went to %d, pinned to %d", i, first)
 	} else {
 		r.release(i)
 	}
 	// Two more: re-pinned to the least-loaded, and kept there.
-	r.outstanding[first].Store(2)
+	r.at(first).outstanding.Store(2)
 	moved, _, _ := r.acquireFor("", "traj-1")
 	r.release(moved)
 	if moved == first {
 		t.Fatalf("at the margin traj-1 stayed on %d", first)
 	}
-	r.outstanding[first].Store(0)
+	r.at(first).outstanding.Store(0)
 	if i, _, _ := r.acquireFor("", "traj-1"); i != moved {
 		t.Fatalf("after the move traj-1 went to %d, pinned to %d", i, moved)
 	}
@@ -102,8 +102,8 @@ func TestAffinityDownAndWeights(t *testing.T) {
 	r.book.tracked["step-2"] = true
 	r.book.holds[2]["step-2"] = true
 	r.book.mu.Unlock()
-	r.outstanding[1].Store(5)
-	r.outstanding[2].Store(5)
+	r.at(1).outstanding.Store(5)
+	r.at(2).outstanding.Store(5)
 	if k, _, _ := r.acquireFor("base", "traj-2"); k != 0 {
 		t.Fatalf("traj-2 on the base weights went to %d, want the idle replica 0", k)
 	} else {

@@ -45,6 +45,20 @@ func newWeightBook(base string, inPlace bool, n int) *weightBook {
 	return b
 }
 
+// grow makes room for replicas up to n, each new one holding the base
+// weights (what a server that just started serves).
+func (b *weightBook) grow(n int) {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for len(b.holds) < n {
+		b.holds = append(b.holds, map[string]bool{b.base: true})
+		b.why = append(b.why, map[string]string{})
+	}
+}
+
 // has reports whether replica i can serve a request needing model. A nil
 // book tracks nothing.
 func (b *weightBook) has(i int, model string) bool {
@@ -156,8 +170,8 @@ func (r *Replicas) Wire(model string) string { return r.book.wire(model) }
 // upIndices lists the replicas not drained.
 func (r *Replicas) upIndices() []int {
 	var out []int
-	for i := range r.ps {
-		if !r.down[i].Load() {
+	for i, rp := range r.all() {
+		if !rp.down.Load() {
 			out = append(out, i)
 		}
 	}
@@ -166,12 +180,23 @@ func (r *Replicas) upIndices() []int {
 
 // indexOf is the index of replica p (-1 when it is not one).
 func (r *Replicas) indexOf(p policy.Policy) int {
-	for i, q := range r.ps {
-		if q == p {
+	for i, rp := range r.all() {
+		if rp.p == p {
 			return i
 		}
 	}
 	return -1
+}
+
+// anyDrained reports whether some replica is drained (down, not
+// removed): one a probe may re-admit.
+func (r *Replicas) anyDrained() bool {
+	for _, rp := range r.all() {
+		if rp.down.Load() && !rp.gone.Load() {
+			return true
+		}
+	}
+	return false
 }
 
 // holder reports whether some replica that is up holds model.
@@ -205,7 +230,7 @@ func (r *Replicas) awaitWeights(ctx context.Context, model string) error {
 		if r.holder(model) {
 			return nil
 		}
-		if len(r.upIndices()) == len(r.ps) || r.Readmit == nil {
+		if r.Readmit == nil || !r.anyDrained() {
 			return r.missing(model)
 		}
 		select {
@@ -220,10 +245,13 @@ func (r *Replicas) awaitWeights(ctx context.Context, model string) error {
 // names each replica and why it lacks them.
 func (r *Replicas) missing(model string) error {
 	var why []string
-	for i, p := range r.ps {
+	for i, rp := range r.all() {
+		p := rp.p
 		var w string
 		switch {
-		case r.down[i].Load():
+		case rp.gone.Load():
+			w = "removed (its endpoint left policy.endpoints_file)"
+		case rp.down.Load():
 			w = "drained (not healthy); re-admitted once healthy and holding the weights in use"
 		case r.book.reason(i, model) != "":
 			w = "failed to load them: " + r.book.reason(i, model)

@@ -23,7 +23,7 @@ type loraSync struct {
 // did not take (a garbled answer, a replica that restarted meanwhile). The
 // book records the outcome.
 func (s *loraSync) loadOn(ctx context.Context, i int, name string) error {
-	p := s.reps.ps[i]
+	p := s.reps.Policy(i)
 	err := func() error {
 		for try := 0; try < 3; try++ {
 			if err := p.LoadLoRA(ctx, name, s.paths[name]); err != nil && !policy.AlreadyLoaded(err) {
@@ -63,7 +63,7 @@ func (s *loraSync) Apply(ctx context.Context, tinkerPath, name string) error {
 		// continues) may hold an adapter of this very name with other
 		// weights, and a load of a name already loaded is refused, which
 		// loadOn takes for done: drop it first (absent: nothing to do).
-		_ = s.reps.ps[i].UnloadLoRA(ctx, name)
+		_ = s.reps.Policy(i).UnloadLoRA(ctx, name)
 		for _, n := range kept {
 			if n == name || !s.book.has(i, n) {
 				_ = s.loadOn(ctx, i, n) // recorded in the book
@@ -75,10 +75,10 @@ func (s *loraSync) Apply(ctx context.Context, tinkerPath, name string) error {
 	}
 	s.order = kept
 	for _, old := range all[:len(all)-len(kept)] {
-		for i, p := range s.reps.ps {
-			if !s.reps.down[i].Load() {
+		for i, rp := range s.reps.all() {
+			if !rp.down.Load() {
 				// An adapter that cannot be unloaded only costs memory.
-				_ = p.UnloadLoRA(ctx, old)
+				_ = rp.p.UnloadLoRA(ctx, old)
 			}
 			s.book.dropped(i, old)
 		}
@@ -138,7 +138,7 @@ func (s *loraSync) Resume(ctx context.Context, names []string, samplers map[stri
 			return err
 		}
 		onEach(s.reps.upIndices(), func(i int) {
-			_ = s.reps.ps[i].UnloadLoRA(ctx, name) // absent after a restart: nothing to do
+			_ = s.reps.Policy(i).UnloadLoRA(ctx, name) // absent after a restart: nothing to do
 			s.book.dropped(i, name)
 			_ = s.loadOn(ctx, i, name)
 		})

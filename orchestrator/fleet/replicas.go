@@ -15,11 +15,16 @@ import (
 // requests (ties go round-robin); a request with a pin key (CallKey) goes
 // to the replica its key was pinned to while that replica is up, holds
 // the weights and is not busier than the least-loaded by AffinityMargin.
+//
+// The set can grow while requests run (Add: a replica named in
+// policy.endpoints_file) and replicas can leave it (Remove); indices are
+// stable: a replica removed keeps its index, and one that comes back at
+// the same URL takes it again, so the set grows only with the distinct
+// URLs a run has seen.
 type Replicas struct {
-	ps          []policy.Policy
-	outstanding []atomic.Int64
-	down        []atomic.Bool
-	next        atomic.Uint64
+	// set is the replicas, append-only; readers load it without a lock.
+	set  atomic.Pointer[[]*replica]
+	next atomic.Uint64
 	// Readmit, when set, brings a replica that is down back: it checks the
 	// replica is healthy and serves the weights in use, loading them again
 	// if it lost them; nil means keep it down.
@@ -28,8 +33,8 @@ type Replicas struct {
 	// given up (0: 10 minutes); once every drained replica is given up
 	// and none is up, calls fail instead of waiting.
 	ReadmitFor time.Duration
-	mu         sync.Mutex
-	probing    []bool
+	// mu guards each replica's probing flag and the growth of the set.
+	mu sync.Mutex
 	// book, when set, records which weights each replica holds (see
 	// weightBook): a request needing given weights goes only to a replica
 	// that holds them.
@@ -43,13 +48,49 @@ type Replicas struct {
 	// pinned again to the least-loaded (below 1: 1).
 	AffinityMargin int
 	pins           pins
+	// dynamic is set while WatchEndpoints keeps the set: with no replica
+	// up, requests wait for one to be listed instead of failing.
+	dynamic atomic.Bool
+}
+
+// replica is one policy server of the set.
+type replica struct {
+	p           policy.Policy
+	outstanding atomic.Int64
+	// down: drained, no request is sent to it until a probe re-admits it.
+	down atomic.Bool
+	// gone: removed from the set (its endpoint left policy.endpoints_file);
+	// also down, and never probed until it is added again.
+	gone atomic.Bool
+	// probing is set while a probe runs for it (under Replicas.mu).
+	probing bool
 }
 
 // New returns the replicas of ps, all up, with no request outstanding
 // and no weight book (any replica serves any model).
 func New(ps []policy.Policy) *Replicas {
-	return &Replicas{ps: ps, outstanding: make([]atomic.Int64, len(ps)), down: make([]atomic.Bool, len(ps)), probing: make([]bool, len(ps))}
+	r := &Replicas{}
+	set := make([]*replica, len(ps))
+	for i, p := range ps {
+		set[i] = &replica{p: p}
+	}
+	r.set.Store(&set)
+	return r
 }
+
+// all returns the replicas, in index order (a snapshot: replicas added
+// later are not in it).
+func (r *Replicas) all() []*replica { return *r.set.Load() }
+
+// at returns replica i.
+func (r *Replicas) at(i int) *replica { return r.all()[i] }
+
+// Len is the number of replicas the set has held (removed ones included:
+// indices are stable).
+func (r *Replicas) Len() int { return len(r.all()) }
+
+// Policy returns replica i's client.
+func (r *Replicas) Policy(i int) policy.Policy { return r.at(i).p }
 
 // acquire picks the live replica with the fewest outstanding requests
 // (ties round-robin; when every replica is down, any) and counts a request
@@ -67,14 +108,15 @@ func (r *Replicas) acquire() (int, policy.Policy) {
 // the least-loaded; then, or when it has no pin, it is pinned to the
 // replica picked.
 func (r *Replicas) acquireFor(model, key string) (int, policy.Policy, bool) {
-	start := int(r.next.Add(1) % uint64(len(r.ps)))
+	set := r.all()
+	start := int(r.next.Add(1) % uint64(len(set)))
 	best := -1
-	for k := 0; k < len(r.ps); k++ {
-		i := (start + k) % len(r.ps)
-		if r.down[i].Load() || (model != "" && !r.book.has(i, model)) {
+	for k := 0; k < len(set); k++ {
+		i := (start + k) % len(set)
+		if set[i].down.Load() || (model != "" && !r.book.has(i, model)) {
 			continue
 		}
-		if best < 0 || r.outstanding[i].Load() < r.outstanding[best].Load() {
+		if best < 0 || set[i].outstanding.Load() < set[best].outstanding.Load() {
 			best = i
 		}
 	}
@@ -85,18 +127,18 @@ func (r *Replicas) acquireFor(model, key string) (int, policy.Policy, bool) {
 		best = start
 	}
 	if key != "" {
-		best = r.pinFor(key, model, best)
+		best = r.pinFor(set, key, model, best)
 	}
-	r.outstanding[best].Add(1)
-	return best, r.ps[best], true
+	set[best].outstanding.Add(1)
+	return best, set[best].p, true
 }
 
-func (r *Replicas) release(i int) { r.outstanding[i].Add(-1) }
+func (r *Replicas) release(i int) { r.at(i).outstanding.Add(-1) }
 
 // pinFor is the replica a request keyed key goes to, given best, the
 // least-loaded replica that can serve it: key's pinned replica while it
 // can serve the request within the margin, else best, pinned anew.
-func (r *Replicas) pinFor(key, model string, best int) int {
+func (r *Replicas) pinFor(set []*replica, key, model string, best int) int {
 	r.pins.mu.Lock()
 	defer r.pins.mu.Unlock()
 	i, ok := r.pins.get(key)
@@ -106,9 +148,9 @@ func (r *Replicas) pinFor(key, model string, best int) int {
 	case i == best:
 		r.pins.hits++
 		return i
-	case r.down[i].Load() || (model != "" && !r.book.has(i, model)):
+	case i >= len(set) || set[i].down.Load() || (model != "" && !r.book.has(i, model)):
 		r.pins.lost++
-	case r.outstanding[i].Load()-r.outstanding[best].Load() < int64(max(r.AffinityMargin, 1)):
+	case set[i].outstanding.Load()-set[best].outstanding.Load() < int64(max(r.AffinityMargin, 1)):
 		r.pins.hits++
 		return i
 	default:
@@ -133,51 +175,57 @@ func (r *Replicas) PinKey(trajectory, group string) string {
 // markDown drains replica i: no request is sent to it until a background
 // probe re-admits it.
 func (r *Replicas) markDown(i int) {
-	if r.down[i].Swap(true) {
+	rp := r.at(i)
+	if rp.down.Swap(true) {
 		return
 	}
 	r.pins.dropReplica(i)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.probing[i] || r.Readmit == nil {
+	if rp.probing || r.Readmit == nil || rp.gone.Load() {
 		return
 	}
-	r.probing[i] = true
+	rp.probing = true
 	go r.probe(i)
 }
 
 // probe tries to re-admit replica i every 200 ms, for at most
 // readmitFor.
 func (r *Replicas) probe(i int) {
+	rp := r.at(i)
 	defer func() {
 		r.mu.Lock()
-		r.probing[i] = false
+		rp.probing = false
 		r.mu.Unlock()
 	}()
 	deadline := time.Now().Add(r.readmitFor())
-	for time.Now().Before(deadline) {
+	for time.Now().Before(deadline) && !rp.gone.Load() {
 		time.Sleep(200 * time.Millisecond)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		err := r.ps[i].Health(ctx)
-		if err == nil {
-			err = r.Readmit(ctx, r.ps[i])
+		err := rp.p.Health(ctx)
+		if err == nil && r.Readmit != nil {
+			err = r.Readmit(ctx, rp.p)
 		}
 		cancel()
-		if err == nil {
-			r.down[i].Store(false)
+		if err == nil && !rp.gone.Load() {
+			rp.down.Store(false)
 			return
 		}
 	}
 }
 
 // Down reports whether replica i is drained (down, until a probe
-// re-admits it).
-func (r *Replicas) Down(i int) bool { return r.down[i].Load() }
+// re-admits it) or removed.
+func (r *Replicas) Down(i int) bool { return r.at(i).down.Load() }
+
+// Gone reports whether replica i was removed (Remove) and not added
+// again.
+func (r *Replicas) Gone(i int) bool { return r.at(i).gone.Load() }
 
 // live reports whether some replica is up.
 func (r *Replicas) live() bool {
-	for i := range r.down {
-		if !r.down[i].Load() {
+	for _, rp := range r.all() {
+		if !rp.down.Load() {
 			return true
 		}
 	}
@@ -206,6 +254,9 @@ func (r *Replicas) CallFor(ctx context.Context, model string, f func(p policy.Po
 // key again.
 func (r *Replicas) CallKey(ctx context.Context, model, key string, f func(p policy.Policy) error) error {
 	for attempt := 0; ; attempt++ {
+		if err := r.awaitListed(ctx); err != nil {
+			return err
+		}
 		i, p, ok := r.acquireFor(model, key)
 		if !ok {
 			if err := r.awaitWeights(ctx, model); err != nil {
@@ -220,7 +271,7 @@ func (r *Replicas) CallKey(ctx context.Context, model, key string, f func(p poli
 		}
 		r.markDown(i)
 		for !r.live() {
-			if !r.anyProbing() {
+			if !r.anyProbing() && !(r.dynamic.Load() && len(r.URLs()) == 0) {
 				// Every probe gave up (ReadmitFor each): no replica will
 				// come back. Without this check the call waited forever
 				// (seen running: a vLLM whose engine died).
@@ -235,13 +286,26 @@ func (r *Replicas) CallKey(ctx context.Context, model, key string, f func(p poli
 	}
 }
 
+// awaitListed waits, while the set is kept by WatchEndpoints, until some
+// replica is listed and not removed (WatchEndpoints says why it waits).
+func (r *Replicas) awaitListed(ctx context.Context) error {
+	for r.dynamic.Load() && len(r.URLs()) == 0 {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (waiting for policy.endpoints_file to list a policy server)", ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
 // anyProbing reports whether a background probe may still re-admit a
 // drained replica.
 func (r *Replicas) anyProbing() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, p := range r.probing {
-		if p {
+	for _, rp := range r.all() {
+		if rp.probing {
 			return true
 		}
 	}

@@ -16,9 +16,9 @@ import (
 func TestReplicasAcquireLeastOutstanding(t *testing.T) {
 	ps := []policy.Policy{&fakePolicy{url: "a"}, &fakePolicy{url: "b"}, &fakePolicy{url: "c"}}
 	r := New(ps)
-	r.outstanding[0].Store(2)
-	r.outstanding[1].Store(0)
-	r.outstanding[2].Store(1)
+	r.at(0).outstanding.Store(2)
+	r.at(1).outstanding.Store(0)
+	r.at(2).outstanding.Store(1)
 	for range 5 {
 		if i, p := r.acquire(); i != 1 || p.URL() != "b" {
 			t.Fatalf("acquire = %d (%s), want the least loaded replica 1", i, p.URL())
@@ -27,7 +27,7 @@ func TestReplicasAcquireLeastOutstanding(t *testing.T) {
 		}
 	}
 	i, _ := r.acquire() // 1 now has 1 outstanding, like 2
-	if i != 1 || r.outstanding[1].Load() != 1 {
+	if i != 1 || r.at(1).outstanding.Load() != 1 {
 		t.Fatalf("acquire = %d", i)
 	}
 	j, _ := r.acquire()
@@ -69,8 +69,8 @@ func TestReplicasAcquireLeastOutstanding(t *testing.T) {
 	}
 	wg.Wait()
 	for i := range 3 {
-		if r.outstanding[i].Load() != 0 {
-			t.Errorf("replica %d has %d outstanding after all releases", i, r.outstanding[i].Load())
+		if r.at(i).outstanding.Load() != 0 {
+			t.Errorf("replica %d has %d outstanding after all releases", i, r.at(i).outstanding.Load())
 		}
 		if counts[i] == 0 {
 			t.Errorf("replica %d never used: %v", i, counts)

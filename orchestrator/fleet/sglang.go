@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 
 	"github.com/hindsearch/hindsearch/clients/policy"
 )
@@ -32,15 +33,23 @@ import (
 // reports (resume).
 type sglangSync struct {
 	syncState
-	// current[i] is the weights replica i last loaded ("": its initial
-	// weights).
-	current []string
+	// current[i] is the weights replica i last loaded ("" or absent: its
+	// initial weights), under mu: replicas load at once.
+	mu      sync.Mutex
+	current map[int]string
+}
+
+// setCurrent records that replica i last loaded name.
+func (s *sglangSync) setCurrent(i int, name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.current[i] = name
 }
 
 // loadOn loads the weights name on replica i; the book records the
 // outcome.
 func (s *sglangSync) loadOn(ctx context.Context, i int, name string) error {
-	p := s.reps.ps[i]
+	p := s.reps.Policy(i)
 	path := s.paths[name]
 	if err := p.UpdateWeightsFromDisk(ctx, path); err != nil {
 		// Whatever it held before, it now holds unknown weights (see
@@ -49,7 +58,7 @@ func (s *sglangSync) loadOn(ctx context.Context, i int, name string) error {
 		s.book.failed(i, name, err)
 		return err
 	}
-	s.current[i] = name
+	s.setCurrent(i, name)
 	s.book.loaded(i, name)
 	return nil
 }
@@ -89,6 +98,8 @@ func (s *sglangSync) Apply(ctx context.Context, tinkerPath, name string) error {
 
 // inUse reports whether some replica was last loaded from name.
 func (s *sglangSync) inUse(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	for _, n := range s.current {
 		if n == name {
 			return true
@@ -165,7 +176,7 @@ func (s *sglangSync) Resume(ctx context.Context, names []string, samplers map[st
 func (s *sglangSync) Begin(ctx context.Context) error {
 	base := s.book.base
 	onEach(s.reps.upIndices(), func(i int) {
-		p := s.reps.ps[i]
+		p := s.reps.Policy(i)
 		models, err := p.Models(ctx)
 		if err == nil && slices.Contains(models, base) {
 			return
@@ -178,7 +189,7 @@ func (s *sglangSync) Begin(ctx context.Context) error {
 			s.book.failed(i, base, fmt.Errorf("it serves %s (SGLang renames the model after /update_weights_from_disk), and reloading policy.model %s there failed: %w; restart SGLang on %s, or set policy.model to the model path it was started with", serves, base, err, p.URL()))
 			return
 		}
-		s.current[i] = ""
+		s.setCurrent(i, "")
 		s.book.loaded(i, base)
 	})
 	if !s.reps.holder(base) {

@@ -281,7 +281,7 @@ type Sync interface {
 func NewSync(r *recipes.Recipe, reps *Replicas) (Sync, error) {
 	switch r.Sync.Kind {
 	case recipes.SyncLoRA:
-		reps.book = newWeightBook(r.Policy.Model, false, len(reps.ps))
+		reps.book = newWeightBook(r.Policy.Model, false, reps.Len())
 		// Off-policy sampling needs the k steps before the newest kept
 		// loaded.
 		return &loraSync{syncState: syncState{reps: reps, book: reps.book, checkpointsDir: r.Trainer.CheckpointsDir, uniquePaths: true,
@@ -296,9 +296,9 @@ func NewSync(r *recipes.Recipe, reps *Replicas) (Sync, error) {
 			return nil, fmt.Errorf("sync.kind %s: hindsight.teacher %s needs the initial weights served, which the first sync replaces; name reference servers serving them (reference.urls), serve them under another name and set hindsight.teacher to it, or use sync.kind %s",
 				recipes.SyncSGLangDisk, recipes.TeacherInitial, recipes.SyncLoRA)
 		}
-		reps.book = newWeightBook(r.Policy.Model, true, len(reps.ps))
+		reps.book = newWeightBook(r.Policy.Model, true, reps.Len())
 		return &sglangSync{syncState: syncState{reps: reps, book: reps.book, checkpointsDir: r.Trainer.CheckpointsDir,
-			dir: r.Sync.Dir, keep: max(r.Sync.Keep, 0)}, current: make([]string, len(reps.ps))}, nil
+			dir: r.Sync.Dir, keep: max(r.Sync.Keep, 0)}, current: map[int]string{}}, nil
 	case recipes.SyncTinker:
 		// Off-policy sampling needs the k steps before the newest served.
 		return newTinkerSync(reps, max(r.Sync.Keep, r.Train.MaxOffPolicySteps+2, 1))

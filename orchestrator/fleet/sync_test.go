@@ -664,7 +664,7 @@ func TestLoRASyncRestore(t *testing.T) {
 	}
 	// Replica 1 restarted: it lists n2 only (n1 lost).
 	servers[1].set(func(s *fakeReplica) { s.adapters = []string{"n2"}; s.loads = nil })
-	if err := ws.Restore(ctx, reps.ps[1]); err != nil {
+	if err := ws.Restore(ctx, reps.Policy(1)); err != nil {
 		t.Fatal(err)
 	}
 	servers[1].mu.Lock()
@@ -680,7 +680,7 @@ func TestLoRASyncRestore(t *testing.T) {
 	}
 	// A replica that cannot load them stays out.
 	servers[1].set(func(s *fakeReplica) { s.adapters = nil; s.failLoads = 1 })
-	if err := ws.Restore(ctx, reps.ps[1]); err == nil || !strings.Contains(err.Error(), "reload: load adapter n1 on "+servers[1].URL) {
+	if err := ws.Restore(ctx, reps.Policy(1)); err == nil || !strings.Contains(err.Error(), "reload: load adapter n1 on "+servers[1].URL) {
 		t.Errorf("failed restore: %v", err)
 	}
 	if reps.book.has(1, "n1") || reps.book.has(1, "n2") || !reps.book.has(1, "base") {
@@ -882,7 +882,7 @@ func TestSGLangSyncRestoreAndResume(t *testing.T) {
 	ws, reps, servers := newTestSync(t, recipes.SyncSGLangDisk, ck, filepath.Join(root, "weights"), 2, 2)
 	ctx := context.Background()
 	// Before any sync: nothing to load, the replica holds the base.
-	if err := ws.Restore(ctx, reps.ps[1]); err != nil || !reps.book.has(1, "base") || len(servers[1].updates) != 0 {
+	if err := ws.Restore(ctx, reps.Policy(1)); err != nil || !reps.book.has(1, "base") || len(servers[1].updates) != 0 {
 		t.Fatalf("restore before any sync: %v, %d updates", err, len(servers[1].updates))
 	}
 	samplers := map[string]string{}
@@ -899,14 +899,14 @@ func TestSGLangSyncRestoreAndResume(t *testing.T) {
 			t.Errorf("server %d resume updates %v, want %v", k, srv.updates, want)
 		}
 	}
-	if err := ws.Restore(ctx, reps.ps[0]); err != nil {
+	if err := ws.Restore(ctx, reps.Policy(0)); err != nil {
 		t.Fatal(err)
 	}
 	if got := servers[0].updates; len(got) != 2 || !reflect.DeepEqual(got[1], want[0]) {
 		t.Errorf("restore updates %v", got)
 	}
 	servers[0].set(func(s *fakeReplica) { s.failUpdates = 1 })
-	if err := ws.Restore(ctx, reps.ps[0]); err == nil || !strings.Contains(err.Error(), sglangMessage) {
+	if err := ws.Restore(ctx, reps.Policy(0)); err == nil || !strings.Contains(err.Error(), sglangMessage) {
 		t.Errorf("failed restore: %v", err)
 	}
 	if reps.book.has(0, "r-step0002") {
@@ -947,7 +947,7 @@ func TestNoneSyncMakesNoCalls(t *testing.T) {
 	ws, reps, servers := newTestSync(t, recipes.SyncNone, root, root, 0, 1)
 	r := syncRecipe(recipes.SyncNone, root, root, 0)
 	r.Train.Steps = 3
-	if _, err := NewSync(r, New(reps.ps)); err == nil || !strings.Contains(err.Error(), "sync.kind") {
+	if _, err := NewSync(r, New([]policy.Policy{reps.Policy(0)})); err == nil || !strings.Contains(err.Error(), "sync.kind") {
 		t.Errorf("none with training steps: %v", err)
 	}
 	ctx := context.Background()
@@ -957,7 +957,7 @@ func TestNoneSyncMakesNoCalls(t *testing.T) {
 	if err := ws.Ensure(ctx, "base"); err != nil {
 		t.Error(err)
 	}
-	if err := ws.Restore(ctx, reps.ps[0]); err != nil {
+	if err := ws.Restore(ctx, reps.Policy(0)); err != nil {
 		t.Error(err)
 	}
 	if err := ws.Resume(ctx, nil, nil); err != nil {

@@ -44,7 +44,8 @@ var _ SessionSync = (*tinkerSync)(nil)
 // all be Tinker clients; keep is how many weights stay served.
 func newTinkerSync(reps *Replicas, keep int) (*tinkerSync, error) {
 	s := &tinkerSync{keep: max(keep, 1)}
-	for _, p := range reps.ps {
+	for _, rp := range reps.all() {
+		p := rp.p
 		tc, ok := p.(*tinker.Client)
 		if !ok {
 			return nil, fmt.Errorf("sync.kind tinker: policy %s is not a Tinker server's client (policy.server tinker)", p.URL())

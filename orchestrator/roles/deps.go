@@ -12,7 +12,11 @@ import (
 
 // Deps are the servers a run drives, one client per role.
 type Deps struct {
-	Policies  []policy.Policy
+	Policies []policy.Policy
+	// NewPolicy builds the client of a policy server that joins while
+	// the run runs (policy.endpoints_file), as Connect built Policies';
+	// nil where no server can join.
+	NewPolicy func(url string) (policy.Policy, error)
 	Judge     judge.Judge
 	Retriever retriever.Retriever
 	Trainer   trainer.Trainer

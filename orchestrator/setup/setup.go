@@ -356,6 +356,14 @@ func Connect(ctx context.Context, r *recipes.Recipe, environ []string, log io.Wr
 	if r.Policy.Server == recipes.ServerTinker && slices.Contains(r.Policy.URLs, recipes.Embedded) {
 		deps.Simulated = append(deps.Simulated, "policy")
 	}
+	if r.Policy.EndpointsFile != "" {
+		tok, apiKey := deps.Tokenizer, key(r.Trainer.APIKeyEnv)
+		deps.NewPolicy = func(u string) (policy.Policy, error) {
+			po := opts("policy", u)
+			po.PoolSize = PolicyPoolSize(r)
+			return newPolicy(r, po, apiKey, tok)
+		}
+	}
 	refSim := nEmbedded
 	for i, u := range r.Reference.URLs {
 		if u == recipes.Embedded {
