@@ -99,6 +99,12 @@ func TestRunFollowsEndpointsFile(t *testing.T) {
 			}
 		}
 	}
+	// The same batches as a run on a static list of both servers.
+	static := testRecipe(t, "", "policy.urls=embedded,embedded", "train.steps=4", "eval.datasets.nq=")
+	want, _ := runRecipe(t, static, 1)
+	if got, w := stepDigests(sum), stepDigests(want); !slices.Equal(got, w) {
+		t.Errorf("batch digests %v, a static list's %v", got, w)
+	}
 	for _, want := range []string{urls[1] + " added", urls[0] + " removed"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the run did not say %q:\n%s", want, out.String())
