@@ -844,6 +844,10 @@ type SimAgent struct {
 	// once after an <information> block cut at rollout.max_obs_tokens
 	// instead of closing the block itself (1: the agent before issue 36).
 	CutStopRate float64 `mapstructure:"cut_stop_rate" yaml:"cut_stop_rate"`
+	// SearchBias is added to the agent's logit of searching at every
+	// turn: above 0 it searches more, as a trained agent does (orchestrate
+	// bench's affinity group sets it); 0 is the base model.
+	SearchBias float64 `mapstructure:"search_bias" yaml:"search_bias"`
 }
 
 // SimPolicy configures the simulated policy servers.

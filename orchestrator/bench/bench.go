@@ -339,11 +339,15 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		// turn to the least-loaded one, the order alternating by seed. A
 		// turn's prompt is the previous turn's plus its output and
 		// passages, so only a pinned trajectory finds it cached; the
-		// prefill is charged at benchPrefillUSPerToken.
+		// prefill is charged at benchPrefillUSPerToken, and the agent
+		// searches as a trained one does (sim.agent.search_bias).
 		if o.wants("affinity") {
 			var sticky, spread *benchOutcome
 			for k := range 2 {
 				common := []string{"policy.urls=embedded,embedded,embedded,embedded", "policy.concurrency=64", "sim.capacity=64",
+					// A trained agent's turns: 2.7 searches a trajectory
+					// (0.75 at the base model's 0).
+					"sim.agent.search_bias=2",
 					"sim.prefix_caching=true", fmt.Sprintf("sim.prefill_us_per_token=%g", benchPrefillUSPerToken),
 					fmt.Sprintf("train.batch_size=%d", n(40)*4), "train.group_size=4", "hindsight.enabled=false", seedSet}
 				var err error

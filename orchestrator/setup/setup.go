@@ -528,7 +528,7 @@ func tinkerJudge(r *recipes.Recipe, o transport.Options, apiKey string, env map[
 
 // SimAgent is the simulated agent's behaviours of a recipe's sim.agent.
 func SimAgent(a recipes.SimAgent) lm.Behaviour {
-	return lm.Behaviour{InvalidRate: a.InvalidRate, RepeatRate: a.RepeatRate, RambleRate: a.RambleRate, ThinkCollapse: a.ThinkCollapse, CutStopRate: a.CutStopRate}
+	return lm.Behaviour{InvalidRate: a.InvalidRate, RepeatRate: a.RepeatRate, RambleRate: a.RambleRate, ThinkCollapse: a.ThinkCollapse, CutStopRate: a.CutStopRate, SearchBias: a.SearchBias}
 }
 
 // httpOptions are the transport options of role at url under the recipe's

@@ -290,7 +290,7 @@ func buildTurn(st turnState, params Params, tk *Tokenizer, bh Behaviour) turnPar
 			break
 		}
 	}
-	z := dot(params, phiT)
+	z := dot(params, phiT) + bh.SearchBias
 	if st.hint != "" {
 		z += hintSearchBoost
 	}

@@ -254,3 +254,31 @@ func FuzzWords(f *testing.F) {
 		}
 	})
 }
+
+// Behaviour.SearchBias moves probability from answering to searching by
+// exactly the logit it adds: P(answer), the answer candidates' total mass,
+// goes from sigmoid(-z) to sigmoid(-z-b).
+func TestSearchBiasShiftsTheTypeLogit(t *testing.T) {
+	f := getFixture(t)
+	q := evalQuestions(f, 1)[0]
+	st := answerState(f.model, q.Q, "", nil)
+	base := buildTurn(st, InitialParams(), f.tk, Behaviour{})
+	biased := buildTurn(st, InitialParams(), f.tk, Behaviour{SearchBias: 2})
+	if len(base.answers) == 0 || len(base.answers) != len(biased.answers) || base.search == nil {
+		t.Fatalf("%d and %d answer candidates, search branch %v", len(base.answers), len(biased.answers), base.search != nil)
+	}
+	// P(answer) = sigmoid(-z): recover z from the answers' total mass.
+	mass := func(cs []candidate) float64 {
+		p := 0.0
+		for _, c := range cs {
+			p += math.Exp(c.logp)
+		}
+		return p
+	}
+	pa0, pa2 := mass(base.answers), mass(biased.answers)
+	z := math.Log((1 - pa0) / pa0)
+	want := 1 / (1 + math.Exp(z+2))
+	if math.Abs(pa2-want) > 1e-9 || pa2 >= pa0 {
+		t.Errorf("P(answer) %.6f at bias 0, %.6f at bias 2, want %.6f", pa0, pa2, want)
+	}
+}

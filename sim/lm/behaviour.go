@@ -37,6 +37,12 @@ type Behaviour struct {
 	// a real model does there has not been observed (docs/simulator.md,
 	// "After a cut observation").
 	CutStopRate float64
+	// SearchBias is added to the logit of searching at every turn: above 0
+	// the agent searches more often and longer, as a trained Search-R1
+	// agent does (two or three searches a trajectory against the base
+	// model's fewer than one); 0 is the base model. The sampling, scoring
+	// and training routes share it, so logprobs agree everywhere.
+	SearchBias float64
 }
 
 // active reports whether any behaviour is on.
