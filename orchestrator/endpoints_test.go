@@ -14,6 +14,7 @@ import (
 	"github.com/hindsearch/hindsearch/clients/policy"
 	"github.com/hindsearch/hindsearch/clients/transport"
 	"github.com/hindsearch/hindsearch/orchestrator/setup"
+	"github.com/hindsearch/hindsearch/recipes"
 )
 
 // writeEndpointsFile replaces path atomically with an llm-d endpoints
@@ -98,6 +99,13 @@ func TestRunFollowsEndpointsFile(t *testing.T) {
 				t.Errorf("step %d sampled on %s after it left the file (sampled by %v)", st.Step, u, st.Replicas)
 			}
 		}
+	}
+	// The recipe saved in the run directory loads again (orchestrate track
+	// reads it): the file, not the servers it listed at the start.
+	if saved, err := recipes.Load(filepath.Join(sum.Dir, "recipe.yaml"), nil, nil); err != nil {
+		t.Errorf("the saved recipe: %v", err)
+	} else if !slices.Equal(saved.Policy.URLs, []string{urls[1]}) {
+		t.Errorf("the saved recipe's policy.urls %v, want the file's %s", saved.Policy.URLs, urls[1])
 	}
 	// The same batches as a run on a static list of both servers.
 	static := testRecipe(t, "", "policy.urls=embedded,embedded", "train.steps=4", "eval.datasets.nq=")

@@ -166,6 +166,11 @@ func (rn *Runner) prepare(ctx context.Context) (ru *run, unlock func(), err erro
 		return nil, nil, err
 	}
 	red := r.Redacted()
+	if red.Policy.EndpointsFile != "" {
+		// The file lists the servers (it was read into policy.urls at
+		// load): saved as written, the recipe loads again.
+		red.Policy.URLs = []string{}
+	}
 	y, err := red.YAML()
 	if err != nil {
 		return nil, nil, fmt.Errorf("save recipe: %w", err)
