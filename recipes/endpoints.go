@@ -2,7 +2,9 @@ package recipes
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"slices"
@@ -45,7 +47,7 @@ func ReadEndpoints(path string) ([]string, error) {
 	var root yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&root); err != nil {
-		if err.Error() == "EOF" {
+		if errors.Is(err, io.EOF) {
 			return nil, nil
 		}
 		return nil, fmt.Errorf("%s: %s", path, yamlMessage(err))
@@ -73,13 +75,14 @@ func ReadEndpoints(path string) ([]string, error) {
 			line = items[i].Line
 		}
 		where := fmt.Sprintf("%s:%d: endpoints[%d]", path, line, i)
-		if strings.TrimSpace(e.Address) == "" {
+		addr, port := strings.TrimSpace(e.Address), strings.TrimSpace(e.Port)
+		if addr == "" {
 			return nil, fmt.Errorf("%s: no address", where)
 		}
-		if p, err := strconv.Atoi(strings.TrimSpace(e.Port)); err != nil || p < 1 || p > 65535 {
+		if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
 			return nil, fmt.Errorf("%s: port %q is not a port number", where, e.Port)
 		}
-		u := "http://" + net.JoinHostPort(strings.TrimSpace(e.Address), strings.TrimSpace(e.Port))
+		u := "http://" + net.JoinHostPort(addr, port)
 		if !slices.Contains(urls, u) {
 			urls = append(urls, u)
 		}

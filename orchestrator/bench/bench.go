@@ -467,7 +467,8 @@ func benchRun(ctx context.Context, path string, sets []string) (*benchOutcome, e
 	// The policy replicas are the first of the simulator's policy servers
 	// (the rest serve the KL reference).
 	policies := emb.Sim().Policies[:min(len(r.Policy.URLs), len(emb.Sim().Policies))]
-	busy := func() (b, prompt, cached float64) {
+	// The replicas' busy seconds and prompt and cached tokens so far.
+	counters := func() (b, prompt, cached float64) {
 		for _, p := range policies {
 			st := p.Stats()
 			b += st.BusySeconds
@@ -476,14 +477,14 @@ func benchRun(ctx context.Context, path string, sets []string) (*benchOutcome, e
 		}
 		return b, prompt, cached
 	}
-	b0, p0, c0 := busy()
+	b0, p0, c0 := counters()
 	rn := &orchestrator.Runner{Recipe: r, Deps: deps, Out: io.Discard, Overwrite: true}
 	sum, err := rn.Run(ctx)
 	if err != nil {
 		return nil, err
 	}
 	st := sum.Steps[0]
-	b1, p1, c1 := busy()
+	b1, p1, c1 := counters()
 	out := &benchOutcome{rollout: st.PhaseSeconds["rollout"], wall: st.WallSeconds, busy: b1 - b0,
 		trajectories: st.Trajectories, turns: int(st.MeanTurns*float64(st.Trajectories) + 0.5)}
 	if p1 > p0 {

@@ -271,7 +271,7 @@ func (r *Replicas) CallKey(ctx context.Context, model, key string, f func(p poli
 		}
 		r.markDown(i)
 		for !r.live() {
-			if !r.anyProbing() && !(r.dynamic.Load() && len(r.URLs()) == 0) {
+			if !r.anyProbing() && !r.awaitingList() {
 				// Every probe gave up (ReadmitFor each): no replica will
 				// come back. Without this check the call waited forever
 				// (seen running: a vLLM whose engine died).
@@ -289,7 +289,7 @@ func (r *Replicas) CallKey(ctx context.Context, model, key string, f func(p poli
 // awaitListed waits, while the set is kept by WatchEndpoints, until some
 // replica is listed and not removed (WatchEndpoints says why it waits).
 func (r *Replicas) awaitListed(ctx context.Context) error {
-	for r.dynamic.Load() && len(r.URLs()) == 0 {
+	for r.awaitingList() {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%w (waiting for policy.endpoints_file to list a policy server)", ctx.Err())
@@ -297,6 +297,21 @@ func (r *Replicas) awaitListed(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// awaitingList reports whether the set is kept by WatchEndpoints and
+// every replica was removed (the file lists none). It allocates nothing:
+// every call checks it.
+func (r *Replicas) awaitingList() bool {
+	if !r.dynamic.Load() {
+		return false
+	}
+	for _, rp := range r.all() {
+		if !rp.gone.Load() {
+			return false
+		}
+	}
+	return true
 }
 
 // anyProbing reports whether a background probe may still re-admit a

@@ -133,8 +133,9 @@ type Options struct {
 
 // Run runs every arm of plan at every seed, one run after the other and
 // seed by seed (every arm at the first seed, then at the second, ...), so
-// that a study stopped early holds whole pairs; then it reports on them (Report: the table in opt.Format on opt.Out,
-// results.StudyFile and results.StudyCurvesFile in plan.Dir).
+// that a study stopped early holds whole pairs; then it reports on them
+// (Report: the table in opt.Format on opt.Out, results.StudyFile and
+// results.StudyCurvesFile in plan.Dir).
 func Run(ctx context.Context, plan *Plan, opt Options) (*results.Study, error) {
 	out := opt.Out
 	if out == nil {
