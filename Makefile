@@ -3,7 +3,7 @@ GO ?= go
 BIN := bin/orchestrate
 RECIPE ?= recipes/sim.yaml
 
-.PHONY: all build demo bench bench-docs chaos golden real trackers real-serve real-stop real-aftercut real-learn real-learn-serve real-learn-study test test-race test-short vet fmt fmt-check recipes-check ci clean
+.PHONY: all build demo bench bench-docs chaos golden real trackers router-check real-serve real-stop real-aftercut real-learn real-learn-serve real-learn-study test test-race test-short vet fmt fmt-check recipes-check ci clean
 
 all: build
 
@@ -52,6 +52,11 @@ trackers:
 
 real-stop:
 	bash sim/real/run.sh stop
+
+## router-check: the program behind a real vllm-router (pinned, sim/real/router) in front of two
+## simulated vLLMs: batches equal to direct mode, each trajectory's requests on one replica
+router-check:
+	bash sim/real/run.sh router
 
 ## real-aftercut: what a real instruct model (SmolLM2-135M-Instruct on vLLM) writes after a cut <information> block
 real-aftercut:

@@ -188,6 +188,11 @@ func (ru *run) loop(ctx context.Context) (*Summary, error) {
 		wg.Go(func() { ru.rollouts.Replicas.WatchEndpoints(wctx, f, ru.endpointsPoll, ru.Deps.NewPolicy, ru.Out) })
 		defer func() { stop(); wg.Wait() }()
 	}
+	// policy.router_url: the router routes to the replicas up, holding
+	// the base weights, before the first request.
+	if err := ru.rollouts.Replicas.SyncRouter(ctx); err != nil {
+		return nil, err
+	}
 	sum := &Summary{Dir: ru.dir.Path}
 	first := 1
 	if ru.resumed != nil {

@@ -112,6 +112,14 @@ type Policy struct {
 	// added are health-checked and given the weights in use first; those
 	// removed are drained).
 	EndpointsFile string `mapstructure:"endpoints_file" yaml:"endpoints_file"`
+	// RouterURL, when set, is a vllm-router in front of the policy
+	// servers (policy.server vllm only): generation and scoring go through
+	// it, each request with its trajectory's X-Session-ID (policy.affinity
+	// chooses the session: the trajectory, its group, or none), while
+	// tokenization, health, models and weight loads go to policy.urls
+	// directly; the router's worker list is kept to the servers that hold
+	// the weights in use.
+	RouterURL string `mapstructure:"router_url" yaml:"router_url"`
 }
 
 // Allowed values of policy.affinity.

@@ -218,6 +218,21 @@ func (r *Recipe) Validate() error {
 		bad("policy.endpoints_file", "not with policy.server %s: a Tinker server samples its own weights behind one URL", ServerTinker)
 	}
 	atLeast("policy.affinity_margin", r.Policy.AffinityMargin, 1)
+	if u := r.Policy.RouterURL; u != "" {
+		switch {
+		case u == Embedded:
+			bad("policy.router_url", "must be the URL of a vllm-router in front of policy.urls (there is no embedded router)")
+		case r.Policy.Server == ServerSGLang:
+			bad("policy.router_url", "not with policy.server %s: vllm-router's /generate drops logprob_start_len, top_logprobs_num, lora_path and the sampling seed, which scoring and sampling need; list the servers in policy.urls", ServerSGLang)
+		case r.Policy.Server == ServerTinker:
+			bad("policy.router_url", "not with policy.server %s: a Tinker server samples its own weights behind one URL", ServerTinker)
+		default:
+			endpoint("policy.router_url", u)
+		}
+		if r.Sync.Kind == SyncSGLangDisk {
+			bad("policy.router_url", "not with sync.kind %s (SGLang servers)", SyncSGLangDisk)
+		}
+	}
 	if r.Policy.Server == ServerSGLang && r.Policy.Tokenize != TokenizeLocal {
 		bad("policy.server", "%q needs policy.tokenize %q (SGLang's /tokenize applies no chat template), got policy.tokenize %q", ServerSGLang, TokenizeLocal, r.Policy.Tokenize)
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math/rand/v2"
 	"net/http"
@@ -64,6 +65,31 @@ type PolicyServer struct {
 	// prefillNoise is the sd of the prefill route's logprob noise
 	// (SetPrefillNoise).
 	prefillNoise float64
+	// reqLog, when set (SetRequestLog), gets one JSON line per
+	// completion request; reqLogMu orders its writes.
+	reqLog   io.Writer
+	reqLogMu sync.Mutex
+}
+
+// SetRequestLog makes the server write one JSON line per /v1/completions
+// request to w: {"session": its X-Session-ID header ("" without), "model",
+// "prompt_tokens"}, so that which replica served which session (a router
+// in front) can be read afterwards. Call it before serving.
+func (s *PolicyServer) SetRequestLog(w io.Writer) { s.reqLog = w }
+
+// logRequest writes a request's line to the request log, if any.
+func (s *PolicyServer) logRequest(r *http.Request, model string, promptTokens int) {
+	if s.reqLog == nil {
+		return
+	}
+	b, _ := json.Marshal(struct {
+		Session      string `json:"session"`
+		Model        string `json:"model"`
+		PromptTokens int    `json:"prompt_tokens"`
+	}{r.Header.Get("X-Session-ID"), model, promptTokens})
+	s.reqLogMu.Lock()
+	defer s.reqLogMu.Unlock()
+	_, _ = s.reqLog.Write(append(b, '\n'))
 }
 
 // NewPolicyServer returns a simulated policy serving baseModel, whose
@@ -324,6 +350,7 @@ func (s *PolicyServer) completions(w http.ResponseWriter, r *http.Request) {
 		openAIError(w, http.StatusBadRequest, "BadRequestError", "prompt must not be empty")
 		return
 	}
+	s.logRequest(r, req.Model, len(prompt))
 	for _, id := range prompt {
 		if id < 0 || id >= tk.VocabSize() {
 			openAIError(w, http.StatusBadRequest, "BadRequestError", fmt.Sprintf("token id %d out of vocabulary (size %d)", id, tk.VocabSize()))

@@ -41,9 +41,29 @@ func (c *Client) URL() string { return c.tc.BaseURL() }
 // Close closes idle connections.
 func (c *Client) Close() { c.tc.Close() }
 
-// do is the one path of every call to the server.
+// do is the one path of every call to the server. A session in ctx
+// (WithSession) goes as the X-Session-ID header.
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	if id, ok := ctx.Value(sessionKey{}).(string); ok && id != "" {
+		return c.tc.DoCall(ctx, transport.Call{Headers: map[string]string{SessionHeader: id}}, method, path, in, out)
+	}
 	return c.tc.Do(ctx, method, path, in, out)
+}
+
+// SessionHeader is the header a session id travels in: vllm-router's
+// consistent_hash policy sends the requests of one X-Session-ID to one
+// worker (its docs/load_balancing/README.md; the header outranks every
+// other key it hashes).
+const SessionHeader = "X-Session-ID"
+
+type sessionKey struct{}
+
+// WithSession returns ctx carrying session id: the requests a Client
+// sends under it carry SessionHeader, so that a router in front of the
+// policy servers keeps them on one server (its prefix cache). "" sends
+// none.
+func WithSession(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, sessionKey{}, id)
 }
 
 type completionBody struct {

@@ -44,7 +44,7 @@ type simAddrs struct {
 
 func newServeSimCmd(e *env) *cobra.Command {
 	var rf recipeFlags
-	var faults string
+	var faults, requestLog string
 	jsonOut := true
 	cmd := &cobra.Command{
 		Use:   "sim RECIPE",
@@ -74,18 +74,19 @@ SIGTERM) or, when stdin is a pipe, until the pipe closes.`,
 			if err != nil {
 				return err
 			}
-			return serveSim(cmd.Context(), e, r, cmd.InOrStdin(), jsonOut)
+			return serveSim(cmd.Context(), e, r, cmd.InOrStdin(), jsonOut, requestLog)
 		},
 	}
 	rf.register(cmd.Flags())
 	cmd.Flags().StringVar(&faults, "faults", "", "inject faults into every simulated role: KIND[,KIND...]@RATE, kinds among "+strings.Join(sim.FaultKinds, ", ")+" (sim.faults.* keys set them per role)")
+	cmd.Flags().StringVar(&requestLog, "request-log", "", "write DIR/policy-N.jsonl: one line per completion request policy replica N served ({\"session\", \"model\", \"prompt_tokens\"}; session is the X-Session-ID header), e.g. to see a router keep each trajectory on one replica")
 	cmd.Flags().BoolVar(&jsonOut, "json", true, "print the addresses as one JSON line (--json=false: one \"role URL\" line per server)")
 	return cmd
 }
 
 // serveSim starts the recipe's embedded servers, prints their addresses and
 // serves until ctx is done or stdin (when watched) closes.
-func serveSim(ctx context.Context, e *env, r *recipes.Recipe, stdin io.Reader, jsonOut bool) error {
+func serveSim(ctx context.Context, e *env, r *recipes.Recipe, stdin io.Reader, jsonOut bool, requestLog string) error {
 	replicas := recipes.EmbeddedCount(r.Policy.URLs)
 	judge := r.Judge.URL == recipes.Embedded
 	trainer := r.Trainer.URL == recipes.Embedded
@@ -129,6 +130,19 @@ func serveSim(ctx context.Context, e *env, r *recipes.Recipe, stdin io.Reader, j
 			return err
 		}
 		defer servers.Close()
+		if requestLog != "" {
+			if err := os.MkdirAll(requestLog, 0o755); err != nil {
+				return fmt.Errorf("--request-log: %w", err)
+			}
+			for i, p := range servers.Policies {
+				f, err := os.Create(filepath.Join(requestLog, fmt.Sprintf("policy-%d.jsonl", i)))
+				if err != nil {
+					return fmt.Errorf("--request-log: %w", err)
+				}
+				defer f.Close()
+				p.SetRequestLog(f)
+			}
+		}
 		addrs.Policy = append(addrs.Policy, servers.PolicyURLs[:replicas]...)
 		addrs.Reference = append(addrs.Reference, servers.PolicyURLs[replicas:]...)
 		if tinkerPolicy {

@@ -31,6 +31,7 @@ import (
 	"github.com/hindsearch/hindsearch/clients/policy/sglang"
 	"github.com/hindsearch/hindsearch/clients/policy/tinker"
 	"github.com/hindsearch/hindsearch/clients/retriever"
+	"github.com/hindsearch/hindsearch/clients/router"
 	"github.com/hindsearch/hindsearch/clients/trainer"
 	"github.com/hindsearch/hindsearch/clients/transport"
 	"github.com/hindsearch/hindsearch/orchestrator/roles"
@@ -267,9 +268,12 @@ func (c *checker) run(ctx context.Context) []Check {
 	if c.full && c.r.Sync.Kind != recipes.SyncNone && c.r.Sync.Kind != recipes.SyncTinker {
 		wg.Go(func() { syncC = c.syncDir() })
 	}
-	var trackC []Check
+	var trackC, routerC []Check
 	if c.full {
 		wg.Go(func() { trackC = c.trackers(ctx) })
+	}
+	if c.deps.RouterAdmin != nil {
+		wg.Go(func() { routerC = []Check{c.routerCheck(ctx, c.deps.RouterAdmin)} })
 	}
 	wg.Wait()
 	var out []Check
@@ -279,6 +283,7 @@ func (c *checker) run(ctx context.Context) []Check {
 	for _, rc := range reps {
 		out = append(out, rc.checks...)
 	}
+	out = append(out, routerC...)
 	out = append(out, judgeC...)
 	out = append(out, retC...)
 	out = append(out, trainC...)
@@ -288,6 +293,57 @@ func (c *checker) run(ctx context.Context) []Check {
 	}
 	out = append(out, syncC...)
 	return append(out, trackC...)
+}
+
+// routerCheck is policy.router_url's "workers" row: the router's worker
+// list against policy.urls. A worker it lists that policy.urls lacks
+// fails where the run serves trained weights (requests routed there would
+// lack them); servers it does not list yet are fine: the run adds those
+// that hold the weights in use.
+func (c *checker) routerCheck(ctx context.Context, rt router.Router) Check {
+	ch := Check{Role: "router", Server: rt.URL(), Name: "workers"}
+	cctx, cancel := c.bounded(ctx)
+	listed, err := rt.Workers(cctx)
+	cancel()
+	if err != nil {
+		ch.Status, ch.Detail = CheckFail, "GET /list_workers: "+err.Error()
+		ch.Fix = "start the router (vllm-router) at policy.router_url, or unset policy.router_url to call policy.urls directly"
+		return ch
+	}
+	norm := func(u string) string { return strings.TrimRight(u, "/") }
+	ours := map[string]bool{}
+	for _, p := range c.deps.Policies {
+		ours[norm(p.URL())] = true
+	}
+	var foreign, missing []string
+	have := map[string]bool{}
+	for _, u := range listed {
+		have[norm(u)] = true
+		if !ours[norm(u)] {
+			foreign = append(foreign, u)
+		}
+	}
+	for _, p := range c.deps.Policies {
+		if !have[norm(p.URL())] {
+			missing = append(missing, p.URL())
+		}
+	}
+	switch {
+	case len(foreign) > 0 && c.r.Sync.Kind != recipes.SyncNone:
+		ch.Status = CheckFail
+		ch.Detail = fmt.Sprintf("routes to %s, not in policy.urls: requests for this run's trained weights sent there would fail", strings.Join(foreign, ", "))
+		ch.Fix = "remove them from the router (POST /remove_worker?url=) or list them in policy.urls"
+	case len(foreign) > 0:
+		ch.Status = CheckWarn
+		ch.Detail = fmt.Sprintf("routes to %s, not in policy.urls: they serve this run's requests (sync.kind none) but the run cannot check or drain them", strings.Join(foreign, ", "))
+	case len(missing) > 0:
+		ch.Status = CheckOK
+		ch.Detail = fmt.Sprintf("lists %d of %d policy servers; the run adds %s once they hold the weights in use", len(listed)-len(foreign), len(c.deps.Policies), strings.Join(missing, ", "))
+	default:
+		ch.Status = CheckOK
+		ch.Detail = fmt.Sprintf("routes to exactly policy.urls (%d servers)", len(listed))
+	}
+	return ch
 }
 
 // lossAggCheck is the trainer's "loss aggregation" row: the backend the

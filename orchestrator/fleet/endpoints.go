@@ -53,6 +53,7 @@ func (r *Replicas) Remove(url string) bool {
 			rp.gone.Store(true)
 			rp.down.Store(true)
 			r.pins.dropReplica(i)
+			r.resyncRouter()
 			return true
 		}
 	}

@@ -88,7 +88,9 @@ func (s *loraSync) Apply(ctx context.Context, tinkerPath, name string) error {
 		delete(s.paths, old)
 		delete(s.dirs, old)
 	}
-	return nil
+	// In router mode the router drops every replica that failed to load
+	// name before a request names it.
+	return s.reps.syncRouter(ctx, false)
 }
 
 // Begin needs nothing: adapters are served under their own names, beside
@@ -97,7 +99,10 @@ func (s *loraSync) Begin(context.Context) error { return nil }
 
 // Ensure loads adapter model on every replica up that lacks it.
 func (s *loraSync) Ensure(ctx context.Context, model string) error {
-	return s.ensureWith(ctx, model, s.loadOn)
+	if err := s.ensureWith(ctx, model, s.loadOn); err != nil {
+		return err
+	}
+	return s.reps.syncRouter(ctx, false)
 }
 
 // Restore loads on p every kept adapter it does not list (a replica that
@@ -147,5 +152,5 @@ func (s *loraSync) Resume(ctx context.Context, names []string, samplers map[stri
 		}
 		s.order = append(s.order, name)
 	}
-	return nil
+	return s.reps.syncRouter(ctx, false)
 }

@@ -51,6 +51,9 @@ type Replicas struct {
 	// dynamic is set while WatchEndpoints keeps the set: with no replica
 	// up, requests wait for one to be listed instead of failing.
 	dynamic atomic.Bool
+	// router, when set (UseRouter), carries CallFor's and CallKey's
+	// requests; nil: they go to a replica picked here.
+	router *routerMode
 }
 
 // replica is one policy server of the set.
@@ -180,6 +183,14 @@ func (r *Replicas) markDown(i int) {
 		return
 	}
 	r.pins.dropReplica(i)
+	r.startProbe(i)
+	r.resyncRouter()
+}
+
+// startProbe starts replica i's probe unless one runs, it was removed or
+// nothing can re-admit it.
+func (r *Replicas) startProbe(i int) {
+	rp := r.at(i)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if rp.probing || r.Readmit == nil || rp.gone.Load() {
@@ -209,6 +220,7 @@ func (r *Replicas) probe(i int) {
 		cancel()
 		if err == nil && !rp.gone.Load() {
 			rp.down.Store(false)
+			r.resyncRouter()
 			return
 		}
 	}
@@ -234,15 +246,18 @@ func (r *Replicas) live() bool {
 
 // Call runs f on a replica; when the replica turns out to be down it is
 // drained and f is tried on another (waiting for one to come back when all
-// are down), so a replica that dies loses no trajectory.
+// are down), so a replica that dies loses no trajectory. It is for the
+// control calls (tokenize): in router mode too it goes to a replica
+// directly.
 func (r *Replicas) Call(ctx context.Context, f func(p policy.Policy) error) error {
-	return r.CallFor(ctx, "", f)
+	return r.callDirect(ctx, "", "", f)
 }
 
 // CallFor is call among the replicas that hold the weights model names
 // ("": any replica); while none that is up holds them it waits for a
 // drained one to come back, and fails, naming each replica and why, when
-// none can (see awaitWeights).
+// none can (see awaitWeights). It is for generation and scoring: in
+// router mode f runs on the router (see UseRouter).
 func (r *Replicas) CallFor(ctx context.Context, model string, f func(p policy.Policy) error) error {
 	return r.CallKey(ctx, model, "", f)
 }
@@ -251,8 +266,17 @@ func (r *Replicas) CallFor(ctx context.Context, model string, f func(p policy.Po
 // load alone): the calls of one key go to one replica while it is up,
 // holds the weights and is within AffinityMargin of the least-loaded. A
 // replica that turns out down releases its pins, and the retry pins the
-// key again.
+// key again. In router mode key is the request's session
+// (policy.SessionHeader) and the router keeps it on one replica.
 func (r *Replicas) CallKey(ctx context.Context, model, key string, f func(p policy.Policy) error) error {
+	if r.router != nil {
+		return r.callRouter(ctx, model, key, f)
+	}
+	return r.callDirect(ctx, model, key, f)
+}
+
+// callDirect is CallKey on a replica picked here.
+func (r *Replicas) callDirect(ctx context.Context, model, key string, f func(p policy.Policy) error) error {
 	for attempt := 0; ; attempt++ {
 		if err := r.awaitListed(ctx); err != nil {
 			return err

@@ -330,6 +330,8 @@ func newFakeReplica(t *testing.T) *fakeReplica {
 			}
 			s.weights, _ = body["model_path"].(string)
 			answer(http.StatusOK, map[string]any{"success": true, "message": "Succeeded to update model weights.", "num_paused_requests": 0})
+		case r.Method == http.MethodGet && r.URL.Path == "/health":
+			w.WriteHeader(http.StatusOK)
 		case r.Method == http.MethodGet && r.URL.Path == "/v1/models":
 			data := []map[string]any{{"id": "base", "object": "model"}}
 			if !s.hide {

@@ -7,6 +7,7 @@ import (
 	"github.com/hindsearch/hindsearch/clients/judge"
 	"github.com/hindsearch/hindsearch/clients/policy"
 	"github.com/hindsearch/hindsearch/clients/retriever"
+	"github.com/hindsearch/hindsearch/clients/router"
 	"github.com/hindsearch/hindsearch/clients/trainer"
 )
 
@@ -17,9 +18,14 @@ type Deps struct {
 	// the run runs (policy.endpoints_file), as Connect built Policies';
 	// nil where no server can join.
 	NewPolicy func(url string) (policy.Policy, error)
-	Judge     judge.Judge
-	Retriever retriever.Retriever
-	Trainer   trainer.Trainer
+	// Router is the data plane of policy.router_url (the policy client at
+	// the router's URL) and RouterAdmin its worker list; both nil without
+	// a router.
+	Router      policy.Policy
+	RouterAdmin router.Router
+	Judge       judge.Judge
+	Retriever   retriever.Retriever
+	Trainer     trainer.Trainer
 	// Simulated names the roles served by the embedded simulator; every
 	// output of the run says so when it is non-empty.
 	Simulated []string

@@ -733,6 +733,9 @@ func NewEngine(r *recipes.Recipe, deps roles.Deps, clock *metrics.Phases) (*Engi
 	window := time.Duration(r.Retriever.BatchWindowMS * float64(time.Millisecond))
 	reps := fleet.New(deps.Policies)
 	reps.Affinity, reps.AffinityMargin = r.Policy.Affinity, r.Policy.AffinityMargin
+	if deps.Router != nil && deps.RouterAdmin != nil {
+		reps.UseRouter(deps.Router, deps.RouterAdmin)
+	}
 	return &Engine{Replicas: reps, retriever: deps.Retriever, topk: r.Retriever.TopK,
 		maxTurns: r.Rollout.MaxTurns, maxTurn: r.Rollout.MaxTurnTokens, maxObs: r.Rollout.MaxObsTokens,
 		maxCtx: r.Rollout.MaxContextTokens, baseModel: r.Policy.Model, Phases: clock, finalRound: r.Rollout.FinalAnswerRound,

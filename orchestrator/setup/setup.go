@@ -24,6 +24,7 @@ import (
 	"github.com/hindsearch/hindsearch/clients/policy/tinker"
 	"github.com/hindsearch/hindsearch/clients/retriever"
 	"github.com/hindsearch/hindsearch/clients/retriever/bm25"
+	"github.com/hindsearch/hindsearch/clients/router"
 	"github.com/hindsearch/hindsearch/clients/trainer"
 	"github.com/hindsearch/hindsearch/clients/transport"
 	"github.com/hindsearch/hindsearch/orchestrator/dataset"
@@ -355,6 +356,21 @@ func Connect(ctx context.Context, r *recipes.Recipe, environ []string, log io.Wr
 	}
 	if r.Policy.Server == recipes.ServerTinker && slices.Contains(r.Policy.URLs, recipes.Embedded) {
 		deps.Simulated = append(deps.Simulated, "policy")
+	}
+	if u := r.Policy.RouterURL; u != "" {
+		// Generation and scoring through the router share the replicas'
+		// pool size; the worker list's calls are few.
+		po := opts("policy", u)
+		po.PoolSize = PolicyPoolSize(r) * max(len(deps.Policies), 1)
+		pc, err := policy.New(po)
+		if err != nil {
+			return fail(fmt.Errorf("policy.router_url: %w", err))
+		}
+		rc, err := router.New(opts("router", u))
+		if err != nil {
+			return fail(fmt.Errorf("policy.router_url: %w", err))
+		}
+		deps.Router, deps.RouterAdmin = pc, rc
 	}
 	if r.Policy.EndpointsFile != "" {
 		tok, apiKey := deps.Tokenizer, key(r.Trainer.APIKeyEnv)

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -78,11 +79,16 @@ type simAddrs struct {
 }
 
 // serveSim starts `orchestrate serve sim RECIPE --set ...` until the test
-// ends (its stdin pipe closed) and returns the addresses it printed.
+// ends (its stdin pipe closed) and returns the addresses it printed; an
+// entry of sets starting with "--" is passed as a flag of serve sim.
 func serveSim(t *testing.T, recipe string, sets ...string) simAddrs {
 	t.Helper()
 	args := []string{"serve", "sim", recipe}
 	for _, s := range sets {
+		if strings.HasPrefix(s, "--") { // a flag of serve sim's own
+			args = append(args, s)
+			continue
+		}
 		args = append(args, "--set", s)
 	}
 	cmd := exec.Command(orchestrate(t), args...)

@@ -11,6 +11,8 @@
 #   sim/real/run.sh trackers   only the trackers' readers (TensorBoard, wandb,
 #                              MLflow) and the tests that read what a run
 #                              wrote with them (make trackers)
+#   sim/real/run.sh router     vllm-router (pinned) in front of the simulated
+#                              policy servers (make router-check)
 #   sim/real/run.sh aftercut   what a real instruct model (SmolLM2-135M-
 #                              Instruct, on vLLM) writes after a cut
 #                              <information> block (make real-aftercut;
@@ -110,6 +112,17 @@ if [ "$mode" = trackers ]; then
 	HINDSEARCH_TRACKERS_BIN=$CACHE/venv-trackers/bin go test -count=1 -run 'TestTracker' ./sim/real/ "$@" ||
 		die "tracker tests failed"
 	say "tracker tests passed"
+	exit 0
+fi
+# make router-check: vllm-router (pinned) in front of the simulator's
+# policy servers, the program's batches through it equal to direct ones
+# and each trajectory on one replica (no model, no real server).
+if [ "$mode" = router ]; then
+	sync_env router
+	cd "$REPO"
+	HINDSEARCH_ROUTER_BIN=$CACHE/venv-router/bin/vllm-router go test -count=1 -run 'TestRouter' ./sim/real/ "$@" ||
+		die "router check failed"
+	say "router check passed"
 	exit 0
 fi
 t_install=$(date +%s)
