@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -111,4 +112,36 @@ func (r *Recipe) loadEndpoints() error {
 	}
 	r.Policy.URLs = urls
 	return nil
+}
+
+// WriteEndpoints writes an endpoints file listing the servers at urls
+// (http://address:port each; named by their address) to path atomically:
+// a temporary file in path's directory, renamed over it, so that a
+// reader never sees it half-written.
+func WriteEndpoints(path string, urls []string) error {
+	f := EndpointsFile{Endpoints: []Endpoint{}}
+	for _, u := range urls {
+		host, port, err := net.SplitHostPort(strings.TrimPrefix(strings.TrimRight(u, "/"), "http://"))
+		if err != nil {
+			return fmt.Errorf("endpoint %s: want http://address:port: %w", u, err)
+		}
+		f.Endpoints = append(f.Endpoints, Endpoint{Name: host, Address: host, Port: port})
+	}
+	data, err := yaml.Marshal(&f)
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".endpoints-*.yaml")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // after the rename: nothing there
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
 }

@@ -93,3 +93,30 @@ func TestEndpointsFileKey(t *testing.T) {
 		t.Errorf("tinker: %v", err)
 	}
 }
+
+// WriteEndpoints writes what ReadEndpoints reads back, atomically (no
+// temporary file left), and refuses a URL without a port.
+func TestWriteEndpointsReadsBack(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "endpoints.yaml")
+	urls := []string{"http://10.0.0.1:8000", "http://10.0.0.2:8000"}
+	if err := WriteEndpoints(path, urls); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadEndpoints(path)
+	if err != nil || !slices.Equal(got, urls) {
+		t.Fatalf("read back %v, %v", got, err)
+	}
+	if err := WriteEndpoints(path, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ReadEndpoints(path); err != nil || len(got) != 0 {
+		t.Errorf("an empty list read back as %v, %v", got, err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("files left: %v", entries)
+	}
+	if err := WriteEndpoints(path, []string{"http://10.0.0.1"}); err == nil {
+		t.Error("a URL without a port was written")
+	}
+}

@@ -42,6 +42,19 @@ func TestDeployTemplatesParse(t *testing.T) {
 			if name == "kubernetes.yaml" && (doc["kind"] == nil || doc["apiVersion"] == nil) {
 				t.Errorf("%s: document %d has no kind or apiVersion", name, docs)
 			}
+			if name == "kubernetes.yaml" && doc["kind"] == "Job" {
+				// The Job's script: bash -c's argument.
+				spec := doc["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
+				cmd := spec["containers"].([]any)[0].(map[string]any)["command"].([]any)
+				if len(cmd) != 3 || cmd[0] != "bash" || cmd[1] != "-c" {
+					t.Fatalf("%s: the Job's command %v, want bash -c SCRIPT", name, cmd)
+				}
+				script := cmd[2].(string)
+				bashN(t, name+" Job", script)
+				if !strings.Contains(script, "orchestrate endpoints --selector app=hindsearch-vllm") || !strings.Contains(script, "policy.endpoints_file=/state/endpoints.yaml") {
+					t.Errorf("%s: the Job does not follow the pods through an endpoints file:\n%s", name, script)
+				}
+			}
 			if name == "skypilot.yaml" {
 				run, _ := doc["run"].(string)
 				if run == "" {
@@ -50,8 +63,8 @@ func TestDeployTemplatesParse(t *testing.T) {
 				bashN(t, name+" run", run)
 			}
 		}
-		if name == "kubernetes.yaml" && docs != 3 {
-			t.Errorf("%s: %d documents, want the Service, the StatefulSet and the Job", name, docs)
+		if name == "kubernetes.yaml" && docs != 6 {
+			t.Errorf("%s: %d documents, want the Service, the StatefulSet, the Job and its service account, role and binding", name, docs)
 		}
 	}
 	for _, name := range []string{"hindsearch.sbatch", "endpoints.sh"} {
@@ -119,5 +132,30 @@ func TestSLURMScriptWritesTheEndpointsFile(t *testing.T) {
 	}
 	if m, _ := filepath.Glob(endpoints + ".*"); len(m) > 0 {
 		t.Errorf("temporary files left: %v", m)
+	}
+}
+
+// The default binary does not link client-go (the Kubernetes code is
+// behind -tags k8s), and the k8s build does.
+func TestDefaultBinaryHasNoKubernetes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("go list of the whole module")
+	}
+	deps := func(tags ...string) string {
+		args := append([]string{"list"}, tags...)
+		args = append(args, "-deps", "./cmd/orchestrate")
+		cmd := exec.Command("go", args...)
+		cmd.Dir = filepath.Join("..", "..")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("go %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	if d := deps(); strings.Contains(d, "k8s.io/") {
+		t.Errorf("the default build links Kubernetes packages:\n%s", d)
+	}
+	if d := deps("-tags", "k8s"); !strings.Contains(d, "k8s.io/client-go/kubernetes\n") {
+		t.Errorf("the k8s build does not link client-go")
 	}
 }

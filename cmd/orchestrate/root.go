@@ -32,6 +32,8 @@ func newRootCmd(stdout, stderr io.Writer, environ []string) *cobra.Command {
 	root.SetErr(stderr)
 	root.AddCommand(newRunCmd(e), newEvalCmd(e), newAblateCmd(e), newStudyCmd(e), newBenchCmd(e), newChaosCmd(e), newRecipeCmd(e), newServeCmd(e), newResultsCmd(e), newShowCmd(e), newTrackCmd(e))
 	root.AddCommand(newDoctorCmd(e), newTokenizeCmd(e), newDataCmd(e))
+	// Commands of a build tag (-tags k8s: endpoints); none by default.
+	root.AddCommand(taggedCommands(e)...)
 	return root
 }
 

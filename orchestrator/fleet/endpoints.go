@@ -137,27 +137,38 @@ func (r *Replicas) WatchEndpoints(ctx context.Context, path string, interval tim
 			continue
 		}
 		last, lastErr = fi, ""
-		have := r.URLs()
-		for _, u := range urls {
-			if slices.Contains(have, u) {
-				continue
-			}
-			p, err := newPolicy(u)
-			if err != nil {
-				say("%s: %v", u, err)
-				continue
-			}
-			r.Add(p)
-			say("%s added: admitted once healthy and serving the weights in use", u)
-		}
-		for _, u := range have {
-			if !slices.Contains(urls, u) {
-				r.Remove(u)
-				say("%s removed: drained (requests in flight finish)", u)
-			}
-		}
+		r.Reconcile(urls, newPolicy, func(line string) { say("%s", line) })
 		if len(urls) == 0 {
 			say("%s lists no endpoint: requests wait until it lists one", path)
+		}
+	}
+}
+
+// Reconcile makes the set the policy servers at urls, as a discovery
+// source lists them (the endpoints file, Kubernetes pods): servers that
+// appeared are added (newPolicy builds each one's client; Add admits it
+// once healthy and holding the weights), those that left are removed
+// (Remove). From then on, with no replica listed, requests wait for one
+// instead of failing. Each change is said on say, one line each.
+func (r *Replicas) Reconcile(urls []string, newPolicy func(url string) (policy.Policy, error), say func(line string)) {
+	r.dynamic.Store(true)
+	have := r.URLs()
+	for _, u := range urls {
+		if slices.Contains(have, u) {
+			continue
+		}
+		p, err := newPolicy(u)
+		if err != nil {
+			say(fmt.Sprintf("%s: %v", u, err))
+			continue
+		}
+		r.Add(p)
+		say(u + " added: admitted once healthy and serving the weights in use")
+	}
+	for _, u := range have {
+		if !slices.Contains(urls, u) {
+			r.Remove(u)
+			say(u + " removed: drained (requests in flight finish)")
 		}
 	}
 }
