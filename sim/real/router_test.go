@@ -2,18 +2,15 @@ package real_test
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -48,36 +45,10 @@ func freePort(t *testing.T) int {
 func startRouter(t *testing.T, bin string) string {
 	t.Helper()
 	port := freePort(t)
-	var log bytes.Buffer
-	cmd := exec.Command(bin, "--host", "127.0.0.1", "--port", fmt.Sprint(port), "--prometheus-port", fmt.Sprint(freePort(t)),
-		"--policy", "consistent_hash", "--log-level", "warning")
-	cmd.Stdout, cmd.Stderr = &log, &log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-done
-		}
-	})
 	url := fmt.Sprintf("http://127.0.0.1:%d", port)
-	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		if resp, err := http.Get(url + "/list_workers"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return url
-			}
-		}
-	}
-	t.Fatalf("vllm-router did not come up:\n%s", log.String())
-	return ""
+	startServer(t, "vllm-router", url+"/list_workers", time.Minute, 10*time.Second, bin, "--host", "127.0.0.1", "--port", fmt.Sprint(port),
+		"--prometheus-port", fmt.Sprint(freePort(t)), "--policy", "consistent_hash", "--log-level", "warning")
+	return url
 }
 
 // digests are a run directory's batch digests, in step order.

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -36,16 +35,22 @@ func trackerBin(t *testing.T) string {
 // group) when the test ends.
 func mlflowServer(t *testing.T, bin string) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
+	port := freePort(t)
 	dir := t.TempDir()
-	var log bytes.Buffer
-	cmd := exec.Command(filepath.Join(bin, "mlflow"), "server", "--host", "127.0.0.1", "--port", fmt.Sprint(port),
+	url := fmt.Sprintf("http://127.0.0.1:%d", port)
+	startServer(t, "mlflow server", url+"/health", 3*time.Minute, 20*time.Second, filepath.Join(bin, "mlflow"), "server", "--host", "127.0.0.1", "--port", fmt.Sprint(port),
 		"--backend-store-uri", "sqlite:///"+filepath.Join(dir, "mlflow.db"), "--artifacts-destination", filepath.Join(dir, "artifacts"), "--workers", "1")
+	return url
+}
+
+// startServer starts name (argv) in a process group of its own, stopped
+// when the test ends (SIGTERM, then SIGKILL after grace), and waits up to
+// within for ready to answer 200; it fails the test with the server's
+// output when it does not.
+func startServer(t *testing.T, name, ready string, within, grace time.Duration, argv ...string) {
+	t.Helper()
+	var log bytes.Buffer
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = &log, &log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -57,22 +62,20 @@ func mlflowServer(t *testing.T, bin string) string {
 		go func() { _ = cmd.Wait(); close(done) }()
 		select {
 		case <-done:
-		case <-time.After(20 * time.Second):
+		case <-time.After(grace):
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			<-done
 		}
 	})
-	url := fmt.Sprintf("http://127.0.0.1:%d", port)
-	for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
-		if resp, err := http.Get(url + "/health"); err == nil {
+	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if resp, err := http.Get(ready); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
-				return url
+				return
 			}
 		}
 	}
-	t.Fatalf("mlflow server did not come up:\n%s", log.String())
-	return ""
+	t.Fatalf("%s did not come up:\n%s", name, log.String())
 }
 
 // readBack runs trackers_read.py KIND ARGS in the trackers' environment
