@@ -252,6 +252,7 @@ func (ru *run) record(c *collected, adapter string) (*results.StepRecord, error)
 	rec.SampledWith = c.model
 	rec.PolicyLag = c.step - 1 - versionOf(c.model, ru.r)
 	rec.Replicas = c.sampled.Snapshot()
+	rec.Affinity = ru.affinityRecord()
 	rec.TrainerMetrics = mergeMetrics(c.fb, c.om)
 	rec.LearningRate, rec.OptimSteps = c.lr, len(c.om)
 	rec.Health = stepHealth(all)
@@ -308,4 +309,19 @@ func (ru *run) report(sum *Summary) error {
 	}
 	fmt.Fprintln(ru.Out)
 	return results.EvalTable(ru.Out, sum.Evals, ru.caption())
+}
+
+// affinityRecord is the step's placements of pinned requests: the
+// fleet's counters since the previous record; nil when nothing is pinned
+// (policy.affinity none, or a router placing the requests).
+func (ru *run) affinityRecord() *results.AffinityRecord {
+	reps := ru.rollouts.Replicas
+	if reps.Routed() || reps.PinKey("t", "g") == "" {
+		return nil
+	}
+	now := reps.AffinityStats()
+	was := ru.affinityAt
+	ru.affinityAt = now
+	return &results.AffinityRecord{Hits: now.Hits - was.Hits, Pinned: now.Pinned - was.Pinned,
+		Moved: now.Moved - was.Moved, Lost: now.Lost - was.Lost}
 }

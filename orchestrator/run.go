@@ -87,9 +87,12 @@ type run struct {
 	ev       *evaluator
 	sync     fleet.Sync
 	modelID  string
-	adapter  string // policy model name currently served ("" = base)
-	cursor   int
-	sim      bool
+	// affinityAt is the fleet's affinity counters at the previous step's
+	// record (each record holds the difference).
+	affinityAt fleet.AffinityStats
+	adapter    string // policy model name currently served ("" = base)
+	cursor     int
+	sim        bool
 	// excluded counts the training questions train.exclude_eval dropped.
 	excluded int
 

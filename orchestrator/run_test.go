@@ -145,6 +145,11 @@ func TestEndToEndOverLoopback(t *testing.T) {
 		if s.Failed > 0 && s.Critiques+s.CritiqueFailures != s.Failed {
 			t.Errorf("step %d: %d failed but %d critiques + %d failures", s.Step, s.Failed, s.Critiques, s.CritiqueFailures)
 		}
+		// policy.affinity trajectory (the default): every trajectory's
+		// first turn pins it, its later turns and rescoring hit the pin.
+		if a := s.Affinity; a == nil || a.Pinned < int64(s.Trajectories) || a.Hits == 0 || a.Lost != 0 {
+			t.Errorf("step %d: affinity %+v", s.Step, a)
+		}
 	}
 	evals, err := rd.ReadEval()
 	if err != nil {
@@ -753,5 +758,21 @@ func TestScoreConcurrency(t *testing.T) {
 			}
 			t.Logf("%d score calls, at most %d in flight, %d beside a policy turn", calls, most, overlapping)
 		})
+	}
+}
+
+// With policy.affinity none nothing is pinned: the step records hold no
+// affinity counts.
+func TestNoAffinityRecordWithoutPins(t *testing.T) {
+	r := testRecipe(t, "", "policy.affinity=none")
+	runRecipe(t, r, 1)
+	steps, err := (&results.RunDir{Path: r.Output.Dir}).ReadSteps()
+	if err != nil || len(steps) == 0 {
+		t.Fatalf("steps: %v", err)
+	}
+	for _, s := range steps {
+		if s.Affinity != nil {
+			t.Errorf("step %d: affinity %+v with policy.affinity none", s.Step, s.Affinity)
+		}
 	}
 }

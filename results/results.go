@@ -46,6 +46,22 @@ type EvalRecord struct {
 	Health *Health `json:"health,omitempty"`
 }
 
+// AffinityRecord counts the placements of pinned policy requests (a
+// trajectory's turns and its rescoring under policy.affinity) over a
+// step: the step's rollouts and any evaluation since the step before.
+type AffinityRecord struct {
+	// Hits went to the replica their key was pinned to.
+	Hits int64 `json:"hits"`
+	// Pinned pinned a key for the first time.
+	Pinned int64 `json:"pinned"`
+	// Moved re-pinned a key: its replica had policy.affinity_margin more
+	// requests in flight than the least-loaded.
+	Moved int64 `json:"moved"`
+	// Lost re-pinned a key: its replica was down, removed or lacked the
+	// request's weights.
+	Lost int64 `json:"lost"`
+}
+
 // StepRecord is one line of steps.jsonl: the statistics of one training step.
 type StepRecord struct {
 	// Step is the training step number.
@@ -141,6 +157,10 @@ type StepRecord struct {
 	// the step's rollouts with; a replica that sampled nothing (drained,
 	// or lacking the weights) is absent.
 	Replicas map[string]string `json:"replicas,omitempty"`
+	// Affinity counts how the pinned policy requests were placed since
+	// the previous step's record (policy.affinity; absent with affinity
+	// none, behind a router, or before it existed).
+	Affinity *AffinityRecord `json:"affinity,omitempty"`
 	// Health is the search agent's health over the step's trajectories
 	// (absent in records written before it existed).
 	Health *Health `json:"health,omitempty"`
