@@ -39,10 +39,11 @@ func TestRunSyncsBothArchiveLayouts(t *testing.T) {
 				if err != nil {
 					t.Fatalf("run: %v\n%s", err, out.String())
 				}
-				if len(sum.Steps) != 2 || sum.Steps[1].Adapter != "test-step0002" {
+				a2 := adapterIn(t, r.Output.Dir, 2)
+				if len(sum.Steps) != 2 || sum.Steps[1].Adapter != a2 {
 					t.Fatalf("steps %+v", sum.Steps)
 				}
-				archives, _ := filepath.Glob(filepath.Join(r.Trainer.CheckpointsDir, "*", "sampler_weights", "test-step0002.tar.gz"))
+				archives, _ := filepath.Glob(filepath.Join(r.Trainer.CheckpointsDir, "*", "sampler_weights", a2+".tar.gz"))
 				if len(archives) != 1 {
 					t.Fatalf("archives %v", archives)
 				}
@@ -53,17 +54,17 @@ func TestRunSyncsBothArchiveLayouts(t *testing.T) {
 				if gz := bytes.HasPrefix(b, []byte{0x1f, 0x8b}); gz != (layout == recipes.SimArchiveJAX) {
 					t.Errorf("%s archive is gzip: %v", layout, gz)
 				}
-				dir, _ := filepath.Abs(filepath.Join(r.Sync.Dir, "test-step0002"))
+				dir, _ := filepath.Abs(filepath.Join(r.Sync.Dir, a2))
 				model := filepath.Base(filepath.Dir(filepath.Dir(archives[0])))
 				if kind == recipes.SyncLoRA {
 					// Adapters are unpacked under the trainer model that
 					// saved them (vLLM's prefix cache keys name and path).
-					dir, _ = filepath.Abs(filepath.Join(r.Sync.Dir, model, "test-step0002"))
+					dir, _ = filepath.Abs(filepath.Join(r.Sync.Dir, model, a2))
 				}
 				for i, p := range emb.Sim().Policies {
 					switch kind {
 					case recipes.SyncLoRA:
-						if a := p.LoadedAdapters(); !slices.Contains(a, "test-step0002") {
+						if a := p.LoadedAdapters(); !slices.Contains(a, a2) {
 							t.Errorf("replica %d serves adapters %v", i, a)
 						}
 					case recipes.SyncSGLangDisk:
@@ -84,7 +85,7 @@ func TestRunSyncsBothArchiveLayouts(t *testing.T) {
 				if len(trained) == 0 || !slices.Equal(synced, trained) {
 					t.Errorf("synced weights %v, trained %v", synced, trained)
 				}
-				if !strings.Contains(out.String(), "eval step 2 (search, test-step0002") {
+				if !strings.Contains(out.String(), "eval step 2 (search, "+a2) {
 					t.Errorf("no evaluation of the synced weights:\n%s", out.String())
 				}
 			})

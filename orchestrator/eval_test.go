@@ -171,7 +171,7 @@ func TestEvaluateCheckpointArchive(t *testing.T) {
 	if recs[0].Step != 1 {
 		t.Errorf("step %d, want 1 from the archive's name %s", recs[0].Step, filepath.Base(archives[0]))
 	}
-	if _, err := os.Stat(filepath.Join(r2.Sync.Dir, "test-step0001", "adapter_config.json")); err != nil {
+	if _, err := os.Stat(filepath.Join(r2.Sync.Dir, adapterIn(t, r.Output.Dir, 1), "adapter_config.json")); err != nil {
 		t.Error(err)
 	}
 

@@ -336,7 +336,7 @@ func TestOffPolicyStalenessAndSamplingLogprobs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"sim/base", "sim/base", "test-step0001", "test-step0002"}
+	want := []string{"sim/base", "sim/base", adapterIn(t, r.Output.Dir, 1), adapterIn(t, r.Output.Dir, 2)}
 	for i, s := range sum.Steps {
 		if s.SampledWith != want[i] {
 			t.Errorf("step %d sampled with %q, want %q", s.Step, s.SampledWith, want[i])
@@ -352,15 +352,15 @@ func TestOffPolicyStalenessAndSamplingLogprobs(t *testing.T) {
 		t.Fatal(err)
 	}
 	model := emb.Sim().Model
-	p2, _ := emb.Sim().Policies[0].Params("test-step0002")
-	p3, _ := emb.Sim().Policies[0].Params("test-step0003")
+	p2, _ := emb.Sim().Policies[0].Params(adapterIn(t, r.Output.Dir, 2))
+	p3, _ := emb.Sim().Policies[0].Params(adapterIn(t, r.Output.Dir, 3))
 	checked := 0
 	for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
 		var tr rollout.Trajectory
 		if err := json.Unmarshal([]byte(line), &tr); err != nil {
 			t.Fatal(err)
 		}
-		if tr.Model != "test-step0002" {
+		if tr.Model != adapterIn(t, r.Output.Dir, 2) {
 			t.Fatalf("trajectory sampled by %q", tr.Model)
 		}
 		seq := append(append([]int(nil), tr.PromptIDs...), tr.Tokens...)
@@ -631,7 +631,7 @@ func TestReplicaKilledAndRestarted(t *testing.T) {
 	if s.Policies[0].Stats().Requests == 0 {
 		t.Error("the restarted replica served no request")
 	}
-	if _, ok := s.Policies[0].Params("test-step0006"); !ok {
+	if _, ok := s.Policies[0].Params(got.Steps[len(got.Steps)-1].Adapter); !ok {
 		t.Error("the restarted replica does not serve the last adapter")
 	}
 }

@@ -38,7 +38,8 @@ func TestSGLangRenamedReplicasResumeAndSecondRun(t *testing.T) {
 	if err != nil || len(first) != 2 {
 		t.Fatalf("first run steps: %v %d", err, len(first))
 	}
-	loaded, _ := filepath.Abs(filepath.Join(r.Sync.Dir, "test-step0002"))
+	a2 := first[1].Adapter
+	loaded, _ := filepath.Abs(filepath.Join(r.Sync.Dir, a2))
 	for i, p := range deps.Policies {
 		models, err := p.Models(ctx)
 		if err != nil || !slices.Equal(models, []string{loaded}) {
@@ -64,7 +65,7 @@ func TestSGLangRenamedReplicasResumeAndSecondRun(t *testing.T) {
 		t.Fatalf("resume: %v\n%s", err, out.String())
 	}
 	steps, err := (&results.RunDir{Path: r.Output.Dir}).ReadSteps()
-	if err != nil || len(steps) != 3 || steps[2].SampledWith != "test-step0002" {
+	if err != nil || len(steps) != 3 || steps[2].SampledWith != a2 {
 		t.Fatalf("resumed steps: %v %+v", err, steps)
 	}
 

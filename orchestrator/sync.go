@@ -15,7 +15,7 @@ import (
 // resume point and no later step needs are deleted. It returns the name
 // the replicas serve the weights under.
 func (ru *run) syncWeights(ctx context.Context, c *collected) (string, error) {
-	name := reUnsafe.ReplaceAllString(ru.r.Name, "_") + fmt.Sprintf("-step%04d", c.step)
+	name := adapterName(ru.r.Name, ru.modelID, c.step)
 	done := c.clock.Start("sync")
 	var path string
 	var err error
@@ -36,6 +36,18 @@ func (ru *run) syncWeights(ctx context.Context, c *collected) (string, error) {
 	ru.mu.Unlock()
 	ru.pruneTrainer(ctx)
 	return name, nil
+}
+
+// adapterName is the name step's weights are saved and served under:
+// the recipe's name, the trainer's model id and the step
+// (<recipe>-<model id>-stepNNNN, each part cleaned with reUnsafe). The
+// model id keeps apart the adapters of two runs of one recipe that share
+// policy servers (an ablation's variants side by side, two seeds on one
+// fleet): with the recipe's name alone, each run's sync unloaded the
+// other's live adapter of the same step. A resumed run serves its earlier
+// adapters under the names it recorded.
+func adapterName(recipe, modelID string, step int) string {
+	return reUnsafe.ReplaceAllString(recipe, "_") + "-" + reUnsafe.ReplaceAllString(modelID, "_") + fmt.Sprintf("-step%04d", step)
 }
 
 // ensure makes the replicas that are up hold model, under syncMu (see

@@ -66,9 +66,10 @@ func TestSGLangDiskEndToEnd(t *testing.T) {
 	if err != nil || len(steps) != 2 || len(sum.Steps) != 2 {
 		t.Fatalf("steps.jsonl: %v, %d records", err, len(steps))
 	}
-	for i, want := range []string{"sim/base", "test-step0001"} {
+	a1, a2 := adapterIn(t, r.Output.Dir, 1), adapterIn(t, r.Output.Dir, 2)
+	for i, want := range []string{"sim/base", a1} {
 		s := steps[i]
-		if s.SampledWith != want || s.PolicyLag != 0 || s.Adapter != fmt.Sprintf("test-step%04d", i+1) {
+		if s.SampledWith != want || s.PolicyLag != 0 || s.Adapter != adapterIn(t, r.Output.Dir, i+1) {
 			t.Errorf("step %d: sampled with %q (lag %d), produced %q", s.Step, s.SampledWith, s.PolicyLag, s.Adapter)
 		}
 		if !reflect.DeepEqual(s.Replicas, servedBy(want, urls...)) {
@@ -77,7 +78,7 @@ func TestSGLangDiskEndToEnd(t *testing.T) {
 	}
 	// Each replica serves step 2's weights under the base name, loaded from
 	// the directory the orchestrator unpacked; no adapter was loaded.
-	wantDir, _ := filepath.Abs(filepath.Join(r.Sync.Dir, "test-step0002"))
+	wantDir, _ := filepath.Abs(filepath.Join(r.Sync.Dir, a2))
 	trained, err := weights.ReadWeights(wantDir)
 	if err != nil {
 		t.Fatal(err)
@@ -104,11 +105,11 @@ func TestSGLangDiskEndToEnd(t *testing.T) {
 	}
 	// sync.keep 1: only the weights in use stay on disk.
 	ents, _ := os.ReadDir(r.Sync.Dir)
-	if len(ents) != 1 || ents[0].Name() != "test-step0002" {
+	if len(ents) != 1 || ents[0].Name() != a2 {
 		t.Errorf("sync.dir holds %v", ents)
 	}
 	// The evaluation after step 2 ran on step 2's weights.
-	if !strings.Contains(out.String(), "eval step 2 (search, test-step0002") || !strings.Contains(out.String(), "SIMULATED") {
+	if !strings.Contains(out.String(), "eval step 2 (search, "+a2) || !strings.Contains(out.String(), "SIMULATED") {
 		t.Errorf("output:\n%s", out.String())
 	}
 	// The simulator's adapters and full weights carry the same parameters:
@@ -144,10 +145,10 @@ func TestSGLangDiskResume(t *testing.T) {
 		t.Fatalf("evals: resumed %v\nwhole %v", got.Evals, want.Evals)
 	}
 	// Step 3 sampled on the fresh replicas with step 2's weights.
-	if s := got.Steps[2]; !reflect.DeepEqual(s.Replicas, servedBy("test-step0002", replicaURLs(deps)...)) {
+	if s := got.Steps[2]; !reflect.DeepEqual(s.Replicas, servedBy(got.Steps[1].Adapter, replicaURLs(deps)...)) {
 		t.Errorf("resumed step 3 replicas %v", s.Replicas)
 	}
-	wantDir, _ := filepath.Abs(filepath.Join(r.Sync.Dir, "test-step0003"))
+	wantDir, _ := filepath.Abs(filepath.Join(r.Sync.Dir, got.Steps[2].Adapter))
 	for i, p := range emb.Sim().Policies {
 		if p.WeightsPath() != wantDir {
 			t.Errorf("replica %d serves %q, want %s", i, p.WeightsPath(), wantDir)
@@ -156,7 +157,7 @@ func TestSGLangDiskResume(t *testing.T) {
 }
 
 // flakyLoads is a policy replica whose next loads (LoRA or full) of the
-// weights named failFor ("": any) fail on command.
+// weights whose name ends in failFor ("": any) fail on command.
 type flakyLoads struct {
 	policy.Policy
 	failFor string
@@ -167,7 +168,7 @@ var errInjectedLoad = errors.New("injected load failure")
 
 // failing reports whether a load of name fails, counting it.
 func (f *flakyLoads) failing(name string) bool {
-	return (f.failFor == "" || name == f.failFor) && f.fail.Add(-1) >= 0
+	return strings.HasSuffix(name, f.failFor) && f.fail.Add(-1) >= 0
 }
 
 func (f *flakyLoads) LoadLoRA(ctx context.Context, name, path string) error {
@@ -200,7 +201,7 @@ func TestReplicaFailingLoadIsLeftOutThenRejoins(t *testing.T) {
 			}
 			defer emb.Close()
 			urls := replicaURLs(deps)
-			flaky := &flakyLoads{Policy: deps.Policies[1], failFor: "test-step0001"}
+			flaky := &flakyLoads{Policy: deps.Policies[1], failFor: "-step0001"}
 			// The sync after step 1 and the retry before step 2 fail.
 			flaky.fail.Store(2)
 			deps.Policies[1] = flaky
@@ -210,8 +211,8 @@ func TestReplicaFailingLoadIsLeftOutThenRejoins(t *testing.T) {
 			}
 			want := []map[string]string{
 				servedBy("sim/base", urls...),
-				servedBy("test-step0001", urls[0]),
-				servedBy("test-step0002", urls...),
+				servedBy(adapterIn(t, r.Output.Dir, 1), urls[0]),
+				servedBy(adapterIn(t, r.Output.Dir, 2), urls...),
 			}
 			for i, s := range sum.Steps {
 				if !reflect.DeepEqual(s.Replicas, want[i]) {
@@ -237,12 +238,12 @@ func TestReplicaFailingLoadIsLeftOutThenRejoins(t *testing.T) {
 			}
 			defer emb2.Close()
 			for i, p := range deps2.Policies {
-				f := &flakyLoads{Policy: p, failFor: "test-step0001"}
+				f := &flakyLoads{Policy: p, failFor: "-step0001"}
 				f.fail.Store(1000)
 				deps2.Policies[i] = f
 			}
 			_, err = (&Runner{Recipe: r2, Deps: deps2}).Run(ctx)
-			for _, w := range append([]string{"step 1: sync: no policy replica holds weights test-step0001: ", errInjectedLoad.Error()}, replicaURLs(deps2)...) {
+			for _, w := range append([]string{"step 1: sync: no policy replica holds weights " + adapterIn(t, r2.Output.Dir, 1) + ": ", errInjectedLoad.Error()}, replicaURLs(deps2)...) {
 				if err == nil || !strings.Contains(err.Error(), w) {
 					t.Errorf("no replica loads: %v lacks %q", err, w)
 				}
@@ -366,7 +367,7 @@ func TestSGLangDiskReplicaKilledAndRestarted(t *testing.T) {
 			t.Errorf("step %d replicas %v, want %v", st.Step, st.Replicas, want)
 		}
 	}
-	wantDir, _ := filepath.Abs(filepath.Join(r.Sync.Dir, "test-step0004"))
+	wantDir, _ := filepath.Abs(filepath.Join(r.Sync.Dir, got.Steps[3].Adapter))
 	if p := s.Policies[0]; p.WeightsPath() != wantDir {
 		t.Errorf("restarted replica serves %q, want %s", p.WeightsPath(), wantDir)
 	}

@@ -25,7 +25,8 @@ func TestEvalCheckpointBothArchiveLayouts(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: run: %v\nstdout:\n%s\nstderr:\n%s", layout, err, stdout, stderr)
 		}
-		archives, _ := filepath.Glob(filepath.Join(run, "checkpoints", "*", "sampler_weights", "sim-step0001.tar.gz"))
+		// Step 1's archive, named <recipe>-<model id>-step0001.
+		archives, _ := filepath.Glob(filepath.Join(run, "checkpoints", "*", "sampler_weights", "sim-*-step0001.tar.gz"))
 		if len(archives) != 1 {
 			t.Fatalf("%s: archives %v", layout, archives)
 		}
@@ -47,14 +48,15 @@ func TestEvalCheckpointBothArchiveLayouts(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s, %s: eval: %v\nstdout:\n%s\nstderr:\n%s", layout, kind, err, stdout, stderr)
 			}
-			model := "sim-step0001"
+			adapter := strings.TrimSuffix(filepath.Base(archives[0]), ".tar.gz")
+			model := adapter
 			if kind == "sglang_disk" {
 				model = "sim/Qwen2.5-3B-Instruct" // full weights, served under the base name
 			}
 			if want := "eval step 1 (search, " + model + ", greedy)"; !strings.Contains(stdout, want) {
 				t.Errorf("%s, %s: no %q in\n%s", layout, kind, want, stdout)
 			}
-			if _, err := os.Stat(filepath.Join(out, "adapters", "sim-step0001")); err != nil {
+			if _, err := os.Stat(filepath.Join(out, "adapters", adapter)); err != nil {
 				t.Errorf("%s, %s: the archive was not unpacked under sync.dir (output.dir/adapters): %v", layout, kind, err)
 			}
 		}

@@ -28,7 +28,7 @@ func newEvalCmd(e *env) *cobra.Command {
 --checkpoint names a model the policy servers serve, or the path of an adapter
 directory or sampler archive (.tar.gz; a gzip tar or, as SkyRL's FSDP backend
 writes, a plain tar) to load on them first (e.g.
-runs/sim/adapters/sim-step0016). Records are appended to output.dir/eval.jsonl
+runs/sim/adapters/sim-model-000002/sim-sim-model-000002-step0016). Records are appended to output.dir/eval.jsonl
 with the strategy named, and per-question results go to output.dir/questions/.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

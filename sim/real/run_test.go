@@ -189,8 +189,10 @@ func TestRunRealVLLM(t *testing.T) {
 	if len(states) != 1 || len(samplers) > 1 {
 		t.Errorf("left on SkyRL's disk: states %v, sampler archives %v; want one state and at most one archive", states, samplers)
 	}
-	// The served adapters: vLLM lists the last step's.
-	if !strings.Contains(out, "real-cpu-step0003") {
+	// The served adapters: vLLM lists the last step's
+	// (real-cpu-<the trainer model id>-step0003).
+	if recs := steps(t, dir); len(recs) != 3 || !strings.HasPrefix(recs[2].Adapter, "real-cpu-") ||
+		!strings.HasSuffix(recs[2].Adapter, "-step0003") || !strings.Contains(out, recs[2].Adapter) {
 		t.Errorf("no step 3 adapter in the output:\n%s", out)
 	}
 }
