@@ -20,6 +20,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/hindsearch/hindsearch/clients/transport"
@@ -104,4 +105,28 @@ func (c *Client) Remove(ctx context.Context, u string) error {
 func alreadyMember(err error) bool {
 	var se *transport.StatusError
 	return errors.As(err, &se) && se.Status == http.StatusBadRequest && strings.Contains(se.Body, "already exists")
+}
+
+// SameURL reports whether a and b name the same server, as a router lists
+// its workers: base URLs equal but for a trailing slash.
+func SameURL(a, b string) bool { return strings.TrimRight(a, "/") == strings.TrimRight(b, "/") }
+
+// Compare sets a router's worker list against servers (base URLs):
+// foreign are the workers it lists that servers lacks, in its order;
+// missing the servers it does not list, in theirs.
+func Compare(listed, servers []string) (foreign, missing []string) {
+	in := func(u string, list []string) bool {
+		return slices.ContainsFunc(list, func(v string) bool { return SameURL(u, v) })
+	}
+	for _, u := range listed {
+		if !in(u, servers) {
+			foreign = append(foreign, u)
+		}
+	}
+	for _, u := range servers {
+		if !in(u, listed) {
+			missing = append(missing, u)
+		}
+	}
+	return foreign, missing
 }

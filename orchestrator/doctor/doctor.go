@@ -310,24 +310,11 @@ func (c *checker) routerCheck(ctx context.Context, rt router.Router) Check {
 		ch.Fix = "start the router (vllm-router) at policy.router_url, or unset policy.router_url to call policy.urls directly"
 		return ch
 	}
-	norm := func(u string) string { return strings.TrimRight(u, "/") }
-	ours := map[string]bool{}
+	var servers []string
 	for _, p := range c.deps.Policies {
-		ours[norm(p.URL())] = true
+		servers = append(servers, p.URL())
 	}
-	var foreign, missing []string
-	have := map[string]bool{}
-	for _, u := range listed {
-		have[norm(u)] = true
-		if !ours[norm(u)] {
-			foreign = append(foreign, u)
-		}
-	}
-	for _, p := range c.deps.Policies {
-		if !have[norm(p.URL())] {
-			missing = append(missing, p.URL())
-		}
-	}
+	foreign, missing := router.Compare(listed, servers)
 	switch {
 	case len(foreign) > 0 && c.r.Sync.Kind != recipes.SyncNone:
 		ch.Status = CheckFail

@@ -172,46 +172,34 @@ func (r *Replicas) syncRouter(ctx context.Context, strict bool) error {
 	if err != nil {
 		return fmt.Errorf("router %s: list workers: %w", rm.admin.URL(), err)
 	}
-	have := map[string]bool{}
-	for _, u := range listed {
-		have[normURL(u)] = true
+	set := r.all()
+	ours := make([]string, len(set))
+	for i, rp := range set {
+		ours[i] = rp.p.URL()
 	}
-	ours := map[string]bool{}
+	foreign, unlisted := router.Compare(listed, ours)
 	up := r.upIndices()
 	var errs []string
-	for i, rp := range r.all() {
-		u := normURL(rp.p.URL())
-		ours[u] = true
+	for i, u := range ours {
+		inRouter := !slices.Contains(unlisted, u)
 		switch want := r.member(i, up); {
-		case want && !have[u]:
+		case want && !inRouter:
 			// Only a replica just found healthy is added: the router
 			// blocks an add until the worker answers /health.
 			if err := rm.admin.Add(ctx, u); err != nil {
 				errs = append(errs, fmt.Sprintf("add %s: %v", u, err))
 			}
-		case !want && have[u]:
+		case !want && inRouter:
 			if err := rm.admin.Remove(ctx, u); err != nil {
 				errs = append(errs, fmt.Sprintf("remove %s: %v", u, err))
 			}
 		}
 	}
-	if strict && r.book != nil {
-		var foreign []string
-		for _, u := range listed {
-			if !ours[normURL(u)] {
-				foreign = append(foreign, u)
-			}
-		}
-		if len(foreign) > 0 {
-			errs = append(errs, fmt.Sprintf("it routes to %s, not among policy.urls: requests sent there would lack this run's weights; remove them from the router or list them in policy.urls", strings.Join(foreign, ", ")))
-		}
+	if strict && r.book != nil && len(foreign) > 0 {
+		errs = append(errs, fmt.Sprintf("it routes to %s, not among policy.urls: requests sent there would lack this run's weights; remove them from the router or list them in policy.urls", strings.Join(foreign, ", ")))
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("router %s: %s", rm.admin.URL(), strings.Join(errs, "; "))
 	}
 	return nil
 }
-
-// normURL is a base URL without its trailing slash, as routers list
-// workers.
-func normURL(u string) string { return strings.TrimRight(u, "/") }
