@@ -63,7 +63,7 @@ Example (beside the run, in the same pod or on a shared volume):
 			}
 			src := &pods.Source{Client: client, Namespace: namespace, Selector: selector, Port: port, Retry: 2 * time.Second}
 			if once {
-				urls, _, err := src.List(cmd.Context())
+				urls, err := src.List(cmd.Context())
 				if err != nil {
 					return err
 				}

@@ -20,11 +20,7 @@ import (
 // it.
 func routerBin(t *testing.T) string {
 	t.Helper()
-	bin := os.Getenv("HINDSEARCH_ROUTER_BIN")
-	if bin == "" {
-		t.Skip("vllm-router is not installed: make router-check (sim/real/README.md) sets HINDSEARCH_ROUTER_BIN")
-	}
-	return bin
+	return installed(t, "HINDSEARCH_ROUTER_BIN", "vllm-router is not installed: make router-check (sim/real/README.md) sets HINDSEARCH_ROUTER_BIN")
 }
 
 // freePort is a loopback port free when asked.

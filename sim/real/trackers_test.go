@@ -23,9 +23,16 @@ import (
 // trackers` installed (HINDSEARCH_TRACKERS_BIN); the test skips without it.
 func trackerBin(t *testing.T) string {
 	t.Helper()
-	bin := os.Getenv("HINDSEARCH_TRACKERS_BIN")
+	return installed(t, "HINDSEARCH_TRACKERS_BIN", "the trackers' readers are not installed: make trackers (sim/real/README.md) sets HINDSEARCH_TRACKERS_BIN")
+}
+
+// installed is the path an opt-in make target put in the environment
+// variable env; without it the test skips, saying why.
+func installed(t *testing.T, env, why string) string {
+	t.Helper()
+	bin := os.Getenv(env)
 	if bin == "" {
-		t.Skip("the trackers' readers are not installed: make trackers (sim/real/README.md) sets HINDSEARCH_TRACKERS_BIN")
+		t.Skip(why)
 	}
 	return bin
 }

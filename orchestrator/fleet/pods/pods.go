@@ -79,21 +79,26 @@ func (s *Source) URL(p *corev1.Pod) string {
 	return ""
 }
 
-// List returns the URLs of the pods serving now, sorted, and the list's
+// List returns the URLs of the pods serving now, sorted.
+func (s *Source) List(ctx context.Context) ([]string, error) {
+	serving, _, err := s.list(ctx)
+	return sortedURLs(serving), err
+}
+
+// list returns the pods serving now (pod name -> URL) and the list's
 // resource version (where a watch starts).
-func (s *Source) List(ctx context.Context) ([]string, string, error) {
+func (s *Source) list(ctx context.Context) (map[string]string, string, error) {
 	l, err := s.Client.CoreV1().Pods(s.Namespace).List(ctx, metav1.ListOptions{LabelSelector: s.Selector})
 	if err != nil {
 		return nil, "", fmt.Errorf("kubernetes: list pods %q in namespace %s: %w", s.Selector, s.Namespace, err)
 	}
-	var urls []string
+	serving := map[string]string{}
 	for i := range l.Items {
 		if u := s.URL(&l.Items[i]); u != "" {
-			urls = append(urls, u)
+			serving[l.Items[i].Name] = u
 		}
 	}
-	slices.Sort(urls)
-	return slices.Compact(urls), l.ResourceVersion, nil
+	return serving, l.ResourceVersion, nil
 }
 
 // Follow calls follow with the serving pods' URLs (sorted) whenever they
@@ -106,18 +111,16 @@ func (s *Source) Follow(ctx context.Context, follow func(urls []string), out io.
 		retry = 2 * time.Second
 	}
 	var last []string
+	emitted := false
 	emit := func(urls []string) {
-		if last == nil || !slices.Equal(urls, last) {
-			last = slices.Clone(urls)
-			if last == nil {
-				last = []string{}
-			}
+		if !emitted || !slices.Equal(urls, last) {
+			emitted, last = true, urls
 			follow(urls)
 		}
 	}
 	for ctx.Err() == nil {
 		if err := s.watchOnce(ctx, emit); err != nil && ctx.Err() == nil {
-			fmt.Fprintf(out, "policy.pods: %v; listing again in %s\n", err, retry)
+			fmt.Fprintf(out, "endpoints: %v; listing again in %s\n", err, retry)
 		}
 		select {
 		case <-ctx.Done():
@@ -129,18 +132,12 @@ func (s *Source) Follow(ctx context.Context, follow func(urls []string), out io.
 // watchOnce lists the pods, emits their URLs, then watches them, emitting
 // the URLs after every change, until the watch ends.
 func (s *Source) watchOnce(ctx context.Context, emit func([]string)) error {
-	l, err := s.Client.CoreV1().Pods(s.Namespace).List(ctx, metav1.ListOptions{LabelSelector: s.Selector})
+	serving, version, err := s.list(ctx)
 	if err != nil {
-		return fmt.Errorf("kubernetes: list pods %q in namespace %s: %w", s.Selector, s.Namespace, err)
-	}
-	serving := map[string]string{} // pod name -> URL
-	for i := range l.Items {
-		if u := s.URL(&l.Items[i]); u != "" {
-			serving[l.Items[i].Name] = u
-		}
+		return err
 	}
 	emit(sortedURLs(serving))
-	w, err := s.Client.CoreV1().Pods(s.Namespace).Watch(ctx, metav1.ListOptions{LabelSelector: s.Selector, ResourceVersion: l.ResourceVersion})
+	w, err := s.Client.CoreV1().Pods(s.Namespace).Watch(ctx, metav1.ListOptions{LabelSelector: s.Selector, ResourceVersion: version})
 	if err != nil {
 		return fmt.Errorf("kubernetes: watch pods %q: %w", s.Selector, err)
 	}

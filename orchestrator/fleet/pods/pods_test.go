@@ -38,7 +38,7 @@ func TestFollowReadyPods(t *testing.T) {
 		pod("judge-0", "10.0.0.9", true, map[string]string{"app": "judge"}),
 	)
 	s := &Source{Client: cs, Namespace: "rl", Selector: "app=vllm", Port: 8000, Retry: 50 * time.Millisecond}
-	urls, _, err := s.List(context.Background())
+	urls, err := s.List(context.Background())
 	if err != nil || !slices.Equal(urls, []string{"http://10.0.0.1:8000"}) {
 		t.Fatalf("List = %v, %v", urls, err)
 	}
